@@ -1,0 +1,58 @@
+# ferrogate — build, run and test from a fresh clone.
+#
+#   make run    build everything, start `ferrogate sim` (:8000) and `ferrogate serve` (:8080)
+#   make test   everything the tests need, then all tests (what CI runs)
+#   make bench  gateway vs direct latency/throughput (scripts/bench)
+
+SHELL := /bin/bash
+CARGO ?= cargo
+WASM_TARGET := wasm32-unknown-unknown
+WASM_DIR := target/$(WASM_TARGET)/release
+FILTER_WASM := $(WASM_DIR)/ferrogate_filter.wasm
+TESTFILTER_WASM := $(WASM_DIR)/ferrogate_testfilter.wasm
+TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+BIN := target/native/ferrogate
+
+.PHONY: all toolchain wasm build run test test-rust lint bench clean
+
+all: build
+
+## toolchain: the pinned toolchain and its wasm32 target (rustup is idempotent)
+toolchain:
+	@rustup toolchain list | grep -q "^$(TOOLCHAIN)" || rustup toolchain install $(TOOLCHAIN) --profile minimal
+	@rustup target list --installed --toolchain $(TOOLCHAIN) | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET) --toolchain $(TOOLCHAIN)
+	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q '^clippy' || rustup component add clippy --toolchain $(TOOLCHAIN)
+
+## wasm: the filter and the host's test filters, size/speed-tuned release builds
+wasm: toolchain
+	$(CARGO) build --release --target $(WASM_TARGET) -p ferrogate-filter -p ferrogate-testfilter
+	@ls -l $(FILTER_WASM) $(TESTFILTER_WASM) | awk '{print $$5, $$9}'
+
+## build: wasm + the native `ferrogate` binary (optimised, no LTO)
+build: wasm
+	$(CARGO) build --profile native -p ferrogate-sidecar
+	cp $(FILTER_WASM) target/native/ferrogate_filter.wasm
+
+## run: sim on 127.0.0.1:8000, gateway on 127.0.0.1:8080 (Ctrl-C stops both)
+run: build
+	@echo "sim on 127.0.0.1:8000, gateway on 127.0.0.1:8080 — try the README's curl"
+	@trap 'kill 0' INT TERM EXIT; \
+	$(BIN) sim --listen 127.0.0.1:8000 --model sim-small & \
+	sleep 0.3; \
+	$(BIN) serve --config examples/quickstart.yaml --listen 127.0.0.1:8080; \
+	wait
+
+## test: everything (CI runs this)
+test: wasm test-rust
+
+test-rust:
+	$(CARGO) build -p ferrogate-core --target $(WASM_TARGET)
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p ferrogate-core -p ferrogate-filter --target $(WASM_TARGET) -- -D warnings
+	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter
+
+bench: build
+	scripts/bench
+
+clean:
+	$(CARGO) clean

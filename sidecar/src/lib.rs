@@ -1,0 +1,6 @@
+//! The `ferrogate` binary's library: the standalone gateway (`serve`), the simulated engine
+//! (`sim`) and the small commands (`check`, `keys`).
+
+pub mod cli;
+pub mod serve;
+pub mod sim;

@@ -1,0 +1,88 @@
+//! `ferrogate`: the gateway's one binary (standalone gateway, simulated engine, config tools).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ferrogate_sidecar::{cli, serve, sim};
+
+/// ferrogate — an OpenAI/Anthropic/Gemini-compatible AI gateway built as a proxy-wasm filter.
+#[derive(Parser, Debug)]
+#[command(name = "ferrogate", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Standalone gateway: the filter in an embedded proxy-wasm host, forwarding to upstreams.
+    Serve(serve::ServeArgs),
+    /// Simulated OpenAI-compatible engine (vLLM-like) for demos, tests and benchmarks.
+    Sim(sim::SimArgs),
+    /// Validate a configuration file and print every problem.
+    Check(cli::CheckArgs),
+    /// Virtual key tools.
+    Keys {
+        #[command(subcommand)]
+        command: cli::KeysCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        Command::Check(args) => cli::check(&args),
+        Command::Keys { command } => cli::keys(&command),
+        Command::Serve(args) => block_on(async move { run_serve(args).await }),
+        Command::Sim(args) => block_on(async move { run_sim(args).await }),
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERROGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn block_on(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+        Ok(rt) => rt.block_on(fut),
+        Err(e) => {
+            eprintln!("ferrogate: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_serve(args: serve::ServeArgs) -> ExitCode {
+    let gateway = match serve::Gateway::start(&args).await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("ferrogate serve: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    cli::shutdown_signal().await;
+    tracing::info!("shutting down: draining in-flight requests");
+    gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn run_sim(args: sim::SimArgs) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("ferrogate sim: cannot listen on {}: {e}", args.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(addr = %args.listen, "ferrogate sim listening");
+    match sim::run(args, listener, cli::shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrogate sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

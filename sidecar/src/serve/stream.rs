@@ -1,0 +1,357 @@
+//! One proxied request: the glue between hyper, the filter VM and the upstream.
+//!
+//! The driver plays the parts of Envoy's connection manager and router around the filter.
+//! Inputs (client request frames, upstream response frames, wake-ups from callouts and ticks)
+//! go into the VM; the VM's [`StreamEvent`]s say what the filter chain released, and the driver
+//! carries that out: start the upstream request when headers are released (the route decision
+//! point), forward body chunks, send the response head, stream the response body, reset.
+//! Each send awaits room in a bounded channel, so a slow peer slows the other side down
+//! instead of filling memory.
+
+use std::convert::Infallible;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrogate_host::{Headers, StreamEvent, StreamId};
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::sync::{oneshot, Notify};
+
+use super::body::{BodySender, ChannelBody};
+use super::headers::{response_to_filter, status_of, to_header_map};
+use super::upstream::{router_reply, UpstreamFuture};
+use super::worker::{ConnInfo, VmRef, Worker};
+
+/// hyper service entry point: runs the driver on this worker and waits for the response head.
+pub async fn handle(
+    worker: Rc<Worker>,
+    conn: Rc<ConnInfo>,
+    req: Request<Incoming>,
+) -> Result<Response<ChannelBody>, super::body::BodyAborted> {
+    let (head_tx, head_rx) = oneshot::channel();
+    tokio::task::spawn_local(async move {
+        let _: Result<(), Infallible> = Driver::start(worker, &conn, req, head_tx).run().await;
+    });
+    // A driver that ends without a head means the stream was reset: returning an error makes
+    // hyper drop the connection (HTTP/1) or reset the stream (HTTP/2), as Envoy does.
+    head_rx.await.map_err(|_| super::body::BodyAborted("stream reset".into()))
+}
+
+struct Driver {
+    worker: Rc<Worker>,
+    vm: VmRef,
+    id: StreamId,
+    wake: Arc<Notify>,
+    head_tx: Option<oneshot::Sender<Response<ChannelBody>>>,
+    request_body: Option<Incoming>,
+    request_eos_sent: bool,
+    upstream_body_tx: Option<BodySender>,
+    upstream: Option<UpstreamFuture>,
+    response_body: Option<Incoming>,
+    response_eos_sent: bool,
+    downstream_tx: Option<BodySender>,
+    finished: bool,
+    reset: bool,
+}
+
+impl Driver {
+    fn start(
+        worker: Rc<Worker>,
+        conn: &ConnInfo,
+        req: Request<Incoming>,
+        head_tx: oneshot::Sender<Response<ChannelBody>>,
+    ) -> Driver {
+        let vm = worker.vm();
+        let wake = Arc::new(Notify::new());
+        let waker = wake.clone();
+        let id = vm.borrow_mut().create_stream(conn.stream_info(), Some(Box::new(move || waker.notify_one())));
+        let (parts, body) = req.into_parts();
+        let headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
+        let eos = hyper::body::Body::is_end_stream(&body);
+        let mut driver = Driver {
+            worker,
+            vm,
+            id,
+            wake,
+            head_tx: Some(head_tx),
+            request_body: (!eos).then_some(body),
+            request_eos_sent: eos,
+            upstream_body_tx: None,
+            upstream: None,
+            response_body: None,
+            response_eos_sent: false,
+            downstream_tx: None,
+            finished: false,
+            reset: false,
+        };
+        driver.call(|vm, id| vm.request_headers(id, headers, eos));
+        driver
+    }
+
+    /// Runs one host input and dispatches whatever callouts it issued.
+    fn call(&mut self, f: impl FnOnce(&mut ferrogate_host::Vm, StreamId) -> Result<(), ferrogate_host::HostError>) {
+        let result = f(&mut self.vm.borrow_mut(), self.id);
+        if let Err(e) = result {
+            tracing::error!(stream = self.id, error = %e, "filter host error; resetting stream");
+            self.reset = true;
+        }
+        self.worker.pump(&self.vm);
+    }
+
+    async fn run(mut self) -> Result<(), Infallible> {
+        loop {
+            self.apply_events().await;
+            if self.finished || self.reset {
+                break;
+            }
+            self.wait_for_input().await;
+        }
+        self.finish().await;
+        Ok(())
+    }
+
+    async fn wait_for_input(&mut self) {
+        let wake = self.wake.clone();
+        tokio::select! {
+            biased;
+            _ = wake.notified() => {}
+            result = poll_opt(&mut self.upstream), if self.upstream.is_some() => {
+                self.upstream = None;
+                self.on_upstream_response(result);
+            }
+            frame = next_frame(&mut self.response_body), if self.response_body.is_some() => {
+                self.on_response_frame(frame);
+            }
+            frame = next_frame(&mut self.request_body), if self.request_body.is_some() => {
+                self.on_request_frame(frame);
+            }
+        }
+    }
+
+    fn on_request_frame(&mut self, frame: Option<Result<http_body::Frame<Bytes>, hyper::Error>>) {
+        match frame {
+            None => {
+                self.request_body = None;
+                if !self.request_eos_sent {
+                    self.request_eos_sent = true;
+                    self.call(|vm, id| vm.request_data(id, &[], true));
+                }
+            }
+            Some(Err(e)) => {
+                tracing::debug!(stream = self.id, error = %e, "client went away");
+                self.reset = true;
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    let eos = self.request_body.as_ref().is_some_and(hyper::body::Body::is_end_stream);
+                    if eos {
+                        self.request_body = None;
+                        self.request_eos_sent = true;
+                    }
+                    self.call(|vm, id| vm.request_data(id, &data, eos));
+                }
+                Err(frame) => {
+                    self.request_body = None;
+                    self.request_eos_sent = true;
+                    let trailers = frame.into_trailers().map(|t| response_to_trailers(&t)).unwrap_or_default();
+                    self.call(|vm, id| vm.request_trailers(id, trailers));
+                }
+            },
+        }
+    }
+
+    fn on_upstream_response(&mut self, result: Result<Response<Incoming>, super::upstream::UpstreamError>) {
+        match result {
+            Ok(resp) => {
+                let (parts, body) = resp.into_parts();
+                let headers = response_to_filter(parts.status, &parts.headers);
+                let eos = hyper::body::Body::is_end_stream(&body);
+                self.response_eos_sent = eos;
+                self.response_body = (!eos).then_some(body);
+                self.call(|vm, id| vm.response_headers(id, headers, eos));
+            }
+            Err(e) => {
+                tracing::warn!(stream = self.id, error = %e, "upstream request failed");
+                self.upstream_body_tx = None;
+                // Like Envoy's router, an upstream failure becomes a reply that still runs
+                // through the filter's response callbacks.
+                let (headers, body) = router_reply(&e);
+                self.response_eos_sent = true;
+                self.call(|vm, id| vm.response_headers(id, headers, false));
+                self.call(|vm, id| vm.response_data(id, &body, true));
+            }
+        }
+    }
+
+    fn on_response_frame(&mut self, frame: Option<Result<http_body::Frame<Bytes>, hyper::Error>>) {
+        match frame {
+            None => {
+                self.response_body = None;
+                if !self.response_eos_sent {
+                    self.response_eos_sent = true;
+                    self.call(|vm, id| vm.response_data(id, &[], true));
+                }
+            }
+            Some(Err(e)) => {
+                tracing::warn!(stream = self.id, error = %e, "upstream reset mid-response");
+                self.response_body = None;
+                self.reset = true;
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    let eos = self.response_body.as_ref().is_some_and(hyper::body::Body::is_end_stream);
+                    if eos {
+                        self.response_body = None;
+                        self.response_eos_sent = true;
+                    }
+                    self.call(|vm, id| vm.response_data(id, &data, eos));
+                }
+                Err(frame) => {
+                    self.response_body = None;
+                    self.response_eos_sent = true;
+                    let trailers = frame.into_trailers().map(|t| response_to_trailers(&t)).unwrap_or_default();
+                    self.call(|vm, id| vm.response_trailers(id, trailers));
+                }
+            },
+        }
+    }
+
+    /// Carries out everything the filter chain released, in order.
+    async fn apply_events(&mut self) {
+        loop {
+            let events = self.vm.borrow_mut().take_events(self.id);
+            if events.is_empty() {
+                return;
+            }
+            for event in events {
+                self.apply(event).await;
+            }
+        }
+    }
+
+    async fn apply(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::RequestHeaders { headers, end_of_stream } => self.start_upstream(headers, end_of_stream),
+            StreamEvent::RequestData { data, end_of_stream } => {
+                if let Some(tx) = &self.upstream_body_tx {
+                    tx.data(data).await;
+                }
+                if end_of_stream {
+                    self.upstream_body_tx = None;
+                }
+            }
+            StreamEvent::RequestTrailers(trailers) => {
+                if let Some(tx) = self.upstream_body_tx.take() {
+                    tx.trailers(to_header_map(&trailers)).await;
+                }
+            }
+            StreamEvent::ResponseHeaders { headers, end_of_stream } => self.send_head(&headers, end_of_stream),
+            StreamEvent::ResponseData { data, end_of_stream } => self.send_data(data, end_of_stream).await,
+            StreamEvent::ResponseTrailers(trailers) => {
+                if let Some(tx) = self.downstream_tx.take() {
+                    tx.trailers(to_header_map(&trailers)).await;
+                }
+                self.finished = true;
+            }
+            StreamEvent::AbortUpstream { details } => {
+                tracing::debug!(stream = self.id, details, "upstream abandoned for a local reply");
+                self.upstream = None;
+                self.upstream_body_tx = None;
+                self.response_body = None;
+                self.request_body = None;
+            }
+            StreamEvent::Reset { details } => {
+                tracing::debug!(stream = self.id, details, "stream reset by the filter chain");
+                self.reset = true;
+            }
+        }
+    }
+
+    fn start_upstream(&mut self, headers: Headers, end_of_stream: bool) {
+        let (body, tx) = if end_of_stream {
+            (ChannelBody::empty(), None)
+        } else {
+            let (tx, body) = ChannelBody::channel();
+            (body, Some(tx))
+        };
+        match self.worker.upstream().start(&headers, body) {
+            Ok(fut) => {
+                self.upstream = Some(fut);
+                self.upstream_body_tx = tx;
+            }
+            Err(e) => self.on_upstream_response(Err(e)),
+        }
+    }
+
+    fn send_head(&mut self, headers: &Headers, end_of_stream: bool) {
+        let body = if end_of_stream {
+            self.finished = true;
+            ChannelBody::empty()
+        } else {
+            let (tx, body) = ChannelBody::channel();
+            self.downstream_tx = Some(tx);
+            body
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status_of(headers);
+        *response.headers_mut() = to_header_map(headers);
+        if let Some(head_tx) = self.head_tx.take() {
+            if head_tx.send(response).is_err() {
+                self.reset = true;
+            }
+        }
+    }
+
+    async fn send_data(&mut self, data: Vec<u8>, end_of_stream: bool) {
+        if let Some(tx) = &self.downstream_tx {
+            if !tx.data(data).await {
+                tracing::debug!(stream = self.id, "client disconnected during the response");
+                self.reset = true;
+                return;
+            }
+        }
+        if end_of_stream {
+            self.downstream_tx = None;
+            self.finished = true;
+        }
+    }
+
+    async fn finish(mut self) {
+        if self.reset {
+            if let Some(tx) = self.downstream_tx.take() {
+                tx.abort("reset").await;
+            }
+            // Dropping head_tx without sending makes `handle` fail the stream.
+            self.head_tx = None;
+        }
+        self.upstream = None;
+        self.vm.borrow_mut().finish_stream(self.id, self.reset);
+        self.worker.pump(&self.vm);
+    }
+}
+
+fn response_to_trailers(map: &http::HeaderMap) -> Headers {
+    let mut out = Headers::new();
+    for (k, v) in map {
+        out.add(k.as_str(), v.as_bytes());
+    }
+    out
+}
+
+async fn next_frame(body: &mut Option<Incoming>) -> Option<Result<http_body::Frame<Bytes>, hyper::Error>> {
+    match body {
+        Some(b) => b.frame().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn poll_opt(
+    fut: &mut Option<UpstreamFuture>,
+) -> Result<Response<Incoming>, super::upstream::UpstreamError> {
+    match fut {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,263 @@
+//! Worker threads of `ferrogate serve`, modelled on Envoy's workers.
+//!
+//! Each worker is an OS thread with a single-threaded tokio runtime and its own filter VM
+//! (Envoy's thread-local VM clone), accepting connections from the shared listener. VMs share
+//! only what Envoy's share: shared data, shared queues and metrics, all inside the host
+//! [`Runtime`]. A VM that traps is replaced by a fresh one for new streams (Envoy's
+//! `FAIL_RELOAD` policy); streams already on the failed VM finish with its failure replies.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrogate_host::{Runtime, StreamInfo, Vm};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::sync::{watch, Notify};
+
+use super::stream;
+use super::upstream::Upstream;
+
+/// A VM shared by the streams of one worker (never crosses threads).
+pub type VmRef = Rc<RefCell<Vm>>;
+
+/// What every worker shares.
+pub struct WorkerConfig {
+    /// The compiled filter and its process-wide state.
+    pub runtime: Runtime,
+    /// Upstream clusters.
+    pub clusters: Arc<super::cluster::Clusters>,
+    /// Routing header the filter sets.
+    pub cluster_header: String,
+    /// Route timeout (None: none, fit for long generations).
+    pub upstream_timeout: Option<Duration>,
+    /// How long shutdown waits for in-flight requests.
+    pub drain_timeout: Duration,
+}
+
+/// Connection facts handed to each stream.
+#[derive(Debug)]
+pub struct ConnInfo {
+    peer: SocketAddr,
+    local: SocketAddr,
+    id: u64,
+}
+
+impl ConnInfo {
+    /// The host's view of this connection.
+    pub fn stream_info(&self) -> StreamInfo {
+        StreamInfo {
+            source_address: Some(self.peer),
+            destination_address: Some(self.local),
+            connection_id: self.id,
+            protocol: String::new(),
+        }
+    }
+}
+
+static CONNECTION_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh request id, as Envoy's connection manager makes when the client sent none.
+pub fn new_request_id() -> String {
+    let v: u128 = rand::random();
+    let h = format!("{v:032x}");
+    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+}
+
+/// One worker's state.
+pub struct Worker {
+    index: usize,
+    config: Arc<WorkerConfig>,
+    vm: RefCell<VmRef>,
+    upstream: Rc<Upstream>,
+    queue_ready: Arc<Notify>,
+}
+
+impl Worker {
+    fn new(index: usize, config: Arc<WorkerConfig>) -> Result<Rc<Worker>, super::ServeError> {
+        let upstream = Upstream::new(config.clusters.clone(), config.cluster_header.clone(), config.upstream_timeout)?;
+        let queue_ready = Arc::new(Notify::new());
+        let vm = start_vm(&config.runtime, index, &queue_ready)?;
+        Ok(Rc::new(Worker { index, config, vm: RefCell::new(vm), upstream: Rc::new(upstream), queue_ready }))
+    }
+
+    /// The VM new streams should use, replacing a failed one first.
+    pub fn vm(&self) -> VmRef {
+        let current = self.vm.borrow().clone();
+        if !current.borrow().is_failed() {
+            return current;
+        }
+        match start_vm(&self.config.runtime, self.index, &self.queue_ready) {
+            Ok(fresh) => {
+                tracing::warn!(worker = self.index, "filter VM failed; started a fresh one");
+                *self.vm.borrow_mut() = fresh.clone();
+                fresh
+            }
+            Err(e) => {
+                tracing::error!(worker = self.index, error = %e, "cannot restart the filter VM");
+                current
+            }
+        }
+    }
+
+    /// The upstream client.
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
+    /// Dispatches the callouts `vm` issued and drops its drained log buffer.
+    pub fn pump(self: &Rc<Self>, vm: &VmRef) {
+        let calls = {
+            let mut vm = vm.borrow_mut();
+            vm.take_logs();
+            vm.take_http_calls()
+        };
+        for call in calls {
+            let upstream = self.upstream.clone();
+            let vm = vm.clone();
+            let worker = self.clone();
+            tokio::task::spawn_local(async move {
+                let token = call.token;
+                let response = upstream.callout(call).await;
+                let result = vm.borrow_mut().http_call_response(token, response);
+                if let Err(e) = result {
+                    tracing::error!(token, error = %e, "delivering a callout response failed");
+                }
+                worker.pump(&vm);
+            });
+        }
+    }
+}
+
+fn start_vm(runtime: &Runtime, index: usize, queue_ready: &Arc<Notify>) -> Result<VmRef, super::ServeError> {
+    let mut vm = runtime.new_vm(index)?;
+    let notify = queue_ready.clone();
+    vm.set_queue_waker(Box::new(move || notify.notify_one()));
+    Ok(Rc::new(RefCell::new(vm)))
+}
+
+/// Runs the root context's timer for the current VM.
+async fn tick_loop(worker: Rc<Worker>) {
+    loop {
+        let vm = worker.vm();
+        let period = vm.borrow().tick_period();
+        match period {
+            // The first tick fires one period after it was set, as in Envoy.
+            Some(p) => tokio::time::sleep(p).await,
+            None => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        }
+        if vm.borrow().tick_period().is_none() {
+            continue;
+        }
+        let result = vm.borrow_mut().on_tick();
+        if let Err(e) = result {
+            tracing::error!(worker = worker.index, error = %e, "on_tick failed");
+        }
+        worker.pump(&vm);
+    }
+}
+
+/// Delivers `proxy_on_queue_ready` to this worker's VM when another VM enqueued for it.
+async fn queue_loop(worker: Rc<Worker>) {
+    loop {
+        worker.queue_ready.notified().await;
+        let vm = worker.vm();
+        let result = vm.borrow_mut().deliver_queue_ready();
+        if let Err(e) = result {
+            tracing::error!(worker = worker.index, error = %e, "on_queue_ready failed");
+        }
+        worker.pump(&vm);
+    }
+}
+
+/// Spawns the executor hyper's HTTP/2 server needs for per-stream tasks on this thread.
+#[derive(Clone, Copy, Debug)]
+struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: std::future::Future + 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::task::spawn_local(fut);
+    }
+}
+
+/// Runs worker `index` on the current thread until `shutdown` flips, then drains.
+pub fn run_worker(
+    index: usize,
+    config: Arc<WorkerConfig>,
+    listener: std::net::TcpListener,
+    shutdown: watch::Receiver<bool>,
+    ready: std::sync::mpsc::Sender<Result<(), String>>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let worker = match Worker::new(index, config.clone()) {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = ready.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let listener = match listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener)) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        tokio::task::spawn_local(tick_loop(worker.clone()));
+        tokio::task::spawn_local(queue_loop(worker.clone()));
+        accept_loop(worker, listener, shutdown, config.drain_timeout).await;
+    });
+}
+
+async fn accept_loop(
+    worker: Rc<Worker>,
+    listener: tokio::net::TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+    drain: Duration,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = auto::Builder::new(LocalExec);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((tcp, peer)) = accepted else { continue };
+                let _ = tcp.set_nodelay(true);
+                let local = tcp.local_addr().unwrap_or(peer);
+                let conn = Rc::new(ConnInfo { peer, local, id: CONNECTION_IDS.fetch_add(1, Ordering::Relaxed) });
+                let w = worker.clone();
+                let service = hyper::service::service_fn(move |req| stream::handle(w.clone(), conn.clone(), req));
+                let connection = builder.serve_connection(TokioIo::new(tcp), service).into_owned();
+                let watched = graceful.watch(connection);
+                tokio::task::spawn_local(async move {
+                    if let Err(e) = watched.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!(worker = worker.index, "drain timeout: closing remaining connections");
+    }
+}
