@@ -1,0 +1,265 @@
+//! `ferrogate sim`: a simulated OpenAI-compatible LLM engine (vLLM-like) for demos,
+//! end-to-end tests and benchmarks of the gateway.
+//!
+//! It serves `/v1/models`, `/v1/chat/completions`, `/v1/completions` (plain and SSE),
+//! `/v1/embeddings`, vLLM's `/metrics` and `/health`, with deterministic output, configurable
+//! latency and seeded fault injection (429/500, slow requests, connection resets).
+//!
+//! This file holds the options, the shared state, the router and the server loop; handlers are
+//! in `sim/openai.rs`, text generation in `sim/text.rs`, pacing in `sim/stream.rs`, metrics in
+//! `sim/metrics.rs` and faults in `sim/faults.rs`.
+
+mod error;
+mod faults;
+mod metrics;
+mod openai;
+mod stream;
+mod text;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tower::ServiceExt as _;
+
+pub use faults::{ITL_HEADER, RESET_HEADER, STATUS_HEADER, TTFT_HEADER};
+
+/// Model served when no `--model` is given.
+pub const DEFAULT_MODEL: &str = "sim-small";
+/// How long a graceful shutdown waits for in-flight responses before giving up on them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Options of `ferrogate sim`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: std::net::SocketAddr,
+    /// Model name to serve (repeatable); defaults to `sim-small`.
+    #[arg(long = "model")]
+    pub models: Vec<String>,
+    /// Time to first token, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub ttft_ms: u64,
+    /// Delay between tokens, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub itl_ms: u64,
+    /// Default completion length in tokens (a request's max_tokens caps it).
+    #[arg(long, default_value_t = 16)]
+    pub output_tokens: u32,
+    /// Fraction of inference requests answered with 429 (Retry-After: 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub error_429_rate: f64,
+    /// Fraction of inference requests answered with 500.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_500_rate: f64,
+    /// Fraction of inference requests delayed by --slow-ms before the first token.
+    #[arg(long, default_value_t = 0.0)]
+    pub slow_rate: f64,
+    /// Extra delay of slow requests, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub slow_ms: u64,
+    /// Fraction of inference requests whose connection is dropped without a response.
+    #[arg(long, default_value_t = 0.0)]
+    pub reset_rate: f64,
+    /// Seed of the fault-injection RNG (same seed and request order, same faults).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Simulated KV-cache size in 16-token blocks, for kv_cache_usage_perc.
+    #[arg(long, default_value_t = 100)]
+    pub kv_blocks: u32,
+    /// Requests running at once per model; more wait (vllm:num_requests_waiting). 0 = no limit.
+    #[arg(long, default_value_t = 0)]
+    pub max_running: u32,
+}
+
+impl Default for SimArgs {
+    /// The same values as the command-line defaults.
+    fn default() -> Self {
+        Self {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 8000)),
+            models: Vec::new(),
+            ttft_ms: 0,
+            itl_ms: 0,
+            output_tokens: 16,
+            error_429_rate: 0.0,
+            error_500_rate: 0.0,
+            slow_rate: 0.0,
+            slow_ms: 5000,
+            reset_rate: 0.0,
+            seed: 0,
+            kv_blocks: 100,
+            max_running: 0,
+        }
+    }
+}
+
+/// State shared by all handlers of one sim instance.
+#[derive(Debug)]
+struct SimState {
+    /// Served models in `--model` order, with their engine counters.
+    models: Vec<(String, Arc<metrics::ModelMetrics>)>,
+    ttft: Duration,
+    itl: Duration,
+    output_tokens: u32,
+    kv_blocks: u32,
+    faults: faults::FaultInjector,
+    /// Unix time the sim started, reported as the models' `created`.
+    started: u64,
+    next_id: AtomicU64,
+}
+
+impl SimState {
+    fn new(args: &SimArgs) -> Self {
+        let names = if args.models.is_empty() {
+            vec![DEFAULT_MODEL.to_owned()]
+        } else {
+            args.models.clone()
+        };
+        let models = names
+            .into_iter()
+            .map(|name| (name, Arc::new(metrics::ModelMetrics::new(args.max_running))))
+            .collect();
+        Self {
+            models,
+            ttft: Duration::from_millis(args.ttft_ms),
+            itl: Duration::from_millis(args.itl_ms),
+            output_tokens: args.output_tokens,
+            kv_blocks: args.kv_blocks,
+            faults: faults::FaultInjector::new(args),
+            started: unix_now(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The counters of `name`, or 404 if the sim does not serve it.
+    fn model(&self, name: &str) -> Result<Arc<metrics::ModelMetrics>, error::SimError> {
+        self.models
+            .iter()
+            .find(|(served, _)| served == name)
+            .map(|(_, counters)| Arc::clone(counters))
+            .ok_or_else(|| error::SimError::ModelNotFound(name.to_owned()))
+    }
+
+    /// A process-unique response id with OpenAI's `prefix` (`chatcmpl`, `cmpl`, `embd`).
+    fn response_id(&self, prefix: &str) -> String {
+        format!(
+            "{prefix}-sim{:012x}",
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// Router for the sim (testable with tower oneshot).
+///
+/// Faults apply to the inference routes only; `/metrics`, `/health` and `/v1/models` always
+/// answer, as a real engine's would while it is overloaded.
+pub fn router(args: &SimArgs) -> Router {
+    let state = Arc::new(SimState::new(args));
+    let inference = Router::new()
+        .route("/v1/chat/completions", post(openai::chat))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/embeddings", post(openai::embeddings))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            faults::inject,
+        ));
+    Router::new()
+        .route("/v1/models", get(openai::models))
+        .route("/metrics", get(metrics::handler))
+        .route("/health", get(|| async { StatusCode::OK }))
+        .merge(inference)
+        .fallback(openai::not_found)
+        .with_state(state)
+}
+
+/// Serve until `shutdown` resolves (graceful).
+///
+/// After `shutdown`, the listener closes, idle connections close, and in-flight responses get
+/// up to ten seconds to finish.
+pub async fn run(
+    args: SimArgs,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(&args);
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) => {
+                    // Usually EMFILE or a connection aborted before accept: keep serving.
+                    tracing::warn!(%error, "sim: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = ResetAware(app.clone());
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "sim: connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("sim: in-flight requests still running after the shutdown grace period");
+    }
+    Ok(())
+}
+
+/// Per-connection hyper service running the router; a response marked as a simulated reset
+/// becomes a service error, on which hyper closes the connection without writing a response.
+#[derive(Clone)]
+struct ResetAware(Router);
+
+type ServiceFuture =
+    Pin<Box<dyn Future<Output = Result<Response<Body>, faults::ConnectionReset>> + Send>>;
+
+impl hyper::service::Service<Request<Incoming>> for ResetAware {
+    type Response = Response<Body>;
+    type Error = faults::ConnectionReset;
+    type Future = ServiceFuture;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let router = self.0.clone();
+        Box::pin(async move {
+            let response = match router.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            match response.extensions().get::<faults::ConnectionReset>() {
+                Some(reset) => Err(*reset),
+                None => Ok(response),
+            }
+        })
+    }
+}

@@ -1,0 +1,233 @@
+//! Fault injection and per-request test knobs for the simulated engine.
+//!
+//! Rate-based faults (`--reset-rate`, `--error-429-rate`, `--error-500-rate`, `--slow-rate`) are
+//! drawn from one RNG seeded with `--seed`, so a given request sequence always sees the same
+//! faults. Tests can force behaviour per request with headers: `x-sim-reset: 1`,
+//! `x-sim-status: <code>`, `x-sim-ttft-ms`, `x-sim-itl-ms`.
+//!
+//! A reset must look like a dead upstream: the TCP connection closes with no HTTP response.
+//! The middleware here answers with a response carrying a [`ConnectionReset`] extension (and a
+//! body that fails at once); `sim::run`'s connection service turns that marker into a service
+//! error, on which hyper drops the connection without writing anything.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::error::SimError;
+use super::{SimArgs, SimState};
+
+/// Header forcing a connection reset (`1` or `true`).
+pub const RESET_HEADER: &str = "x-sim-reset";
+/// Header forcing an error status (400..=599).
+pub const STATUS_HEADER: &str = "x-sim-status";
+/// Header overriding `--ttft-ms` for one request.
+pub const TTFT_HEADER: &str = "x-sim-ttft-ms";
+/// Header overriding `--itl-ms` for one request.
+pub const ITL_HEADER: &str = "x-sim-itl-ms";
+
+/// What to do to one request instead of (or before) serving it normally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Close the connection without a response.
+    Reset,
+    /// Answer with this error status.
+    Status(StatusCode),
+    /// Serve normally after an extra `--slow-ms` delay.
+    Slow,
+}
+
+/// Marker (response extension) and body error of a simulated connection reset.
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+#[error("simulated connection reset")]
+pub struct ConnectionReset;
+
+/// Extra time before the first token, set on slow requests (request extension).
+#[derive(Clone, Copy, Debug)]
+pub struct ExtraDelay(pub Duration);
+
+/// Draws rate-based faults from the seeded RNG.
+#[derive(Debug)]
+pub struct FaultInjector {
+    rng: Mutex<StdRng>,
+    reset_rate: f64,
+    error_429_rate: f64,
+    error_500_rate: f64,
+    slow_rate: f64,
+    /// The `--slow-ms` delay of slow requests.
+    pub slow: Duration,
+}
+
+impl FaultInjector {
+    /// An injector configured from the sim's options.
+    pub fn new(args: &SimArgs) -> Self {
+        Self {
+            rng: Mutex::new(StdRng::seed_from_u64(args.seed)),
+            reset_rate: args.reset_rate,
+            error_429_rate: args.error_429_rate,
+            error_500_rate: args.error_500_rate,
+            slow_rate: args.slow_rate,
+            slow: Duration::from_millis(args.slow_ms),
+        }
+    }
+
+    /// The fault for a request with `headers`: forced by header, else drawn by rate.
+    pub fn decide(&self, headers: &HeaderMap) -> Result<Option<Fault>, SimError> {
+        // Always draw, even when a header decides, so the RNG sequence depends only on the
+        // number of requests and stays reproducible.
+        let drawn = self.roll();
+        if header_str(headers, RESET_HEADER).is_some_and(|v| v == "1" || v == "true") {
+            return Ok(Some(Fault::Reset));
+        }
+        if let Some(value) = header_str(headers, STATUS_HEADER) {
+            return forced_status(value).map(|status| Some(Fault::Status(status)));
+        }
+        Ok(drawn)
+    }
+
+    /// One independent draw per fault kind, in a fixed order; the first hit wins.
+    fn roll(&self) -> Option<Fault> {
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        let draws: [f64; 4] = std::array::from_fn(|_| rng.random::<f64>());
+        let faults = [
+            (self.reset_rate, Fault::Reset),
+            (
+                self.error_429_rate,
+                Fault::Status(StatusCode::TOO_MANY_REQUESTS),
+            ),
+            (
+                self.error_500_rate,
+                Fault::Status(StatusCode::INTERNAL_SERVER_ERROR),
+            ),
+            (self.slow_rate, Fault::Slow),
+        ];
+        draws
+            .iter()
+            .zip(faults)
+            .find(|(draw, (rate, _))| **draw < *rate)
+            .map(|(_, (_, fault))| fault)
+    }
+}
+
+fn forced_status(value: &str) -> Result<StatusCode, SimError> {
+    value
+        .parse::<u16>()
+        .ok()
+        .filter(|code| (400..=599).contains(code))
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or_else(|| SimError::BadRequest(format!("{STATUS_HEADER} must be 400..=599")))
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// A millisecond header such as `x-sim-ttft-ms`; absent → `None`, malformed → 400.
+pub fn header_ms(headers: &HeaderMap, name: &str) -> Result<Option<Duration>, SimError> {
+    header_str(headers, name)
+        .map(|value| {
+            value
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| SimError::BadRequest(format!("{name} must be an integer")))
+        })
+        .transpose()
+}
+
+/// The response that makes the connection drop: marked for `sim::run`, and with a body that
+/// errors before yielding a byte in case the router is served some other way.
+pub fn reset_response() -> Response {
+    let failing = futures_util::stream::once(async { Err::<Bytes, _>(ConnectionReset) });
+    let mut response = Response::new(Body::from_stream(failing));
+    response.extensions_mut().insert(ConnectionReset);
+    response
+}
+
+/// Middleware on the inference routes applying the fault decided for each request.
+pub async fn inject(
+    State(state): State<Arc<SimState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match state.faults.decide(request.headers()) {
+        Err(error) => error.into_response(),
+        Ok(Some(Fault::Reset)) => reset_response(),
+        Ok(Some(Fault::Status(status))) => SimError::Injected(status).into_response(),
+        Ok(Some(Fault::Slow)) => {
+            request
+                .extensions_mut()
+                .insert(ExtraDelay(state.faults.slow));
+            next.run(request).await
+        }
+        Ok(None) => next.run(request).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn injector(configure: impl FnOnce(&mut SimArgs)) -> FaultInjector {
+        let mut args = SimArgs::default();
+        configure(&mut args);
+        FaultInjector::new(&args)
+    }
+
+    #[test]
+    fn rates_zero_and_one_are_never_and_always() {
+        let none = injector(|_| {});
+        assert!((0..100).all(|_| none.decide(&HeaderMap::new()).unwrap().is_none()));
+        let always = injector(|a| a.error_500_rate = 1.0);
+        let fault = always.decide(&HeaderMap::new()).unwrap();
+        assert_eq!(
+            fault,
+            Some(Fault::Status(StatusCode::INTERNAL_SERVER_ERROR))
+        );
+    }
+
+    #[test]
+    fn same_seed_same_fault_sequence() {
+        let run = |seed| {
+            let inj = injector(|a| {
+                a.seed = seed;
+                a.error_429_rate = 0.5;
+            });
+            (0..64)
+                .map(|_| inj.decide(&HeaderMap::new()).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let a = run(7);
+        assert_eq!(a, run(7));
+        assert_ne!(a, run(8));
+        assert!(
+            a.contains(&None) && a.contains(&Some(Fault::Status(StatusCode::TOO_MANY_REQUESTS)))
+        );
+    }
+
+    #[test]
+    fn headers_force_faults_and_reject_bad_values() {
+        let inj = injector(|_| {});
+        let mut headers = HeaderMap::new();
+        headers.insert(STATUS_HEADER, HeaderValue::from_static("503"));
+        let fault = inj.decide(&headers).unwrap();
+        assert_eq!(fault, Some(Fault::Status(StatusCode::SERVICE_UNAVAILABLE)));
+        headers.insert(STATUS_HEADER, HeaderValue::from_static("200"));
+        assert!(inj.decide(&headers).is_err());
+        headers.insert(RESET_HEADER, HeaderValue::from_static("1"));
+        assert_eq!(inj.decide(&headers).unwrap(), Some(Fault::Reset));
+        headers.insert(TTFT_HEADER, HeaderValue::from_static("x"));
+        assert!(header_ms(&headers, TTFT_HEADER).is_err());
+        assert_eq!(header_ms(&headers, ITL_HEADER).unwrap(), None);
+    }
+}

@@ -1,0 +1,287 @@
+//! vLLM-compatible engine metrics for the simulated engine: per-model running/waiting gauges,
+//! KV-cache usage and token/success counters, rendered as Prometheus text on `GET /metrics`.
+//!
+//! The gateway's load-aware routing scrapes exactly these series from real vLLM pods, so names
+//! and the `model_name` label follow vLLM. A request is "running" from admission until its
+//! response (streamed or not) is finished or abandoned; the [`RunningGuard`] RAII value keeps
+//! the gauges right even when a client disconnects mid-stream.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::text::FinishReason;
+use super::SimState;
+
+/// vLLM's KV-cache block size in tokens; `--kv-blocks` counts blocks of this size.
+pub const BLOCK_TOKENS: u64 = 16;
+
+/// Live counters of one served model (one simulated engine).
+#[derive(Debug, Default)]
+pub struct ModelMetrics {
+    running: AtomicU64,
+    waiting: AtomicU64,
+    kv_tokens: AtomicU64,
+    prompt_tokens: AtomicU64,
+    generation_tokens: AtomicU64,
+    success_stop: AtomicU64,
+    success_length: AtomicU64,
+    /// `--max-running` admission limit; `None` admits everything at once.
+    limiter: Option<Arc<Semaphore>>,
+}
+
+/// Marks one admitted request as running until dropped; holds its KV-cache tokens and its
+/// admission permit.
+#[derive(Debug)]
+pub struct RunningGuard {
+    model: Arc<ModelMetrics>,
+    kv_tokens: u64,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Decrements `waiting` even if the admission future is dropped while queued.
+struct WaitingGuard<'a>(&'a AtomicU64);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ModelMetrics {
+    /// Counters for a model whose engine runs at most `max_running` requests (0 = unlimited).
+    pub fn new(max_running: u32) -> Self {
+        Self {
+            limiter: (max_running > 0).then(|| Arc::new(Semaphore::new(max_running as usize))),
+            ..Self::default()
+        }
+    }
+
+    /// Admits a request with `prompt_tokens`, waiting (and counting as waiting) while the
+    /// engine is at `--max-running`.
+    pub async fn admit(self: &Arc<Self>, prompt_tokens: u32) -> RunningGuard {
+        let permit = match &self.limiter {
+            Some(limiter) => {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let _waiting = WaitingGuard(&self.waiting);
+                // The semaphore is never closed, so an error cannot happen; running unlimited
+                // would be the harmless fallback anyway.
+                limiter.clone().acquire_owned().await.ok()
+            }
+            None => None,
+        };
+        let kv_tokens = u64::from(prompt_tokens);
+        self.running.fetch_add(1, Ordering::Relaxed);
+        self.kv_tokens.fetch_add(kv_tokens, Ordering::Relaxed);
+        self.prompt_tokens.fetch_add(kv_tokens, Ordering::Relaxed);
+        RunningGuard {
+            model: Arc::clone(self),
+            kv_tokens,
+            _permit: permit,
+        }
+    }
+}
+
+impl RunningGuard {
+    /// Records `count` newly generated tokens (they also occupy KV cache until the end).
+    pub fn generated(&mut self, count: u32) {
+        let count = u64::from(count);
+        self.kv_tokens += count;
+        self.model.kv_tokens.fetch_add(count, Ordering::Relaxed);
+        self.model
+            .generation_tokens
+            .fetch_add(count, Ordering::Relaxed);
+    }
+
+    /// Counts the request as successfully finished; the guard's drop then releases it.
+    pub fn succeed(self, reason: FinishReason) {
+        let counter = match reason {
+            FinishReason::Stop => &self.model.success_stop,
+            FinishReason::Length => &self.model.success_length,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.model.running.fetch_sub(1, Ordering::Relaxed);
+        self.model
+            .kv_tokens
+            .fetch_sub(self.kv_tokens, Ordering::Relaxed);
+    }
+}
+
+/// Fraction (0..=1) of a KV cache of `kv_blocks` blocks that `tokens` occupy.
+pub fn kv_usage(tokens: u64, kv_blocks: u32) -> f64 {
+    let capacity = u64::from(kv_blocks.max(1)) * BLOCK_TOKENS;
+    (tokens as f64 / capacity as f64).min(1.0)
+}
+
+/// Renders the Prometheus text exposition for `models`.
+pub fn render(models: &[(String, Arc<ModelMetrics>)], kv_blocks: u32) -> String {
+    let gauge = |m: &ModelMetrics| {
+        [
+            m.running.load(Ordering::Relaxed) as f64,
+            m.waiting.load(Ordering::Relaxed) as f64,
+            kv_usage(m.kv_tokens.load(Ordering::Relaxed), kv_blocks),
+        ]
+    };
+    let gauges: [(&str, &str, usize); 4] = [
+        (
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            0,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            1,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            2,
+        ),
+        (
+            "vllm:gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage.",
+            2,
+        ),
+    ];
+    let mut out = String::new();
+    for (name, help, index) in gauges {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (model, m) in models {
+            let _ = writeln!(out, "{name}{{model_name=\"{model}\"}} {}", gauge(m)[index]);
+        }
+    }
+    render_counters(&mut out, models);
+    out
+}
+
+fn render_counters(out: &mut String, models: &[(String, Arc<ModelMetrics>)]) {
+    let values = |m: &ModelMetrics| {
+        [
+            m.prompt_tokens.load(Ordering::Relaxed),
+            m.generation_tokens.load(Ordering::Relaxed),
+        ]
+    };
+    let counters = [
+        (
+            "vllm:prompt_tokens_total",
+            "Number of prefill tokens processed.",
+            0,
+        ),
+        (
+            "vllm:generation_tokens_total",
+            "Number of generation tokens processed.",
+            1,
+        ),
+    ];
+    for (name, help, index) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (model, m) in models {
+            let _ = writeln!(out, "{name}{{model_name=\"{model}\"}} {}", values(m)[index]);
+        }
+    }
+    let name = "vllm:request_success_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Count of successfully processed requests."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (model, m) in models {
+        for (reason, counter) in [("stop", &m.success_stop), ("length", &m.success_length)] {
+            let value = counter.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}{{finished_reason=\"{reason}\",model_name=\"{model}\"}} {value}"
+            );
+        }
+    }
+}
+
+/// `GET /metrics`.
+pub async fn handler(State(state): State<Arc<SimState>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        render(&state.models, state.kv_blocks),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_usage_is_a_clamped_fraction() {
+        assert_eq!(kv_usage(0, 100), 0.0);
+        assert_eq!(kv_usage(800, 100), 0.5);
+        assert_eq!(kv_usage(10_000, 100), 1.0);
+        assert_eq!(kv_usage(8, 0), 0.5); // zero blocks treated as one, never divides by zero
+    }
+
+    #[tokio::test]
+    async fn guard_tracks_running_tokens_and_success() {
+        let m = Arc::new(ModelMetrics::new(0));
+        let models = vec![("m".to_owned(), Arc::clone(&m))];
+        let mut guard = m.admit(10).await;
+        guard.generated(6);
+        let text = render(&models, 1);
+        assert!(
+            text.contains("vllm:num_requests_running{model_name=\"m\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 1\n"),
+            "{text}"
+        );
+        guard.succeed(FinishReason::Length);
+        let text = render(&models, 1);
+        assert!(
+            text.contains("vllm:num_requests_running{model_name=\"m\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vllm:gpu_cache_usage_perc{model_name=\"m\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vllm:prompt_tokens_total{model_name=\"m\"} 10\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vllm:generation_tokens_total{model_name=\"m\"} 6\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("finished_reason=\"length\",model_name=\"m\"} 1\n"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn max_running_queues_requests_as_waiting() {
+        let m = Arc::new(ModelMetrics::new(1));
+        let first = m.admit(1).await;
+        let queued = tokio::spawn({
+            let m = Arc::clone(&m);
+            async move { drop(m.admit(1).await) }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(m.waiting.load(Ordering::Relaxed), 1);
+        drop(first);
+        queued.await.unwrap();
+        assert_eq!(m.waiting.load(Ordering::Relaxed), 0);
+        assert_eq!(m.running.load(Ordering::Relaxed), 0);
+    }
+}
