@@ -13,7 +13,7 @@ TESTFILTER_WASM := $(WASM_DIR)/ferrogate_testfilter.wasm
 TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 BIN := target/native/ferrogate
 
-.PHONY: all toolchain wasm build run test test-rust lint bench clean
+.PHONY: all toolchain wasm build run test test-rust test-envoy bench clean
 
 all: build
 
@@ -43,7 +43,13 @@ run: build
 	wait
 
 ## test: everything (CI runs this)
-test: wasm test-rust
+test: wasm test-rust test-envoy
+
+## test-envoy: the shipped Envoy/Istio configs against Envoy's API schema (+ a self-test
+## proving broken configs are rejected)
+test-envoy:
+	scripts/validate-envoy
+	scripts/validate-envoy --self-test
 
 test-rust:
 	$(CARGO) build -p ferrogate-core --target $(WASM_TARGET)

@@ -66,8 +66,9 @@ impl Driver {
         let vm = worker.vm();
         let wake = Arc::new(Notify::new());
         let waker = wake.clone();
-        let id = vm.borrow_mut().create_stream(conn.stream_info(), Some(Box::new(move || waker.notify_one())));
         let (parts, body) = req.into_parts();
+        let info = conn.stream_info(parts.version);
+        let id = vm.borrow_mut().create_stream(info, Some(Box::new(move || waker.notify_one())));
         let headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
         let eos = hyper::body::Body::is_end_stream(&body);
         let mut driver = Driver {

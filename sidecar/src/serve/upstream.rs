@@ -97,6 +97,8 @@ impl Upstream {
         *req.method_mut() = method_of(headers);
         *req.uri_mut() = uri.parse().map_err(|e| UpstreamError::BadRequest(format!("{uri}: {e}")))?;
         *req.headers_mut() = to_header_map(headers);
+        // The routing header is for this proxy only (the Envoy configs remove it the same way).
+        req.headers_mut().remove(self.cluster_header.as_str());
         let host = headers.get(":authority").filter(|a| !a.is_empty()).unwrap_or(endpoint.as_bytes());
         let host = http::HeaderValue::from_bytes(host).map_err(|e| UpstreamError::BadRequest(e.to_string()))?;
         req.headers_mut().insert(http::header::HOST, host);

@@ -49,12 +49,17 @@ pub struct ConnInfo {
 
 impl ConnInfo {
     /// The host's view of this connection.
-    pub fn stream_info(&self) -> StreamInfo {
+    pub fn stream_info(&self, version: http::Version) -> StreamInfo {
+        let protocol = match version {
+            http::Version::HTTP_2 => "HTTP/2",
+            http::Version::HTTP_10 => "HTTP/1.0",
+            _ => "HTTP/1.1",
+        };
         StreamInfo {
             source_address: Some(self.peer),
             destination_address: Some(self.local),
             connection_id: self.id,
-            protocol: String::new(),
+            protocol: protocol.to_string(),
         }
     }
 }
