@@ -1,0 +1,362 @@
+//! Gateway configuration: the validated, indexed form the data plane routes with.
+//!
+//! Two phases: [`RawConfig`] is the serde image of the YAML/JSON document; `Config::try_from`
+//! checks every value and cross-reference, collecting *all* problems (each with its path,
+//! e.g. `models[1].targets[0].provider`) so `ferrogate check` can print them in one go, and
+//! builds the lookup indexes. Core only parses JSON ([`Config::from_json_slice`]); YAML is
+//! parsed by the sidecar into [`RawConfig`] to keep `serde_yaml` out of the filter wasm.
+
+mod raw;
+pub mod syntax;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use raw::{
+    RawConfig, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawRedis, RawStore,
+    RawTarget,
+};
+pub use syntax::{BaseUrl, Scheme};
+
+/// API family a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// api.openai.com.
+    OpenAi,
+    /// Anthropic Messages API.
+    Anthropic,
+    /// Google Gemini API.
+    Gemini,
+    /// Any server speaking the OpenAI API (vLLM, SGLang, Ollama, ...).
+    OpenAiCompatible,
+}
+
+impl ProviderKind {
+    /// Parses the config spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "openai" => Self::OpenAi,
+            "anthropic" => Self::Anthropic,
+            "gemini" => Self::Gemini,
+            "openai_compatible" => Self::OpenAiCompatible,
+            _ => return None,
+        })
+    }
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::OpenAiCompatible => "openai_compatible",
+        }
+    }
+
+    /// True when the provider accepts OpenAI-dialect request bodies unchanged.
+    pub fn speaks_openai(self) -> bool {
+        matches!(self, Self::OpenAi | Self::OpenAiCompatible)
+    }
+
+    /// Header that carries the provider credential (value shape in [`Credential`]).
+    pub fn credential_header(self) -> &'static str {
+        match self {
+            Self::OpenAi | Self::OpenAiCompatible => "authorization",
+            Self::Anthropic => "x-api-key",
+            Self::Gemini => "x-goog-api-key",
+        }
+    }
+}
+
+/// How a model picks among its targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Rotate through targets (default).
+    RoundRobin,
+    /// Always the first target; the rest are failover (`priority`, also spelled `first`/`failover`).
+    Priority,
+    /// Rotate in proportion to target weights.
+    Weighted,
+    /// Uniform random (the caller supplies the random number).
+    Random,
+    /// Fewest in-flight requests (`least_busy`, also `least_loaded`/`least_request`).
+    LeastBusy,
+    /// Less loaded of two random picks.
+    PowerOfTwo,
+    /// Sticky by session key.
+    ConsistentHash,
+    /// Approximate prefix-cache affinity.
+    CacheAware,
+    /// Exact KV-cache residency from engine KV events.
+    PreciseCacheAware,
+}
+
+impl Strategy {
+    /// Parses the config spelling (including accepted synonyms).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "round_robin" => Self::RoundRobin,
+            "priority" | "first" | "failover" => Self::Priority,
+            "weighted" => Self::Weighted,
+            "random" => Self::Random,
+            "least_busy" | "least_loaded" | "least_request" => Self::LeastBusy,
+            "power_of_two" => Self::PowerOfTwo,
+            "consistent_hash" => Self::ConsistentHash,
+            "cache_aware" => Self::CacheAware,
+            "precise_cache_aware" => Self::PreciseCacheAware,
+            _ => return None,
+        })
+    }
+}
+
+/// A credential header ready to send upstream.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// Lower-case header name.
+    pub name: &'static str,
+    /// Full header value (`Bearer <key>` for `authorization`).
+    pub value: String,
+}
+
+impl fmt::Debug for Credential {
+    // Keys must never reach logs, even through `{:?}` of a whole config.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Credential {{ name: {:?}, value: <redacted> }}",
+            self.name
+        )
+    }
+}
+
+/// A validated provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Provider {
+    /// Slug; also the Envoy cluster name.
+    pub name: String,
+    /// API family.
+    pub kind: ProviderKind,
+    /// Parsed `base_url`.
+    pub base_url: BaseUrl,
+    /// `:authority` to send (`host` or `host:port` when the port is not the default).
+    pub authority: String,
+    /// Normalised `host:port` pool (empty: no pool).
+    pub endpoints: Vec<String>,
+    /// Environment variable the key came from, if any.
+    pub api_key_env: Option<String>,
+    /// Credential header derived from the resolved key, if any.
+    pub credential: Option<Credential>,
+}
+
+/// One target of a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Index into [`Config::providers`].
+    pub provider: usize,
+    /// Upstream model id.
+    pub model: String,
+    /// Relative weight (≥ 1).
+    pub weight: u32,
+}
+
+/// A validated public model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// Public name.
+    pub name: String,
+    /// Targets, never empty.
+    pub targets: Vec<Target>,
+    /// Selection strategy.
+    pub strategy: Strategy,
+    /// Indexes into [`Config::models`], in order.
+    pub fallbacks: Vec<usize>,
+}
+
+/// Limits; `None` means unlimited.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    /// Requests per UTC minute.
+    pub requests_per_minute: Option<u64>,
+    /// Requests per UTC day.
+    pub requests_per_day: Option<u64>,
+    /// Tokens per UTC minute.
+    pub tokens_per_minute: Option<u64>,
+    /// Tokens per UTC day.
+    pub tokens_per_day: Option<u64>,
+    /// Tokens per UTC calendar month.
+    pub tokens_per_month: Option<u64>,
+    /// USD per UTC day.
+    pub cost_usd_per_day: Option<f64>,
+    /// USD per UTC calendar month.
+    pub cost_usd_per_month: Option<f64>,
+}
+
+/// A validated group of keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// Name.
+    pub name: String,
+    /// Grant patterns (checked to reference existing models/providers).
+    pub models: Vec<String>,
+    /// Shared limits.
+    pub limits: Limits,
+}
+
+/// A validated virtual key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    /// Name.
+    pub name: String,
+    /// `sha256:<hex>` digest.
+    pub digest: String,
+    /// Indexes into [`Config::groups`].
+    pub groups: Vec<usize>,
+    /// The key's own grant patterns.
+    pub models: Vec<String>,
+    /// Expiry as Unix seconds.
+    pub expires_at: Option<i64>,
+    /// The key's own limits.
+    pub limits: Limits,
+}
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Prompt tokens.
+    pub input_per_mtok: f64,
+    /// Completion tokens.
+    pub output_per_mtok: f64,
+    /// Cached prompt tokens (defaults to the input price).
+    pub cached_input_per_mtok: f64,
+}
+
+/// Where the sidecar stores the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Store {
+    /// The YAML file is the source of truth.
+    #[default]
+    File,
+    /// PostgreSQL, URL read from the named environment variable.
+    Postgres {
+        /// Environment variable holding the URL.
+        url_env: String,
+    },
+}
+
+/// What a `"model"` value resolves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved<'a> {
+    /// A public model (directly or through an alias): index into [`Config::models`].
+    Model(usize),
+    /// `provider/model`: the provider index and the id passed through unchanged.
+    Pinned {
+        /// Index into [`Config::providers`].
+        provider: usize,
+        /// Upstream model id (everything after the first `/`).
+        model: &'a str,
+    },
+}
+
+/// The validated, indexed configuration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Config {
+    /// Providers in file order.
+    pub providers: Vec<Provider>,
+    /// Models in file order.
+    pub models: Vec<Model>,
+    /// Alias → index into `models`.
+    pub aliases: BTreeMap<String, usize>,
+    /// Groups in file order.
+    pub groups: Vec<Group>,
+    /// Keys in file order.
+    pub keys: Vec<Key>,
+    /// Prices keyed by upstream model id or `provider/model`.
+    pub pricing: BTreeMap<String, Price>,
+    /// Config store.
+    pub store: Store,
+    /// Environment variable with the Redis URL, when Redis is configured.
+    pub redis_url_env: Option<String>,
+    provider_index: BTreeMap<String, usize>,
+    model_index: BTreeMap<String, usize>,
+}
+
+impl Config {
+    /// Parses and validates a JSON document (the form the filter receives).
+    pub fn from_json_slice(json: &[u8]) -> Result<Self, ConfigLoadError> {
+        let raw: RawConfig = serde_json::from_slice(json).map_err(ConfigLoadError::Syntax)?;
+        Ok(Self::try_from(raw)?)
+    }
+
+    /// Provider index by name.
+    pub fn provider_index(&self, name: &str) -> Option<usize> {
+        self.provider_index.get(name).copied()
+    }
+
+    /// Model index by public name (aliases not included; see [`Config::resolve`]).
+    pub fn model_index(&self, name: &str) -> Option<usize> {
+        self.model_index.get(name).copied()
+    }
+
+    /// Resolves a requested `"model"`: public name, alias, or `provider/model`.
+    pub fn resolve<'a>(&self, requested: &'a str) -> Option<Resolved<'a>> {
+        if let Some(i) = self
+            .model_index(requested)
+            .or_else(|| self.aliases.get(requested).copied())
+        {
+            return Some(Resolved::Model(i));
+        }
+        // Public names cannot contain '/', so this never shadows a configured model.
+        let (provider, model) = requested.split_once('/')?;
+        let provider = self.provider_index(provider)?;
+        (!model.is_empty()).then_some(Resolved::Pinned { provider, model })
+    }
+
+    /// Public names clients may send: models then aliases.
+    pub fn public_names(&self) -> impl Iterator<Item = &str> {
+        let models = self.models.iter().map(|m| m.name.as_str());
+        models.chain(self.aliases.keys().map(String::as_str))
+    }
+}
+
+/// One validation problem: where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Path into the document, e.g. `models[1].targets[0].provider`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem found while validating a [`RawConfig`] (never empty).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration ({} problem(s)): {}", .problems.len(), join(.problems))]
+pub struct ConfigError {
+    /// The problems, section by section (duplicate names are reported first).
+    pub problems: Vec<Problem>,
+}
+
+fn join(problems: &[Problem]) -> String {
+    let all: Vec<String> = problems.iter().map(Problem::to_string).collect();
+    all.join("; ")
+}
+
+/// Failure to load a JSON document.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigLoadError {
+    /// Not JSON of the expected shape (includes unknown keys, named by serde).
+    #[error("configuration syntax: {0}")]
+    Syntax(serde_json::Error),
+    /// Well-formed but invalid.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+}

@@ -1,0 +1,206 @@
+//! The configuration document exactly as users write it (YAML or JSON).
+//!
+//! These types only describe the *shape*: every struct denies unknown keys so a typo is an
+//! error naming the key, but values are not checked here. Enumerations (`kind`, `strategy`,
+//! `store.kind`) are kept as strings on purpose, so that a bad value becomes one entry in the
+//! validator's problem list (with its path) instead of aborting deserialisation.
+//! [`crate::config::Config`] is the validated, indexed form built with `TryFrom<RawConfig>`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration document.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Upstream API providers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<RawProvider>,
+    /// Public model names and the targets that serve them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<RawModel>,
+    /// Extra public names, each pointing at one entry of `models`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aliases: BTreeMap<String, String>,
+    /// Groups of keys (teams) with shared grants and limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<RawGroup>,
+    /// Virtual keys, stored as digests only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<RawKey>,
+    /// USD per million tokens, keyed by upstream model id (or `provider/model`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pricing: BTreeMap<String, RawPrice>,
+    /// Where the sidecar keeps the configuration (default: this file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<RawStore>,
+    /// Optional Redis for cross-replica limits and reload notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RawRedis>,
+}
+
+/// One upstream provider.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    /// Slug, also used as the Envoy cluster name.
+    pub name: String,
+    /// `openai`, `anthropic`, `gemini` or `openai_compatible`.
+    pub kind: String,
+    /// `scheme://host[:port][/prefix]`.
+    pub base_url: String,
+    /// Optional pool of `host:port` replicas behind this provider.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
+    /// Name of the environment variable that holds the provider's API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The key itself. Never written in a config file: it is filled in by
+    /// [`RawConfig::resolve_api_keys`] (the sidecar reads the environment) and travels only in
+    /// the JSON snapshot handed to the filter, which cannot read environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+/// One public model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The name clients send in `"model"`.
+    pub name: String,
+    /// Where requests for this model may go.
+    #[serde(default)]
+    pub targets: Vec<RawTarget>,
+    /// Target selection strategy (default `round_robin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    /// Other public model names, tried in order when every target fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
+}
+
+/// One target of a model: a provider and the model id that provider knows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    /// Name of an entry of `providers`.
+    pub provider: String,
+    /// Upstream model id sent to the provider.
+    pub model: String,
+    /// Relative weight (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+}
+
+/// A group of keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGroup {
+    /// Group name.
+    pub name: String,
+    /// Grants: public names, `provider/model`, `provider/*` or `*`.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Limits shared by the group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RawLimits>,
+}
+
+/// A virtual key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKey {
+    /// Key name (for humans and usage records).
+    pub name: String,
+    /// `sha256:<64 hex>` digest of the plaintext key.
+    pub digest: String,
+    /// Groups this key belongs to.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Grants of the key itself, same syntax as a group's `models`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// RFC 3339 expiry instant, or null for none.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// Limits of this key alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RawLimits>,
+}
+
+/// Request, token and cost limits; every field is optional (absent = unlimited).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Requests per UTC minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u64>,
+    /// Requests per UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_day: Option<u64>,
+    /// Input + output tokens per UTC minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_minute: Option<u64>,
+    /// Input + output tokens per UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_day: Option<u64>,
+    /// Input + output tokens per UTC calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_month: Option<u64>,
+    /// USD per UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd_per_day: Option<f64>,
+    /// USD per UTC calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd_per_month: Option<f64>,
+}
+
+/// Prices of one model, USD per million tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    /// Prompt tokens.
+    pub input_per_mtok: f64,
+    /// Completion tokens.
+    pub output_per_mtok: f64,
+    /// Prompt tokens served from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+}
+
+/// `store:` block.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// `file` or `postgres`.
+    pub kind: String,
+    /// Environment variable holding the database URL (postgres only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+}
+
+/// `redis:` block.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedis {
+    /// Environment variable holding the Redis URL.
+    pub url_env: String,
+}
+
+impl RawConfig {
+    /// Fills each provider's `api_key` from `lookup(api_key_env)`.
+    ///
+    /// A key already present (from a JSON snapshot) is kept; a variable that `lookup` does not
+    /// know leaves the provider without a credential, which is legitimate for local engines.
+    pub fn resolve_api_keys(&mut self, lookup: impl Fn(&str) -> Option<String>) {
+        for provider in &mut self.providers {
+            if provider.api_key.is_some() {
+                continue;
+            }
+            if let Some(var) = &provider.api_key_env {
+                provider.api_key = lookup(var);
+            }
+        }
+    }
+}

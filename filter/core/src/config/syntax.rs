@@ -1,0 +1,371 @@
+//! Hand-written checks for the small string grammars in the config (slugs, URLs, `host:port`,
+//! digests, timestamps). Written by hand rather than with `regex`/`url` to keep the filter wasm
+//! small; each returns a human-readable reason that the validator attaches to a path.
+
+/// URL scheme of a provider's `base_url`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain HTTP (default port 80).
+    Http,
+    /// HTTP over TLS (default port 443).
+    Https,
+}
+
+impl Scheme {
+    /// The port implied when a URL names none.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    /// `http` or `https`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+/// A parsed `base_url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseUrl {
+    /// `http` or `https`.
+    pub scheme: Scheme,
+    /// Lower-cased host; IPv6 literals keep their brackets.
+    pub host: String,
+    /// Explicit port, or the scheme's default.
+    pub port: u16,
+    /// Path prefix without trailing slash (`""` when none), prepended to every API path.
+    pub path_prefix: String,
+}
+
+impl BaseUrl {
+    /// `host` or `host:port` when the port is not the scheme's default (the `:authority` to send).
+    pub fn authority(&self) -> String {
+        if self.port == self.scheme.default_port() {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Checks a provider name against `^[a-z0-9][a-z0-9-]{0,62}$`.
+pub fn check_slug(s: &str) -> Result<(), String> {
+    let ok_len = !s.is_empty() && s.len() <= 63;
+    let mut bytes = s.bytes();
+    let ok_first = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let ok_rest = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok_len && ok_first && ok_rest {
+        Ok(())
+    } else {
+        Err(format!("{s:?} is not a slug (^[a-z0-9][a-z0-9-]{{0,62}}$)"))
+    }
+}
+
+/// Checks a public model or alias name: non-empty, printable, no `/` (reserved for
+/// `provider/model` addressing) and no whitespace.
+pub fn check_public_name(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if s.contains('/') {
+        return Err(format!(
+            "{s:?} must not contain '/' (reserved for provider/model)"
+        ));
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{s:?} must not contain whitespace or control characters"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn check_env_name(s: &str) -> Result<(), String> {
+    let mut bytes = s.bytes();
+    let first = bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    if first && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        Ok(())
+    } else {
+        Err(format!("{s:?} is not an environment variable name"))
+    }
+}
+
+/// Checks a key digest: `sha256:` followed by 64 lower-case hex digits.
+pub fn check_digest(s: &str) -> Result<(), String> {
+    let hex = s.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} is not \"sha256:\" followed by 64 lower-case hex digits"
+        ))
+    }
+}
+
+/// Parses `scheme://host[:port][/prefix]` (no user info, query or fragment).
+pub fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
+    let (scheme, rest) = if let Some(r) = s.strip_prefix("https://") {
+        (Scheme::Https, r)
+    } else if let Some(r) = s.strip_prefix("http://") {
+        (Scheme::Http, r)
+    } else {
+        return Err(format!("{s:?} must start with http:// or https://"));
+    };
+    if rest.contains(['?', '#', '@']) {
+        return Err(format!(
+            "{s:?} must not contain user info, a query or a fragment"
+        ));
+    }
+    let (hostport, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let (host, port) = split_host_port(hostport)?;
+    let port = port.unwrap_or(scheme.default_port());
+    let path_prefix = path.trim_end_matches('/').to_string();
+    if path_prefix.contains("//") || path_prefix.contains(|c: char| c.is_whitespace()) {
+        return Err(format!("{s:?} has an invalid path prefix"));
+    }
+    Ok(BaseUrl {
+        scheme,
+        host,
+        port,
+        path_prefix,
+    })
+}
+
+/// Parses an endpoint `host:port` (port required) and returns it normalised (lower-case host).
+pub fn parse_endpoint(s: &str) -> Result<String, String> {
+    match split_host_port(s)? {
+        (host, Some(port)) => Ok(format!("{host}:{port}")),
+        (_, None) => Err(format!("{s:?} must be host:port")),
+    }
+}
+
+/// Splits `host[:port]`, accepting `[v6]:port`; the host is validated and lower-cased.
+fn split_host_port(s: &str) -> Result<(String, Option<u16>), String> {
+    let (host, port) = if s.starts_with('[') {
+        let end = s
+            .find(']')
+            .ok_or_else(|| format!("{s:?}: unterminated IPv6 literal"))?;
+        let (h, p) = s.split_at(end + 1);
+        let inner = &h[1..h.len() - 1];
+        if inner.is_empty()
+            || !inner
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return Err(format!("{s:?}: invalid IPv6 literal"));
+        }
+        match p.strip_prefix(':') {
+            Some(port) => (h, Some(port)),
+            None if p.is_empty() => (h, None),
+            None => return Err(format!("{s:?}: unexpected text after IPv6 literal")),
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    let valid_host = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_';
+    if !host.starts_with('[') && (host.is_empty() || !host.bytes().all(valid_host)) {
+        return Err(format!("{s:?}: invalid host"));
+    }
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+            _ => return Err(format!("{s:?}: invalid port {p:?}")),
+        },
+    };
+    Ok((host.to_ascii_lowercase(), port))
+}
+
+/// Parses an RFC 3339 timestamp (`2026-01-31T12:00:00Z`, optional fraction and `±HH:MM`
+/// offset) into Unix seconds. The fraction is dropped: expiry has second resolution.
+pub fn parse_rfc3339(s: &str) -> Result<i64, String> {
+    let bad = || format!("{s:?} is not an RFC 3339 timestamp like 2026-01-31T00:00:00Z");
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return Err(bad());
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (y, mo, d) = (num(0..4), num(5..7), num(8..10));
+    let (h, mi, se) = (num(11..13), num(14..16), num(17..19));
+    let (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(se)) = (y, mo, d, h, mi, se) else {
+        return Err(bad());
+    };
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60
+    {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        rest = &frac[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => parse_offset(rest).ok_or_else(bad)?,
+    };
+    Ok(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset)
+}
+
+/// `+HH:MM` / `-HH:MM` → seconds east of UTC.
+fn parse_offset(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 6 || b[3] != b':' || !matches!(b[0], b'+' | b'-') {
+        return None;
+    }
+    let h: i64 = s.get(1..3)?.parse().ok()?;
+    let m: i64 = s.get(4..6)?.parse().ok()?;
+    if h > 23 || m > 59 {
+        return None;
+    }
+    let secs = h * 3600 + m * 60;
+    Some(if b[0] == b'-' { -secs } else { secs })
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs() {
+        assert!(check_slug("local").is_ok());
+        assert!(check_slug("a").is_ok());
+        assert!(check_slug("0-vllm-pool").is_ok());
+        assert!(check_slug(&"a".repeat(63)).is_ok());
+        for bad in ["", "-a", "A", "a_b", "a.b", "é", &"a".repeat(64)] {
+            assert!(check_slug(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn base_urls() {
+        let u = parse_base_url("http://127.0.0.1:8000").unwrap();
+        assert_eq!(
+            (u.scheme, u.host.as_str(), u.port, u.path_prefix.as_str()),
+            (Scheme::Http, "127.0.0.1", 8000, "")
+        );
+        assert_eq!(u.authority(), "127.0.0.1:8000");
+        let u = parse_base_url("https://API.OpenAI.com/").unwrap();
+        assert_eq!(
+            (u.port, u.path_prefix.as_str(), u.authority()),
+            (443, "", "api.openai.com".to_string())
+        );
+        let u = parse_base_url("https://gw.example:8443/openai/v1/").unwrap();
+        assert_eq!((u.port, u.path_prefix.as_str()), (8443, "/openai/v1"));
+        let u = parse_base_url("http://[::1]:9000/p").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.authority()),
+            ("[::1]", "[::1]:9000".to_string())
+        );
+        for bad in [
+            "ftp://x",
+            "127.0.0.1:80",
+            "http://",
+            "http://h:0",
+            "http://h:99999",
+            "http://u@h",
+            "http://h/?q",
+            "http://h:8a",
+            "http://a b",
+        ] {
+            assert!(parse_base_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(parse_endpoint("10.0.0.1:8000").unwrap(), "10.0.0.1:8000");
+        assert_eq!(
+            parse_endpoint("Vllm-0.ns.svc:8000").unwrap(),
+            "vllm-0.ns.svc:8000"
+        );
+        assert_eq!(parse_endpoint("[fd00::1]:80").unwrap(), "[fd00::1]:80");
+        for bad in ["10.0.0.1", ":80", "h:", "[::1]", "h:80:80x"] {
+            assert!(parse_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn digests_and_env_names() {
+        assert!(check_digest(&format!("sha256:{}", "ab".repeat(32))).is_ok());
+        assert!(check_digest(&format!("sha256:{}", "AB".repeat(32))).is_err());
+        assert!(check_digest("sha256:abc").is_err());
+        assert!(check_env_name("OPENAI_API_KEY").is_ok());
+        assert!(check_env_name("_X1").is_ok());
+        assert!(check_env_name("1X").is_err());
+        assert!(check_env_name("A-B").is_err());
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z").unwrap(), 951_868_800);
+        assert_eq!(
+            parse_rfc3339("2024-02-29T12:30:15.250Z").unwrap(),
+            1_709_209_815
+        );
+        assert_eq!(
+            parse_rfc3339("2024-02-29T14:30:15+02:00").unwrap(),
+            1_709_209_815
+        );
+        for bad in [
+            "2023-02-29T00:00:00Z",
+            "2024-13-01T00:00:00Z",
+            "2024-01-01",
+            "2024-01-01T00:00:00",
+            "2024-01-01T00:00:00+2:00",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad}");
+        }
+    }
+}

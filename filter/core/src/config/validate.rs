@@ -1,0 +1,367 @@
+//! `RawConfig → Config`: checks every value and cross-reference and builds the indexes.
+//!
+//! Names are indexed before references are checked, so one bad entry produces one problem
+//! rather than a cascade (a provider with a bad URL is still a known provider name). Any
+//! problem makes the whole conversion fail; partial results are then discarded, which is why
+//! raw positions can be used as indexes throughout.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::raw::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
+use super::syntax::{self, check_public_name, check_slug};
+use super::{
+    Config, ConfigError, Credential, Group, Key, Model, Problem, Provider, ProviderKind, Strategy,
+    Target,
+};
+
+mod sections;
+
+use sections::{limits, pricing, store};
+
+/// Collects problems with their paths.
+#[derive(Default)]
+pub(super) struct Problems(Vec<Problem>);
+
+impl Problems {
+    pub(super) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Records `result`'s error, if any, at `path`.
+    pub(super) fn check<T>(
+        &mut self,
+        path: impl Into<String>,
+        result: Result<T, String>,
+    ) -> Option<T> {
+        result.map_err(|e| self.add(path, e)).ok()
+    }
+}
+
+/// Name → first position; later duplicates are reported at `section[i].name`.
+fn index_names<'a>(
+    section: &str,
+    names: impl Iterator<Item = &'a str>,
+    p: &mut Problems,
+) -> BTreeMap<String, usize> {
+    let mut index = BTreeMap::new();
+    for (i, name) in names.enumerate() {
+        if index.contains_key(name) {
+            p.add(
+                format!("{section}[{i}].name"),
+                format!("duplicate name {name:?}"),
+            );
+        } else {
+            index.insert(name.to_string(), i);
+        }
+    }
+    index
+}
+
+impl TryFrom<RawConfig> for Config {
+    type Error = ConfigError;
+
+    fn try_from(raw: RawConfig) -> Result<Self, ConfigError> {
+        let mut p = Problems::default();
+        let provider_index = index_names(
+            "providers",
+            raw.providers.iter().map(|x| x.name.as_str()),
+            &mut p,
+        );
+        let model_index = index_names("models", raw.models.iter().map(|x| x.name.as_str()), &mut p);
+        let providers: Vec<Provider> = raw
+            .providers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| provider(i, x, &mut p))
+            .collect();
+        let refs = Refs {
+            providers: &provider_index,
+            models: &model_index,
+            aliases: &raw.aliases,
+        };
+        let models: Vec<Model> = raw
+            .models
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| model(i, m, &refs, &mut p))
+            .collect();
+        let aliases = aliases(&raw.aliases, &model_index, &mut p);
+        let group_index = index_names("groups", raw.groups.iter().map(|x| x.name.as_str()), &mut p);
+        let groups = raw
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| group(i, g, &refs, &mut p))
+            .collect();
+        let keys = keys(&raw.keys, &group_index, &refs, &mut p);
+        let pricing = pricing(&raw.pricing, &mut p);
+        let store = store(&raw, &mut p);
+        let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
+        if let Some(var) = &redis_url_env {
+            p.check("redis.url_env", syntax::check_env_name(var));
+        }
+        if !p.0.is_empty() {
+            return Err(ConfigError { problems: p.0 });
+        }
+        Ok(Config {
+            providers,
+            models,
+            aliases,
+            groups,
+            keys,
+            pricing,
+            store,
+            redis_url_env,
+            provider_index,
+            model_index,
+        })
+    }
+}
+
+fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
+    let at = |field: &str| format!("providers[{i}].{field}");
+    p.check(at("name"), check_slug(&raw.name));
+    let kind = ProviderKind::parse(&raw.kind);
+    if kind.is_none() {
+        let msg = format!(
+            "unknown kind {:?} (expected openai, anthropic, gemini or openai_compatible)",
+            raw.kind
+        );
+        p.add(at("kind"), msg);
+    }
+    let base_url = p.check(at("base_url"), syntax::parse_base_url(&raw.base_url));
+    let mut endpoints = Vec::with_capacity(raw.endpoints.len());
+    for (j, e) in raw.endpoints.iter().enumerate() {
+        let Some(e) = p.check(
+            format!("providers[{i}].endpoints[{j}]"),
+            syntax::parse_endpoint(e),
+        ) else {
+            continue;
+        };
+        if endpoints.contains(&e) {
+            p.add(
+                format!("providers[{i}].endpoints[{j}]"),
+                format!("duplicate endpoint {e:?}"),
+            );
+        }
+        endpoints.push(e);
+    }
+    if let Some(var) = &raw.api_key_env {
+        p.check(at("api_key_env"), syntax::check_env_name(var));
+    }
+    let kind = kind?;
+    let credential = match &raw.api_key {
+        Some(key) => p.check(at("api_key"), credential(kind, key)),
+        None => None,
+    };
+    let base_url = base_url?;
+    Some(Provider {
+        name: raw.name.clone(),
+        kind,
+        authority: base_url.authority(),
+        base_url,
+        endpoints,
+        api_key_env: raw.api_key_env.clone(),
+        credential,
+    })
+}
+
+/// Builds the credential header; rejects values that would corrupt the header (never echoes
+/// the key itself into the problem message).
+fn credential(kind: ProviderKind, key: &str) -> Result<Credential, String> {
+    if key.is_empty() || key.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err("key is empty or contains spaces or control characters".into());
+    }
+    let name = kind.credential_header();
+    let value = if name == "authorization" {
+        format!("Bearer {key}")
+    } else {
+        key.to_string()
+    };
+    Ok(Credential { name, value })
+}
+
+/// Name tables used to check references.
+struct Refs<'a> {
+    providers: &'a BTreeMap<String, usize>,
+    models: &'a BTreeMap<String, usize>,
+    aliases: &'a BTreeMap<String, String>,
+}
+
+fn model(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Option<Model> {
+    p.check(format!("models[{i}].name"), check_public_name(&raw.name));
+    if raw.targets.is_empty() {
+        p.add(
+            format!("models[{i}].targets"),
+            "a model needs at least one target",
+        );
+    }
+    let targets = raw
+        .targets
+        .iter()
+        .enumerate()
+        .filter_map(|(j, t)| target(i, j, t, refs, p))
+        .collect();
+    let strategy = match raw.strategy.as_deref() {
+        None => Some(Strategy::RoundRobin),
+        Some(s) => Strategy::parse(s).or_else(|| {
+            p.add(
+                format!("models[{i}].strategy"),
+                format!("unknown strategy {s:?}"),
+            );
+            None
+        }),
+    };
+    let fallbacks = fallbacks(i, raw, refs, p);
+    Some(Model {
+        name: raw.name.clone(),
+        targets,
+        strategy: strategy?,
+        fallbacks,
+    })
+}
+
+fn target(i: usize, j: usize, t: &RawTarget, refs: &Refs<'_>, p: &mut Problems) -> Option<Target> {
+    let at = |field: &str| format!("models[{i}].targets[{j}].{field}");
+    let provider = refs.providers.get(&t.provider).copied();
+    if provider.is_none() {
+        p.add(at("provider"), format!("unknown provider {:?}", t.provider));
+    }
+    if t.model.is_empty() {
+        p.add(at("model"), "must not be empty");
+    }
+    let weight = t.weight.unwrap_or(1);
+    if weight == 0 {
+        p.add(at("weight"), "must be at least 1");
+    }
+    Some(Target {
+        provider: provider?,
+        model: t.model.clone(),
+        weight,
+    })
+}
+
+fn fallbacks(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Vec<usize> {
+    let mut out = Vec::with_capacity(raw.fallbacks.len());
+    for (j, f) in raw.fallbacks.iter().enumerate() {
+        let at = format!("models[{i}].fallbacks[{j}]");
+        match refs.models.get(f) {
+            Some(&k) if k == i || *f == raw.name => p.add(at, "a model cannot fall back to itself"),
+            Some(&k) => out.push(k),
+            None => p.add(at, format!("unknown model {f:?}")),
+        }
+    }
+    out
+}
+
+fn aliases(
+    raw: &BTreeMap<String, String>,
+    models: &BTreeMap<String, usize>,
+    p: &mut Problems,
+) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (alias, target) in raw {
+        let at = format!("aliases.{alias}");
+        p.check(at.clone(), check_public_name(alias));
+        if models.contains_key(alias) {
+            p.add(at, format!("alias {alias:?} has the same name as a model"));
+        } else if let Some(&i) = models.get(target) {
+            out.insert(alias.clone(), i);
+        } else {
+            p.add(
+                at,
+                format!("unknown model {target:?} (aliases must point at a model)"),
+            );
+        }
+    }
+    out
+}
+
+/// Checks a grant pattern: `*`, `provider/*`, `provider/model`, a model or an alias.
+fn check_grant(pattern: &str, refs: &Refs<'_>) -> Result<(), String> {
+    if pattern == "*" || refs.models.contains_key(pattern) || refs.aliases.contains_key(pattern) {
+        return Ok(());
+    }
+    match pattern.split_once('/') {
+        Some((prov, rest)) if !rest.is_empty() => match refs.providers.contains_key(prov) {
+            true => Ok(()),
+            false => Err(format!("unknown provider {prov:?} in {pattern:?}")),
+        },
+        _ => Err(format!("unknown model {pattern:?}")),
+    }
+}
+
+fn grants(path: &str, raw: &[String], refs: &Refs<'_>, p: &mut Problems) -> Vec<String> {
+    for (j, g) in raw.iter().enumerate() {
+        p.check(format!("{path}[{j}]"), check_grant(g, refs));
+    }
+    raw.to_vec()
+}
+
+fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
+    if raw.name.is_empty() {
+        p.add(format!("groups[{i}].name"), "must not be empty");
+    }
+    Group {
+        name: raw.name.clone(),
+        models: grants(&format!("groups[{i}].models"), &raw.models, refs, p),
+        limits: limits(&format!("groups[{i}].limits"), raw.limits.as_ref(), p),
+    }
+}
+
+fn keys(
+    raw: &[RawKey],
+    group_index: &BTreeMap<String, usize>,
+    refs: &Refs<'_>,
+    p: &mut Problems,
+) -> Vec<Key> {
+    index_names("keys", raw.iter().map(|k| k.name.as_str()), p);
+    let mut digests = BTreeSet::new();
+    raw.iter()
+        .enumerate()
+        .map(|(i, k)| {
+            if k.name.is_empty() {
+                p.add(format!("keys[{i}].name"), "must not be empty");
+            }
+            if p.check(format!("keys[{i}].digest"), syntax::check_digest(&k.digest))
+                .is_some()
+                && !digests.insert(&k.digest)
+            {
+                p.add(
+                    format!("keys[{i}].digest"),
+                    "duplicate digest (two keys with the same secret)",
+                );
+            }
+            let groups = k
+                .groups
+                .iter()
+                .enumerate()
+                .filter_map(|(j, g)| {
+                    let found = group_index.get(g).copied();
+                    if found.is_none() {
+                        p.add(
+                            format!("keys[{i}].groups[{j}]"),
+                            format!("unknown group {g:?}"),
+                        );
+                    }
+                    found
+                })
+                .collect();
+            let expires_at = k
+                .expires_at
+                .as_deref()
+                .and_then(|t| p.check(format!("keys[{i}].expires_at"), syntax::parse_rfc3339(t)));
+            Key {
+                name: k.name.clone(),
+                digest: k.digest.clone(),
+                groups,
+                models: grants(&format!("keys[{i}].models"), &k.models, refs, p),
+                expires_at,
+                limits: limits(&format!("keys[{i}].limits"), k.limits.as_ref(), p),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,96 @@
+//! The self-contained sections of the document: limits, pricing and store. Kept apart from
+//! the cross-referencing checks in the parent module.
+
+use std::collections::BTreeMap;
+
+use super::Problems;
+use crate::config::raw::{RawConfig, RawLimits, RawPrice};
+use crate::config::syntax;
+use crate::config::{Limits, Price, Store};
+
+fn money(path: String, v: Option<f64>, p: &mut Problems) -> Option<f64> {
+    let v = v?;
+    if v.is_finite() && v >= 0.0 {
+        Some(v)
+    } else {
+        p.add(path, format!("{v} is not a non-negative amount"));
+        None
+    }
+}
+
+pub(super) fn limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> Limits {
+    let Some(raw) = raw else {
+        return Limits::default();
+    };
+    Limits {
+        requests_per_minute: raw.requests_per_minute,
+        requests_per_day: raw.requests_per_day,
+        tokens_per_minute: raw.tokens_per_minute,
+        tokens_per_day: raw.tokens_per_day,
+        tokens_per_month: raw.tokens_per_month,
+        cost_usd_per_day: money(format!("{path}.cost_usd_per_day"), raw.cost_usd_per_day, p),
+        cost_usd_per_month: money(
+            format!("{path}.cost_usd_per_month"),
+            raw.cost_usd_per_month,
+            p,
+        ),
+    }
+}
+
+pub(super) fn pricing(
+    raw: &BTreeMap<String, RawPrice>,
+    p: &mut Problems,
+) -> BTreeMap<String, Price> {
+    let mut out = BTreeMap::new();
+    for (model, price) in raw {
+        let at = |f: &str| format!("pricing.{model}.{f}");
+        if model.is_empty() {
+            p.add("pricing", "empty model id");
+        }
+        let input = money(at("input_per_mtok"), Some(price.input_per_mtok), p);
+        let output = money(at("output_per_mtok"), Some(price.output_per_mtok), p);
+        let cached = money(at("cached_input_per_mtok"), price.cached_input_per_mtok, p);
+        if let (Some(input_per_mtok), Some(output_per_mtok)) = (input, output) {
+            let cached_input_per_mtok = cached.unwrap_or(input_per_mtok);
+            out.insert(
+                model.clone(),
+                Price {
+                    input_per_mtok,
+                    output_per_mtok,
+                    cached_input_per_mtok,
+                },
+            );
+        }
+    }
+    out
+}
+
+pub(super) fn store(raw: &RawConfig, p: &mut Problems) -> Store {
+    let Some(s) = &raw.store else {
+        return Store::File;
+    };
+    match (s.kind.as_str(), &s.url_env) {
+        ("file", None) => Store::File,
+        ("file", Some(_)) => {
+            p.add("store.url_env", "only a postgres store takes url_env");
+            Store::File
+        }
+        ("postgres", Some(var)) => {
+            p.check("store.url_env", syntax::check_env_name(var));
+            Store::Postgres {
+                url_env: var.clone(),
+            }
+        }
+        ("postgres", None) => {
+            p.add("store.url_env", "a postgres store needs url_env");
+            Store::File
+        }
+        (other, _) => {
+            p.add(
+                "store.kind",
+                format!("unknown store kind {other:?} (expected file or postgres)"),
+            );
+            Store::File
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Header names the gateway reads and writes, shared by the filter, the host and the tests so
+//! the contract lives in one place, plus request-id generation (time and sequence passed in,
+//! because core has no clock or randomness of its own).
+
+/// Default header carrying the chosen provider, matched by Envoy's route `cluster_header`.
+pub const DEFAULT_CLUSTER_HEADER: &str = "x-ferrogate-cluster";
+/// Endpoint pick for self-hosted pools (Gateway API Inference Extension contract).
+pub const DESTINATION_ENDPOINT: &str = "x-gateway-destination-endpoint";
+/// Request id, read from the client or generated.
+pub const REQUEST_ID: &str = "x-request-id";
+/// Response header: provider that served the request.
+pub const PROVIDER: &str = "x-ferrogate-provider";
+/// Response header: upstream model id that served the request.
+pub const MODEL: &str = "x-ferrogate-model";
+/// Response header: filter CPU time spent on this request, in microseconds.
+pub const OVERHEAD_US: &str = "x-ferrogate-overhead-us";
+/// Response header: the provider's own `x-request-id`, kept when ours replaces it.
+pub const UPSTREAM_REQUEST_ID: &str = "x-ferrogate-upstream-request-id";
+/// Client credential headers: read for authentication, never forwarded upstream.
+pub const CLIENT_CREDENTIALS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api-key"];
+
+/// A UUID-shaped request id from a nanosecond timestamp and a per-process sequence number.
+///
+/// Not random: unique as long as `(now_nanos, seq)` pairs are, which holds within one VM
+/// (the sequence increases) and across VMs in practice (distinct timestamps).
+pub fn generate_request_id(now_nanos: u64, seq: u64) -> String {
+    let hi = now_nanos;
+    // Mix the sequence so consecutive ids differ in more than the last digit.
+    let lo = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ now_nanos.rotate_left(32);
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0xffff,
+        lo >> 48,
+        lo & 0xffff_ffff_ffff
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_uuid_shaped_and_distinct() {
+        let a = generate_request_id(1_700_000_000_123_456_789, 1);
+        let b = generate_request_id(1_700_000_000_123_456_789, 2);
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        let groups: Vec<usize> = a.split('-').map(str::len).collect();
+        assert_eq!(groups, [8, 4, 4, 4, 12]);
+        assert!(a.bytes().all(|c| c == b'-' || c.is_ascii_hexdigit()));
+    }
+}

@@ -1,0 +1,229 @@
+//! Routing tests: classification, target/endpoint choice, rewrites, errors.
+
+use super::*;
+use crate::config::RawConfig;
+
+const YAML: &str = r#"
+providers:
+  - { name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000", api_key_env: LOCAL_KEY }
+  - { name: pool, kind: openai_compatible, base_url: "http://vllm:8000/prefix/", endpoints: ["10.0.0.1:8000", "10.0.0.2:8000"] }
+  - { name: openai, kind: openai, base_url: "https://api.openai.com", api_key_env: OPENAI_API_KEY }
+  - { name: anthropic, kind: anthropic, base_url: "https://api.anthropic.com", api_key_env: ANTHROPIC_API_KEY }
+models:
+  - { name: chat, targets: [{ provider: local, model: sim-small }] }
+  - name: rr
+    targets: [{ provider: local, model: a }, { provider: pool, model: b }]
+  - name: w
+    strategy: weighted
+    targets: [{ provider: local, model: a, weight: 3 }, { provider: openai, model: b }]
+  - name: first
+    strategy: first
+    targets: [{ provider: openai, model: a }, { provider: local, model: b }]
+  - { name: claude, targets: [{ provider: anthropic, model: claude-x }] }
+  - { name: same, targets: [{ provider: local, model: same }] }
+aliases: { default: chat }
+"#;
+
+fn config() -> Config {
+    let mut raw: RawConfig = serde_yaml::from_str(YAML).unwrap();
+    raw.resolve_api_keys(|var| Some(format!("k-{var}")));
+    Config::try_from(raw).unwrap()
+}
+
+fn chat(c: &Config, body: &str, counter: u64) -> Result<RouteDecision<'static>, ApiError> {
+    // Leak the config so decisions can be returned from the helper (tests only).
+    let c: &'static Config = Box::leak(Box::new(c.clone()));
+    route(
+        c,
+        Api::ChatCompletions,
+        "/v1/chat/completions",
+        body.as_bytes(),
+        counter,
+    )
+}
+
+#[test]
+fn classify_paths_and_methods() {
+    assert_eq!(classify("GET", "/v1/models"), Endpoint::ListModels);
+    assert_eq!(classify("GET", "/v1/models?x=1"), Endpoint::ListModels);
+    assert_eq!(
+        classify("GET", "/v1/models/chat"),
+        Endpoint::GetModel("chat")
+    );
+    assert_eq!(
+        classify("POST", "/v1/chat/completions"),
+        Endpoint::Forward(Api::ChatCompletions)
+    );
+    assert_eq!(
+        classify("POST", "/v1/completions?a=b"),
+        Endpoint::Forward(Api::Completions)
+    );
+    assert_eq!(
+        classify("POST", "/v1/embeddings"),
+        Endpoint::Forward(Api::Embeddings)
+    );
+    let status = |m, p| match classify(m, p) {
+        Endpoint::Reject(e) => e.status,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(status("GET", "/v1/chat/completions"), 405);
+    assert_eq!(status("POST", "/v1/models"), 405);
+    assert_eq!(status("POST", "/v1/chat/completions/"), 404);
+    assert_eq!(status("GET", "/"), 404);
+    assert_eq!(status("GET", "/v1/models/"), 404);
+}
+
+#[test]
+fn routes_public_model_and_rewrites_body() {
+    let c = config();
+    let d = chat(
+        &c,
+        r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        (d.provider, d.authority, d.path.as_str()),
+        ("local", "127.0.0.1:8000", "/v1/chat/completions")
+    );
+    assert_eq!(d.upstream_model, "sim-small");
+    assert_eq!(
+        d.body.as_deref(),
+        Some(br#"{"model":"sim-small","messages":[{"role":"user","content":"hi"}]}"#.as_slice())
+    );
+    assert_eq!(d.endpoint, None);
+    let cred = d.credential.unwrap();
+    assert_eq!(
+        (cred.name, cred.value.as_str()),
+        ("authorization", "Bearer k-LOCAL_KEY")
+    );
+}
+
+#[test]
+fn alias_resolves_to_its_model() {
+    let d = chat(&config(), r#"{"model":"default"}"#, 0).unwrap();
+    assert_eq!(
+        (d.provider, d.upstream_model.as_str()),
+        ("local", "sim-small")
+    );
+}
+
+#[test]
+fn unchanged_model_keeps_body_untouched() {
+    let d = chat(&config(), r#"{"model":"same"}"#, 0).unwrap();
+    assert_eq!(d.body, None);
+}
+
+#[test]
+fn provider_model_addressing_passes_id_through() {
+    let c = config();
+    let d = chat(&c, r#"{"model":"openai/gpt-4o"}"#, 0).unwrap();
+    assert_eq!(
+        (d.provider, d.authority, d.upstream_model.as_str()),
+        ("openai", "api.openai.com", "gpt-4o")
+    );
+    assert_eq!(d.body.as_deref(), Some(br#"{"model":"gpt-4o"}"#.as_slice()));
+    let d = chat(&c, r#"{"model":"pool/org/m"}"#, 1).unwrap();
+    assert_eq!(
+        (d.path.as_str(), d.upstream_model.as_str(), d.endpoint),
+        (
+            "/prefix/v1/chat/completions",
+            "org/m",
+            Some("10.0.0.2:8000")
+        )
+    );
+    assert_eq!(d.credential, None);
+}
+
+#[test]
+fn round_robin_uses_the_counter() {
+    let c = config();
+    let picks: Vec<(&str, Option<&str>)> = (0..4)
+        .map(|n| chat(&c, r#"{"model":"rr"}"#, n).unwrap())
+        .map(|d| (d.provider, d.endpoint))
+        .collect();
+    // The pool endpoint rotates independently of the target rotation.
+    assert_eq!(
+        picks,
+        [
+            ("local", None),
+            ("pool", Some("10.0.0.1:8000")),
+            ("local", None),
+            ("pool", Some("10.0.0.2:8000"))
+        ]
+    );
+}
+
+#[test]
+fn weighted_and_priority() {
+    let c = config();
+    let w: Vec<&str> = (0..8)
+        .map(|n| chat(&c, r#"{"model":"w"}"#, n).unwrap().provider)
+        .collect();
+    assert_eq!(
+        w,
+        ["local", "local", "local", "openai", "local", "local", "local", "openai"]
+    );
+    for n in 0..3 {
+        assert_eq!(
+            chat(&c, r#"{"model":"first"}"#, n).unwrap().provider,
+            "openai"
+        );
+    }
+}
+
+#[test]
+fn keeps_query_and_api_path() {
+    let c = config();
+    let d = route(
+        &c,
+        Api::Embeddings,
+        "/v1/embeddings?api-version=1",
+        br#"{"model":"pool/e","input":"x"}"#,
+        0,
+    )
+    .unwrap();
+    assert_eq!(d.path, "/prefix/v1/embeddings?api-version=1");
+}
+
+#[test]
+fn errors_have_status_and_openai_shape() {
+    let c = config();
+    let err = |body: &str| chat(&c, body, 0).unwrap_err();
+    assert_eq!(err(r#"{"model":"nope"}"#).status, 404);
+    assert_eq!(err(r#"{"model":"nope"}"#).code, Some("model_not_found"));
+    assert_eq!(err(r#"{"model":"ghost/x"}"#).status, 404);
+    assert_eq!(err(r#"{"messages":[]}"#).status, 400);
+    assert_eq!(err("not json").status, 400);
+    assert_eq!(err("[1]").status, 400);
+    let e = err(r#"{"model":"claude"}"#);
+    assert_eq!((e.status, e.param), (400, Some("model")));
+    assert!(e.message.contains("not yet supported"), "{}", e.message);
+    let v: serde_json::Value = serde_json::from_slice(&e.body()).unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+}
+
+#[test]
+fn models_listing() {
+    let c = config();
+    let v: serde_json::Value = serde_json::from_slice(&crate::openai::models_list(&c)).unwrap();
+    assert_eq!(v["object"], "list");
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["chat", "rr", "w", "first", "claude", "same", "default"]
+    );
+    assert_eq!(v["data"][0]["object"], "model");
+    assert!(crate::openai::model_entry(&c, "default").is_ok());
+    assert_eq!(
+        crate::openai::model_entry(&c, "openai/gpt-4o")
+            .unwrap_err()
+            .status,
+        404
+    );
+}

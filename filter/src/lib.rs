@@ -1,0 +1,20 @@
+//! ferrogate-filter: the proxy-wasm HTTP filter (Envoy, Istio, `ferrogate serve`).
+//!
+//! Thin glue only: [`root`] parses the plugin configuration into `ferrogate_core` types and
+//! [`http`] turns each stream's callbacks into calls to `ferrogate_core::route`, applying the
+//! decision with hostcalls. Body-based routing needs the host to deliver body callbacks while
+//! request headers are held (Envoy ≥ 1.35 `allow_on_headers_stop_iteration: true`).
+
+mod http;
+mod root;
+
+/// The module entry point: `_initialize` registers the root context factory.
+#[allow(missing_docs)] // the macro's generated `_initialize` cannot carry a doc comment
+mod entry {
+    proxy_wasm::main! {{
+        proxy_wasm::set_log_level(proxy_wasm::types::LogLevel::Info);
+        proxy_wasm::set_root_context(|_| -> Box<dyn proxy_wasm::traits::RootContext> {
+            Box::new(crate::root::Root::default())
+        });
+    }}
+}
