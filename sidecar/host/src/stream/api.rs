@@ -1,0 +1,175 @@
+//! The HCM side of a stream: the public per-stream entry points of [`Vm`] (downstream and
+//! upstream inputs, stream end, event draining), the lazy context creation and the
+//! on_log / on_done / on_delete sequence. The filter-manager logic is in the parent module.
+
+use crate::state::{Side, StreamState};
+use crate::{Headers, HostError, StreamEvent, StreamId, StreamInfo, Vm};
+
+// === public API: downstream and upstream inputs ===
+
+impl Vm {
+    /// Creates a stream context. `wake` is called whenever new StreamEvents are queued for
+    /// this stream from a callback that was NOT driven by this stream (http-call response,
+    /// tick, queue-ready). `proxy_on_context_create` is sent lazily, right before the first
+    /// `on_request_headers` (or at `finish_stream` if headers never came), like Envoy.
+    pub fn create_stream(
+        &mut self,
+        info: StreamInfo,
+        wake: Option<Box<dyn Fn() + Send>>,
+    ) -> StreamId {
+        let state = self.store.data_mut();
+        let id = state.next_context_id;
+        state.next_context_id += 1;
+        state.streams.insert(id, StreamState::new(info, wake));
+        id
+    }
+
+    /// Request headers from the client.
+    pub fn request_headers(
+        &mut self,
+        s: StreamId,
+        headers: Headers,
+        end_of_stream: bool,
+    ) -> Result<(), HostError> {
+        if self.begin(s)? {
+            self.on_headers(s, Side::Request, headers, end_of_stream);
+        }
+        self.settle(Some(s));
+        Ok(())
+    }
+
+    /// A request body chunk from the client (`end_of_stream` only if no trailers follow).
+    pub fn request_data(
+        &mut self,
+        s: StreamId,
+        data: &[u8],
+        end_of_stream: bool,
+    ) -> Result<(), HostError> {
+        if self.begin(s)? {
+            self.on_data(s, Side::Request, data.to_vec(), end_of_stream);
+        }
+        self.settle(Some(s));
+        Ok(())
+    }
+
+    /// Request trailers from the client (end of the request).
+    pub fn request_trailers(&mut self, s: StreamId, trailers: Headers) -> Result<(), HostError> {
+        if self.begin(s)? {
+            self.on_trailers(s, Side::Request, trailers);
+        }
+        self.settle(Some(s));
+        Ok(())
+    }
+
+    /// Response headers from the upstream (ignored after a local reply replaced it).
+    pub fn response_headers(
+        &mut self,
+        s: StreamId,
+        headers: Headers,
+        end_of_stream: bool,
+    ) -> Result<(), HostError> {
+        if self.begin(s)? {
+            self.on_headers(s, Side::Response, headers, end_of_stream);
+        }
+        self.settle(Some(s));
+        Ok(())
+    }
+
+    /// A response body chunk from the upstream.
+    pub fn response_data(
+        &mut self,
+        s: StreamId,
+        data: &[u8],
+        end_of_stream: bool,
+    ) -> Result<(), HostError> {
+        if self.begin(s)? {
+            self.on_data(s, Side::Response, data.to_vec(), end_of_stream);
+        }
+        self.settle(Some(s));
+        Ok(())
+    }
+
+    /// Response trailers from the upstream.
+    pub fn response_trailers(&mut self, s: StreamId, trailers: Headers) -> Result<(), HostError> {
+        if self.begin(s)? {
+            self.on_trailers(s, Side::Response, trailers);
+        }
+        self.settle(Some(s));
+        Ok(())
+    }
+
+    /// Stream finished (normally, or client reset when `reset`): on_log, on_done,
+    /// on_delete (Envoy's order). Outstanding callouts of the stream survive it.
+    pub fn finish_stream(&mut self, s: StreamId, reset: bool) {
+        if self.st(s).is_none() {
+            return;
+        }
+        if self.failed.is_none() {
+            if reset {
+                log::debug!("stream {s} reset by the client");
+            }
+            self.end_callbacks(s);
+        }
+        self.store.data_mut().streams.remove(&s);
+        self.settle(Some(s));
+    }
+
+    /// Events for one stream since the last call, in order.
+    pub fn take_events(&mut self, s: StreamId) -> Vec<StreamEvent> {
+        self.st(s)
+            .map(|st| {
+                st.dirty = false;
+                std::mem::take(&mut st.events)
+            })
+            .unwrap_or_default()
+    }
+}
+
+// === internals ===
+
+impl Vm {
+    /// Whether an input may reach the filter. A failed VM fails the stream instead; after
+    /// a local reply the request is dropped and the upstream response ignored.
+    fn begin(&mut self, s: StreamId) -> Result<bool, HostError> {
+        let failed = self.failed.is_some();
+        let st = self.st(s).ok_or(HostError::UnknownStream(s))?;
+        if failed {
+            crate::reply::fail_stream(st);
+            return Ok(false);
+        }
+        Ok(!st.done && !st.local_reply)
+    }
+
+    /// Sends `proxy_on_context_create(s, root)` once; false if the guest trapped.
+    pub(super) fn ensure_created(&mut self, s: StreamId) -> bool {
+        let Some(st) = self.st(s) else {
+            return false;
+        };
+        if std::mem::replace(&mut st.created, true) {
+            return true;
+        }
+        let root = self.root();
+        let f = self.guest.context_create.clone();
+        self.call(f.as_ref(), s, (s as i32, root as i32)).is_ok()
+    }
+
+    /// on_log, on_done, on_delete; maps are readable again in on_log (access-log copies).
+    fn end_callbacks(&mut self, s: StreamId) {
+        if !self.ensure_created(s) {
+            return;
+        }
+        if let Some(st) = self.st(s) {
+            st.in_log = true;
+        }
+        let log = self.guest.log.clone();
+        if self.call(log.as_ref(), s, s as i32).is_err() {
+            return;
+        }
+        let done = self.guest.done.clone();
+        if self.call(done.as_ref(), s, s as i32).is_err() {
+            return;
+        }
+        let delete = self.guest.delete.clone();
+        let _ = self.call(delete.as_ref(), s, s as i32);
+    }
+}

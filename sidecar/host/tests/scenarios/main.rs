@@ -1,0 +1,13 @@
+//! Scenario tests: the real `ferrogate_testfilter.wasm` (proxy-wasm 0.2.5 guest) driven
+//! through the host's public API. Each test builds its own Runtime, so they run in parallel.
+
+// Helper functions outside #[test] bodies are test code too; panicking there is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod body;
+mod callout;
+mod common;
+mod failure;
+mod local_reply;
+mod properties;
+mod shared_state;
