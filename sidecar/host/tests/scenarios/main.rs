@@ -8,6 +8,7 @@ mod body;
 mod callout;
 mod common;
 mod failure;
+mod ferrogate_filter;
 mod local_reply;
 mod properties;
 mod shared_state;
