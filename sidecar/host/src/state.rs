@@ -232,6 +232,18 @@ pub(crate) struct HostState {
     pub(crate) logs: Vec<(LogLevel, String)>,
     pub(crate) tick_period: Option<Duration>,
     pub(crate) metric_ids: MetricIds,
+    /// The guest's linear memory and allocator, resolved once after instantiation: looking
+    /// exports up by name on every hostcall showed up in profiles.
+    pub(crate) exports: GuestExports,
+}
+
+/// Export handles the imports need on every call.
+#[derive(Clone, Default)]
+pub(crate) struct GuestExports {
+    /// `memory`.
+    pub(crate) memory: Option<wasmtime::Memory>,
+    /// `proxy_on_memory_allocate`, else `malloc`.
+    pub(crate) alloc: Option<wasmtime::TypedFunc<i32, i32>>,
 }
 
 impl HostState {
@@ -252,6 +264,7 @@ impl HostState {
             status: (0, Vec::new()),
             logs: Vec::new(),
             tick_period: None,
+            exports: GuestExports::default(),
             metric_ids: MetricIds::default(),
         }
     }

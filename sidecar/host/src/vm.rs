@@ -152,6 +152,12 @@ impl Vm {
                 .map_err(|e| HostError::Trap(format!("{e:#}")))?;
         }
         let guest = Guest::load(&mut store, &instance);
+        let memory = instance.get_memory(&mut store, "memory");
+        let alloc = instance
+            .get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate")
+            .or_else(|_| instance.get_typed_func::<i32, i32>(&mut store, "malloc"))
+            .ok();
+        store.data_mut().exports = crate::state::GuestExports { memory, alloc };
         rt.shared.add_vm(uid);
         let mut vm = Vm {
             store,

@@ -121,6 +121,9 @@ impl Driver {
             result = poll_opt(&mut self.upstream), if self.upstream.is_some() => {
                 self.upstream = None;
                 self.on_upstream_response(result);
+                if let Some(frame) = self.first_frame_in_same_pass().await {
+                    self.on_response_frame(frame);
+                }
             }
             frame = next_frame(&mut self.response_body), if self.response_body.is_some() => {
                 self.on_response_frame(frame);
@@ -184,6 +187,22 @@ impl Driver {
                 self.call(|vm, id| vm.response_data(id, &body, true));
             }
         }
+    }
+
+    /// Envoy flushes a connection's writes once per event-loop pass, so a response head and
+    /// the body bytes that arrived with it leave in one write. To match that, the upstream
+    /// connection gets one scheduler pass to hand over the first body frame before the head
+    /// is released; a body that is not there yet (a stream still generating) does not delay
+    /// the head any further.
+    async fn first_frame_in_same_pass(&mut self) -> Option<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        use futures_util::FutureExt;
+        let body = self.response_body.as_mut()?;
+        let mut next = std::pin::pin!(body.frame());
+        if let Some(frame) = next.as_mut().now_or_never() {
+            return Some(frame);
+        }
+        tokio::task::yield_now().await;
+        next.as_mut().now_or_never()
     }
 
     fn on_response_frame(&mut self, frame: Option<Result<http_body::Frame<Bytes>, hyper::Error>>) {

@@ -111,7 +111,7 @@ pub fn sse_response(
         (events, Some(guard)),
         move |(mut events, mut guard)| async move {
             let event = events.next()?;
-            tokio::time::sleep(event.delay).await;
+            pause(event.delay).await;
             if let Some(guard) = guard.as_mut() {
                 guard.generated(event.tokens);
             }
@@ -143,7 +143,7 @@ pub async fn finish_plain(
     mut guard: RunningGuard,
     reason: FinishReason,
 ) {
-    tokio::time::sleep(timing.total(tokens)).await;
+    pause(timing.total(tokens)).await;
     guard.generated(tokens);
     guard.succeed(reason);
 }
@@ -183,5 +183,13 @@ mod tests {
         assert_eq!(timing.total(0), MS(100));
         assert_eq!(timing.total(1), MS(100));
         assert_eq!(timing.total(5), MS(140));
+    }
+}
+
+/// Sleeps for `d`, skipping the timer entirely for zero: tokio's timer has millisecond
+/// granularity, so even `sleep(0)` would add up to a millisecond to every response.
+async fn pause(d: std::time::Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
     }
 }

@@ -4,7 +4,7 @@
 //! wasm32-unknown-unknown) so the SDK can take ownership of the bytes.
 
 use crate::state::{HostState, Status};
-use wasmtime::{Caller, Extern, Linker};
+use wasmtime::{Caller, Linker};
 
 /// Nothing to register: memory management is done by the guest's exports.
 pub(crate) fn add_to_linker(_linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -19,9 +19,7 @@ fn range(ptr: i32, len: usize) -> Result<std::ops::Range<usize>, Status> {
 }
 
 fn memory(c: &mut Caller<'_, HostState>) -> Result<wasmtime::Memory, Status> {
-    c.get_export("memory")
-        .and_then(Extern::into_memory)
-        .ok_or(Status::InvalidMemoryAccess)
+    c.data().exports.memory.ok_or(Status::InvalidMemoryAccess)
 }
 
 /// Copies `len` bytes at `ptr` out of guest memory.
@@ -81,14 +79,10 @@ pub(crate) fn give(
     let Ok(len) = i32::try_from(bytes.len()) else {
         return Ok(Err(Status::InternalFailure));
     };
-    let alloc = c
-        .get_export("proxy_on_memory_allocate")
-        .or_else(|| c.get_export("malloc"))
-        .and_then(Extern::into_func);
-    let Some(alloc) = alloc else {
+    let Some(alloc) = c.data().exports.alloc.clone() else {
         return Ok(Err(Status::InternalFailure));
     };
-    let ptr = alloc.typed::<i32, i32>(&*c)?.call(&mut *c, len)?;
+    let ptr = alloc.call(&mut *c, len)?;
     if ptr == 0 {
         return Ok(Err(Status::InternalFailure));
     }
