@@ -148,6 +148,14 @@ pub async fn finish_plain(
     guard.succeed(reason);
 }
 
+/// Sleeps for `d`, skipping the timer entirely for zero: tokio's timer has millisecond
+/// granularity, so even `sleep(0)` would add up to a millisecond to every response.
+async fn pause(d: std::time::Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,10 +194,3 @@ mod tests {
     }
 }
 
-/// Sleeps for `d`, skipping the timer entirely for zero: tokio's timer has millisecond
-/// granularity, so even `sleep(0)` would add up to a millisecond to every response.
-async fn pause(d: std::time::Duration) {
-    if !d.is_zero() {
-        tokio::time::sleep(d).await;
-    }
-}
