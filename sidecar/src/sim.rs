@@ -121,15 +121,9 @@ struct SimState {
 
 impl SimState {
     fn new(args: &SimArgs) -> Self {
-        let names = if args.models.is_empty() {
-            vec![DEFAULT_MODEL.to_owned()]
-        } else {
-            args.models.clone()
-        };
-        let models = names
-            .into_iter()
-            .map(|name| (name, Arc::new(metrics::ModelMetrics::new(args.max_running))))
-            .collect();
+        let names = if args.models.is_empty() { vec![DEFAULT_MODEL.to_owned()] } else { args.models.clone() };
+        let models =
+            names.into_iter().map(|name| (name, Arc::new(metrics::ModelMetrics::new(args.max_running)))).collect();
         Self {
             models,
             ttft: Duration::from_millis(args.ttft_ms),
@@ -153,17 +147,12 @@ impl SimState {
 
     /// A process-unique response id with OpenAI's `prefix` (`chatcmpl`, `cmpl`, `embd`).
     fn response_id(&self, prefix: &str) -> String {
-        format!(
-            "{prefix}-sim{:012x}",
-            self.next_id.fetch_add(1, Ordering::Relaxed)
-        )
+        format!("{prefix}-sim{:012x}", self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Router for the sim (testable with tower oneshot).
@@ -176,10 +165,7 @@ pub fn router(args: &SimArgs) -> Router {
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
-        .route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            faults::inject,
-        ));
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), faults::inject));
     Router::new()
         .route("/v1/models", get(openai::models))
         .route("/metrics", get(metrics::handler))
@@ -216,9 +202,7 @@ pub async fn run(
             },
         };
         let service = ResetAware(app.clone());
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
+        let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -227,10 +211,7 @@ pub async fn run(
         });
     }
     drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
         tracing::warn!("sim: in-flight requests still running after the shutdown grace period");
     }
     Ok(())
@@ -241,8 +222,7 @@ pub async fn run(
 #[derive(Clone)]
 struct ResetAware(Router);
 
-type ServiceFuture =
-    Pin<Box<dyn Future<Output = Result<Response<Body>, faults::ConnectionReset>> + Send>>;
+type ServiceFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, faults::ConnectionReset>> + Send>>;
 
 impl hyper::service::Service<Request<Incoming>> for ResetAware {
     type Response = Response<Body>;

@@ -23,11 +23,7 @@ impl Sim {
         tokio::spawn(sim::run(args, listener, async {
             let _ = stopped.await;
         }));
-        Self {
-            base,
-            client: reqwest::Client::new(),
-            _stop: stop,
-        }
+        Self { base, client: reqwest::Client::new(), _stop: stop }
     }
 
     fn post(&self, path: &str, body: &Value) -> reqwest::RequestBuilder {
@@ -35,12 +31,7 @@ impl Sim {
     }
 
     async fn get_text(&self, path: &str) -> String {
-        let response = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
+        let response = self.client.get(format!("{}{path}", self.base)).send().await.unwrap();
         assert_eq!(response.status(), 200);
         response.text().await.unwrap()
     }
@@ -79,10 +70,7 @@ fn sse_data(body: &str) -> Vec<String> {
 
 /// The value of a metric line `name{labels} value` in a Prometheus text body.
 fn metric(text: &str, series: &str) -> f64 {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(series))
-        .unwrap_or_else(|| panic!("{series} missing:\n{text}"));
+    let line = text.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} missing:\n{text}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
@@ -91,12 +79,7 @@ async fn models_list_has_configured_models() {
     let sim = Sim::start(args(|a| a.models = vec!["m-a".into(), "m-b".into()])).await;
     let list: Value = serde_json::from_str(&sim.get_text("/v1/models").await).unwrap();
     assert_eq!(list["object"], "list");
-    let ids: Vec<&str> = list["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["m-a", "m-b"]);
     assert_eq!(list["data"][0]["object"], "model");
 
@@ -109,9 +92,7 @@ async fn models_list_has_configured_models() {
 #[tokio::test]
 async fn chat_completion_has_usage_and_is_deterministic() {
     let sim = Sim::start(SimArgs::default()).await;
-    let first = sim
-        .post_json("/v1/chat/completions", &chat_body("what is rust", 5))
-        .await;
+    let first = sim.post_json("/v1/chat/completions", &chat_body("what is rust", 5)).await;
     assert_eq!(first["object"], "chat.completion");
     assert_eq!(first["model"], "sim-small");
     assert!(first["id"].as_str().unwrap().starts_with("chatcmpl-"));
@@ -122,19 +103,12 @@ async fn chat_completion_has_usage_and_is_deterministic() {
     let content = choice["message"]["content"].as_str().unwrap();
     assert_eq!(content.split(' ').count(), 5);
     // (2 words + 4) + (3 words + 4) + 3 reply priming.
-    assert_eq!(
-        first["usage"],
-        json!({"prompt_tokens": 16, "completion_tokens": 5, "total_tokens": 21})
-    );
+    assert_eq!(first["usage"], json!({"prompt_tokens": 16, "completion_tokens": 5, "total_tokens": 21}));
 
-    let again = sim
-        .post_json("/v1/chat/completions", &chat_body("what is rust", 5))
-        .await;
+    let again = sim.post_json("/v1/chat/completions", &chat_body("what is rust", 5)).await;
     assert_eq!(again["choices"][0]["message"]["content"], content);
     assert_ne!(again["id"], first["id"]);
-    let other = sim
-        .post_json("/v1/chat/completions", &chat_body("what is go", 5))
-        .await;
+    let other = sim.post_json("/v1/chat/completions", &chat_body("what is go", 5)).await;
     assert_ne!(other["choices"][0]["message"]["content"], content);
 
     // Without max_tokens the default --output-tokens (16) applies and the model "stops".
@@ -150,20 +124,13 @@ async fn chat_completion_has_usage_and_is_deterministic() {
 #[tokio::test]
 async fn streamed_chat_streams_openai_chunks_with_usage() {
     let sim = Sim::start(SimArgs::default()).await;
-    let plain = sim
-        .post_json("/v1/chat/completions", &chat_body("stream me", 5))
-        .await;
+    let plain = sim.post_json("/v1/chat/completions", &chat_body("stream me", 5)).await;
     let mut body = chat_body("stream me", 5);
     body["stream"] = json!(true);
     body["stream_options"] = json!({"include_usage": true});
 
     let started = Instant::now();
-    let response = sim
-        .post("/v1/chat/completions", &body)
-        .header("x-sim-itl-ms", "200")
-        .send()
-        .await
-        .unwrap();
+    let response = sim.post("/v1/chat/completions", &body).header("x-sim-itl-ms", "200").send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
     let mut stream = response.bytes_stream();
@@ -177,17 +144,11 @@ async fn streamed_chat_streams_openai_chunks_with_usage() {
     let first_chunk_at = first_chunk_at.unwrap();
     // 4 gaps of 200 ms between 5 tokens: the body must have been streamed, not buffered.
     assert!(total >= Duration::from_millis(750), "total {total:?}");
-    assert!(
-        first_chunk_at + Duration::from_millis(300) < total,
-        "first {first_chunk_at:?}, total {total:?}"
-    );
+    assert!(first_chunk_at + Duration::from_millis(300) < total, "first {first_chunk_at:?}, total {total:?}");
 
     let frames = sse_data(std::str::from_utf8(&raw).unwrap());
     assert_eq!(frames.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = frames[..frames.len() - 1]
-        .iter()
-        .map(|f| serde_json::from_str(f).unwrap())
-        .collect();
+    let chunks: Vec<Value> = frames[..frames.len() - 1].iter().map(|f| serde_json::from_str(f).unwrap()).collect();
     // role + 5 tokens + finish + usage
     assert_eq!(chunks.len(), 8, "{frames:?}");
     for chunk in &chunks {
@@ -196,17 +157,9 @@ async fn streamed_chat_streams_openai_chunks_with_usage() {
         assert_eq!(chunk["model"], "sim-small");
     }
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
-    let text: String = chunks[1..6]
-        .iter()
-        .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        text,
-        plain["choices"][0]["message"]["content"].as_str().unwrap()
-    );
-    assert!(chunks[..6]
-        .iter()
-        .all(|c| c["choices"][0]["finish_reason"].is_null() && c["usage"].is_null()));
+    let text: String = chunks[1..6].iter().map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap()).collect();
+    assert_eq!(text, plain["choices"][0]["message"]["content"].as_str().unwrap());
+    assert!(chunks[..6].iter().all(|c| c["choices"][0]["finish_reason"].is_null() && c["usage"].is_null()));
     assert_eq!(chunks[6]["choices"][0]["finish_reason"], "length");
     assert_eq!(chunks[6]["choices"][0]["delta"], json!({}));
     assert_eq!(chunks[7]["choices"], json!([]));
@@ -218,14 +171,7 @@ async fn stream_without_include_usage_has_no_usage_chunk() {
     let sim = Sim::start(SimArgs::default()).await;
     let mut body = chat_body("x", 2);
     body["stream"] = json!(true);
-    let text = sim
-        .post("/v1/chat/completions", &body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = sim.post("/v1/chat/completions", &body).send().await.unwrap().text().await.unwrap();
     let frames = sse_data(&text);
     assert_eq!(frames.len(), 1 + 2 + 1 + 1, "{frames:?}"); // role, 2 tokens, finish, [DONE]
     assert!(!frames[3].contains("usage"), "{}", frames[3]);
@@ -238,33 +184,17 @@ async fn completions_plain_and_stream_agree() {
     let plain = sim.post_json("/v1/completions", &body).await;
     assert_eq!(plain["object"], "text_completion");
     assert_eq!(plain["choices"][0]["finish_reason"], "stop");
-    assert_eq!(
-        plain["usage"],
-        json!({"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8})
-    );
+    assert_eq!(plain["usage"], json!({"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}));
 
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
     streamed["stream_options"] = json!({"include_usage": true});
-    let text = sim
-        .post("/v1/completions", &streamed)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = sim.post("/v1/completions", &streamed).send().await.unwrap().text().await.unwrap();
     let frames = sse_data(&text);
     assert_eq!(frames.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = frames[..frames.len() - 1]
-        .iter()
-        .map(|f| serde_json::from_str(f).unwrap())
-        .collect();
+    let chunks: Vec<Value> = frames[..frames.len() - 1].iter().map(|f| serde_json::from_str(f).unwrap()).collect();
     assert_eq!(chunks.len(), 4 + 2);
-    let joined: String = chunks[..4]
-        .iter()
-        .map(|c| c["choices"][0]["text"].as_str().unwrap())
-        .collect();
+    let joined: String = chunks[..4].iter().map(|c| c["choices"][0]["text"].as_str().unwrap()).collect();
     assert_eq!(joined, plain["choices"][0]["text"].as_str().unwrap());
     assert_eq!(chunks[4]["choices"][0]["finish_reason"], "stop");
     assert_eq!(chunks[5]["usage"], plain["usage"]);
@@ -273,21 +203,11 @@ async fn completions_plain_and_stream_agree() {
 #[tokio::test]
 async fn embeddings_are_deterministic_per_input() {
     let sim = Sim::start(SimArgs::default()).await;
-    let one = sim
-        .post_json(
-            "/v1/embeddings",
-            &json!({"model": "sim-small", "input": "hello world"}),
-        )
-        .await;
+    let one = sim.post_json("/v1/embeddings", &json!({"model": "sim-small", "input": "hello world"})).await;
     assert_eq!(one["object"], "list");
     assert_eq!(one["data"][0]["embedding"].as_array().unwrap().len(), 16);
     assert_eq!(one["usage"], json!({"prompt_tokens": 2, "total_tokens": 2}));
-    let many = sim
-        .post_json(
-            "/v1/embeddings",
-            &json!({"model": "sim-small", "input": ["other", "hello world"]}),
-        )
-        .await;
+    let many = sim.post_json("/v1/embeddings", &json!({"model": "sim-small", "input": ["other", "hello world"]})).await;
     assert_eq!(many["data"].as_array().unwrap().len(), 2);
     assert_eq!(many["data"][1]["index"], 1);
     assert_eq!(many["data"][1]["embedding"], one["data"][0]["embedding"]);
@@ -299,11 +219,7 @@ async fn unknown_model_and_bad_json_use_openai_error_shape() {
     let sim = Sim::start(SimArgs::default()).await;
     let mut body = chat_body("x", 1);
     body["model"] = json!("nope");
-    let response = sim
-        .post("/v1/chat/completions", &body)
-        .send()
-        .await
-        .unwrap();
+    let response = sim.post("/v1/chat/completions", &body).send().await.unwrap();
     assert_eq!(response.status(), 404);
     let error: Value = response.json().await.unwrap();
     assert_eq!(error["error"]["code"], "model_not_found");
@@ -340,9 +256,7 @@ async fn metrics_track_running_requests_and_tokens() {
         assert_eq!(metric(&text, name), 0.0, "{name}");
     }
 
-    let slow = sim
-        .post("/v1/chat/completions", &chat_body("slow one", 3))
-        .header("x-sim-ttft-ms", "1500");
+    let slow = sim.post("/v1/chat/completions", &chat_body("slow one", 3)).header("x-sim-ttft-ms", "1500");
     let pending = tokio::spawn(slow.send());
     let deadline = Instant::now() + Duration::from_millis(1200);
     let running = loop {
@@ -363,24 +277,14 @@ async fn metrics_track_running_requests_and_tokens() {
     assert_eq!(metric(&text, "vllm:kv_cache_usage_perc{"), 0.0);
     assert_eq!(metric(&text, "vllm:prompt_tokens_total{"), 15.0);
     assert_eq!(metric(&text, "vllm:generation_tokens_total{"), 3.0);
-    assert_eq!(
-        metric(
-            &text,
-            "vllm:request_success_total{finished_reason=\"length\""
-        ),
-        1.0
-    );
+    assert_eq!(metric(&text, "vllm:request_success_total{finished_reason=\"length\""), 1.0);
 }
 
 #[tokio::test]
 async fn error_rate_one_always_fails_but_ops_endpoints_answer() {
     let sim = Sim::start(args(|a| a.error_500_rate = 1.0)).await;
     for _ in 0..3 {
-        let response = sim
-            .post("/v1/chat/completions", &chat_body("x", 1))
-            .send()
-            .await
-            .unwrap();
+        let response = sim.post("/v1/chat/completions", &chat_body("x", 1)).send().await.unwrap();
         assert_eq!(response.status(), 500);
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"]["type"], "server_error");
@@ -393,10 +297,7 @@ async fn error_rate_one_always_fails_but_ops_endpoints_answer() {
 async fn forced_429_carries_retry_after() {
     let sim = Sim::start(SimArgs::default()).await;
     let response = sim
-        .post(
-            "/v1/completions",
-            &json!({"model": "sim-small", "prompt": "x"}),
-        )
+        .post("/v1/completions", &json!({"model": "sim-small", "prompt": "x"}))
         .header("x-sim-status", "429")
         .send()
         .await
@@ -410,26 +311,14 @@ async fn forced_429_carries_retry_after() {
 #[tokio::test]
 async fn reset_drops_the_connection_without_a_response() {
     let sim = Sim::start(SimArgs::default()).await;
-    let result = sim
-        .post("/v1/chat/completions", &chat_body("x", 1))
-        .header("x-sim-reset", "1")
-        .send()
-        .await;
+    let result = sim.post("/v1/chat/completions", &chat_body("x", 1)).header("x-sim-reset", "1").send().await;
     let error = result.expect_err("a reset must not produce a response");
     assert!(!error.is_status() && !error.is_decode(), "{error:?}");
     // The server itself keeps serving.
-    sim.post_json("/v1/chat/completions", &chat_body("x", 1))
-        .await;
+    sim.post_json("/v1/chat/completions", &chat_body("x", 1)).await;
 
     let always = Sim::start(args(|a| a.reset_rate = 1.0)).await;
-    assert!(always
-        .post(
-            "/v1/embeddings",
-            &json!({"model": "sim-small", "input": "x"})
-        )
-        .send()
-        .await
-        .is_err());
+    assert!(always.post("/v1/embeddings", &json!({"model": "sim-small", "input": "x"})).send().await.is_err());
 }
 
 #[tokio::test]
@@ -440,13 +329,8 @@ async fn slow_rate_delays_requests() {
     }))
     .await;
     let started = Instant::now();
-    sim.post_json("/v1/chat/completions", &chat_body("x", 1))
-        .await;
-    assert!(
-        started.elapsed() >= Duration::from_millis(400),
-        "{:?}",
-        started.elapsed()
-    );
+    sim.post_json("/v1/chat/completions", &chat_body("x", 1)).await;
+    assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
 }
 
 #[tokio::test]
@@ -458,8 +342,5 @@ async fn run_returns_after_shutdown() {
     }));
     stop.send(()).unwrap();
     let result = tokio::time::timeout(Duration::from_secs(5), server).await;
-    result
-        .expect("run must return after shutdown")
-        .unwrap()
-        .unwrap();
+    result.expect("run must return after shutdown").unwrap().unwrap();
 }

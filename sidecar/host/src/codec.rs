@@ -113,12 +113,8 @@ mod tests {
         112, 114, 111, 120, 121, 45, 119, 97, 115, 109, 0,
     ];
 
-    static MAP: &[(&str, &str)] = &[
-        (":method", "GET"),
-        (":path", "/bytes/1"),
-        (":authority", "httpbin.org"),
-        ("Powered-By", "proxy-wasm"),
-    ];
+    static MAP: &[(&str, &str)] =
+        &[(":method", "GET"), (":path", "/bytes/1"), (":authority", "httpbin.org"), ("Powered-By", "proxy-wasm")];
 
     #[test]
     fn serializes_sdk_vector() {
@@ -129,10 +125,8 @@ mod tests {
     #[test]
     fn deserializes_sdk_vector() {
         let pairs = deserialize_pairs(SERIALIZED_MAP).unwrap();
-        let expect: Vec<(Vec<u8>, Vec<u8>)> = MAP
-            .iter()
-            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-            .collect();
+        let expect: Vec<(Vec<u8>, Vec<u8>)> =
+            MAP.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
         assert_eq!(pairs, expect);
         let headers = deserialize_headers(SERIALIZED_MAP).unwrap();
         assert_eq!(headers.get("powered-by"), Some(&b"proxy-wasm"[..]));

@@ -14,9 +14,7 @@ impl Headers {
 
     /// Builds a list from pairs, lower-casing keys and moving pseudo-headers to the front
     /// (Envoy's iteration order) while keeping the relative order otherwise.
-    pub fn from_pairs<K: AsRef<str>, V: AsRef<[u8]>>(
-        pairs: impl IntoIterator<Item = (K, V)>,
-    ) -> Self {
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<[u8]>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
         let mut out = Self::new();
         for (k, v) in pairs {
             out.add(k.as_ref(), v.as_ref().to_vec());
@@ -27,10 +25,7 @@ impl Headers {
     /// First value of `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         let name = name.to_ascii_lowercase();
-        self.0
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_slice())
+        self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_slice())
     }
 
     /// First value of `name` if it is valid UTF-8.
@@ -43,11 +38,7 @@ impl Headers {
         let name = name.to_ascii_lowercase();
         let entry = (name, value.into());
         if entry.0.starts_with(':') {
-            let at = self
-                .0
-                .iter()
-                .take_while(|(k, _)| k.starts_with(':'))
-                .count();
+            let at = self.0.iter().take_while(|(k, _)| k.starts_with(':')).count();
             self.0.insert(at, entry);
         } else {
             self.0.push(entry);
@@ -88,12 +79,7 @@ impl Headers {
 
     /// All values of `name` joined with "," (CEL `request.headers.<name>`).
     pub(crate) fn joined(&self, name: &str) -> Option<Vec<u8>> {
-        let values: Vec<&[u8]> = self
-            .0
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.as_slice())
-            .collect();
+        let values: Vec<&[u8]> = self.0.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_slice()).collect();
         (!values.is_empty()).then(|| values.join(&b","[..]))
     }
 }

@@ -24,9 +24,7 @@ pub use error::HostError;
 pub use headers::Headers;
 pub use runtime::Runtime;
 pub use shared::Shared;
-pub use types::{
-    HttpCallRequest, HttpCallResponse, LogLevel, PluginSpec, StreamEvent, StreamId, StreamInfo,
-};
+pub use types::{HttpCallRequest, HttpCallResponse, LogLevel, PluginSpec, StreamEvent, StreamId, StreamInfo};
 pub use vm::Vm;
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Envoy's default histogram bucket bounds (`Stats::HistogramSettingsImpl::defaultBuckets`).
 const DEFAULT_BUCKETS: [f64; 19] = [
-    0.5, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
-    60000.0, 300000.0, 600000.0, 1800000.0, 3600000.0,
+    0.5, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0, 60000.0, 300000.0,
+    600000.0, 1800000.0, 3600000.0,
 ];
 
 /// Metric kinds, numbered as in the ABI (`MetricType`).
@@ -35,11 +35,7 @@ impl Kind {
 enum Value {
     Counter(u64),
     Gauge(i64),
-    Histogram {
-        buckets: [u64; DEFAULT_BUCKETS.len()],
-        count: u64,
-        sum: f64,
-    },
+    Histogram { buckets: [u64; DEFAULT_BUCKETS.len()], count: u64, sum: f64 },
 }
 
 /// Outcome of a metric operation in ABI terms.
@@ -62,17 +58,11 @@ impl Registry {
 
     /// Creates the stat if needed; defining a name again reuses the same stat.
     pub(crate) fn define(&self, kind: Kind, name: &str) {
-        self.lock()
-            .entry(name.to_string())
-            .or_insert_with(|| match kind {
-                Kind::Counter => Value::Counter(0),
-                Kind::Gauge => Value::Gauge(0),
-                Kind::Histogram => Value::Histogram {
-                    buckets: [0; DEFAULT_BUCKETS.len()],
-                    count: 0,
-                    sum: 0.0,
-                },
-            });
+        self.lock().entry(name.to_string()).or_insert_with(|| match kind {
+            Kind::Counter => Value::Counter(0),
+            Kind::Gauge => Value::Gauge(0),
+            Kind::Histogram => Value::Histogram { buckets: [0; DEFAULT_BUCKETS.len()], count: 0, sum: 0.0 },
+        });
     }
 
     /// `proxy_increment_metric`: counters need a positive offset, gauges add.
@@ -90,11 +80,7 @@ impl Registry {
         match self.lock().get_mut(name).ok_or(MetricError::NotFound)? {
             Value::Counter(v) => *v = v.saturating_add(value),
             Value::Gauge(v) => *v = i64::try_from(value).unwrap_or(i64::MAX),
-            Value::Histogram {
-                buckets,
-                count,
-                sum,
-            } => {
+            Value::Histogram { buckets, count, sum } => {
                 let x = value as f64;
                 for (slot, bound) in buckets.iter_mut().zip(DEFAULT_BUCKETS) {
                     if x <= bound {
@@ -122,10 +108,7 @@ impl Registry {
     pub(crate) fn prometheus_text(&self) -> String {
         let mut out = String::new();
         for (name, value) in self.lock().iter() {
-            let name: String = name
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
+            let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
             if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
                 continue;
             }
@@ -140,11 +123,7 @@ fn render(out: &mut String, name: &str, value: &Value) -> std::fmt::Result {
     match value {
         Value::Counter(v) => write!(out, "# TYPE {name} counter\n{name} {v}\n"),
         Value::Gauge(v) => write!(out, "# TYPE {name} gauge\n{name} {v}\n"),
-        Value::Histogram {
-            buckets,
-            count,
-            sum,
-        } => {
+        Value::Histogram { buckets, count, sum } => {
             writeln!(out, "# TYPE {name} histogram")?;
             for (n, bound) in buckets.iter().zip(DEFAULT_BUCKETS) {
                 writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {n}")?;
@@ -206,10 +185,7 @@ mod tests {
         assert_eq!(r.get("g"), Ok(7));
         assert_eq!(r.get("h"), Err(MetricError::BadArgument));
         let text = r.prometheus_text();
-        assert!(
-            text.contains("# TYPE x_total counter\nx_total 2\n"),
-            "{text}"
-        );
+        assert!(text.contains("# TYPE x_total counter\nx_total 2\n"), "{text}");
         assert!(text.contains("g 7\n"));
         assert!(text.contains("h_bucket{le=\"5\"} 1\n"), "{text}");
         assert!(text.contains("h_bucket{le=\"1\"} 0\n"));

@@ -21,20 +21,13 @@ pub(crate) fn fail_stream(st: &mut StreamState) {
         return; // the response is already complete downstream
     }
     if st.response_started {
-        st.emit(StreamEvent::Reset {
-            details: FAIL_DETAILS.into(),
-        });
+        st.emit(StreamEvent::Reset { details: FAIL_DETAILS.into() });
         return;
     }
     st.response_started = true;
-    st.emit(StreamEvent::AbortUpstream {
-        details: FAIL_DETAILS.into(),
-    });
+    st.emit(StreamEvent::AbortUpstream { details: FAIL_DETAILS.into() });
     let headers = Headers::from_pairs([(":status", "500")]);
-    st.emit(StreamEvent::ResponseHeaders {
-        headers,
-        end_of_stream: true,
-    });
+    st.emit(StreamEvent::ResponseHeaders { headers, end_of_stream: true });
 }
 
 /// Envoy `prepareLocalReply`: `:status`, the guest's headers appended, `content-length`
@@ -78,9 +71,7 @@ impl Vm {
             return;
         }
         if st.response_started {
-            st.emit(StreamEvent::Reset {
-                details: reply.details,
-            });
+            st.emit(StreamEvent::Reset { details: reply.details });
             st.done = true;
             return;
         }
@@ -88,9 +79,7 @@ impl Vm {
         st.reply_gen += 1;
         let generation = st.reply_gen;
         abort_request(&mut st.req);
-        st.emit(StreamEvent::AbortUpstream {
-            details: reply.details.clone(),
-        });
+        st.emit(StreamEvent::AbortUpstream { details: reply.details.clone() });
         let headers = reply_headers(&reply);
         let has_body = !reply.body.is_empty();
         if st.resp.headers.is_some() {
@@ -98,23 +87,15 @@ impl Vm {
             st.resp = Direction::default();
             st.resp.eos_emitted = true;
             st.response_started = true;
-            st.emit(StreamEvent::ResponseHeaders {
-                headers,
-                end_of_stream: !has_body,
-            });
+            st.emit(StreamEvent::ResponseHeaders { headers, end_of_stream: !has_body });
             if has_body {
-                st.emit(StreamEvent::ResponseData {
-                    data: reply.body,
-                    end_of_stream: true,
-                });
+                st.emit(StreamEvent::ResponseData { data: reply.body, end_of_stream: true });
             }
             return;
         }
         // Through the encoder chain: this plugin's on_response_* see its own reply.
         self.on_headers(s, Side::Response, headers, !has_body);
-        let same_reply = self
-            .st(s)
-            .is_some_and(|st| st.reply_gen == generation && !st.done);
+        let same_reply = self.st(s).is_some_and(|st| st.reply_gen == generation && !st.done);
         if has_body && same_reply {
             self.on_data(s, Side::Response, reply.body, true);
         }
@@ -129,9 +110,7 @@ impl Vm {
                 .data_mut()
                 .streams
                 .iter_mut()
-                .find_map(|(id, st)| {
-                    (!st.deferred.is_empty()).then(|| (*id, st.deferred.remove(0)))
-                });
+                .find_map(|(id, st)| (!st.deferred.is_empty()).then(|| (*id, st.deferred.remove(0))));
             let Some((id, action)) = next else {
                 return;
             };
@@ -147,9 +126,7 @@ impl Vm {
     fn close(&mut self, s: StreamId) {
         if let Some(st) = self.st(s) {
             if !st.done {
-                st.emit(StreamEvent::Reset {
-                    details: "wasm_close_stream".into(),
-                });
+                st.emit(StreamEvent::Reset { details: "wasm_close_stream".into() });
                 st.done = true;
             }
         }

@@ -52,9 +52,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         abi::add_to_linker(&mut linker).map_err(module_err)?;
         // Imports we do not know trap when called, instead of failing instantiation.
-        linker
-            .define_unknown_imports_as_traps(&module)
-            .map_err(module_err)?;
+        linker.define_unknown_imports_as_traps(&module).map_err(module_err)?;
         let pre = linker.instantiate_pre(&module).map_err(module_err)?;
         let inner = Arc::new(RuntimeInner {
             engine,

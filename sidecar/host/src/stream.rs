@@ -13,27 +13,15 @@ use crate::{Headers, StreamEvent, StreamId, Vm};
 
 fn headers_event(side: Side, headers: Headers, end_of_stream: bool) -> StreamEvent {
     match side {
-        Side::Request => StreamEvent::RequestHeaders {
-            headers,
-            end_of_stream,
-        },
-        Side::Response => StreamEvent::ResponseHeaders {
-            headers,
-            end_of_stream,
-        },
+        Side::Request => StreamEvent::RequestHeaders { headers, end_of_stream },
+        Side::Response => StreamEvent::ResponseHeaders { headers, end_of_stream },
     }
 }
 
 fn data_event(side: Side, data: Vec<u8>, end_of_stream: bool) -> StreamEvent {
     match side {
-        Side::Request => StreamEvent::RequestData {
-            data,
-            end_of_stream,
-        },
-        Side::Response => StreamEvent::ResponseData {
-            data,
-            end_of_stream,
-        },
+        Side::Request => StreamEvent::RequestData { data, end_of_stream },
+        Side::Response => StreamEvent::ResponseData { data, end_of_stream },
     }
 }
 
@@ -122,9 +110,7 @@ impl Vm {
         dir.end |= eos;
         if dir.hold == Hold::All {
             // Stopped-all: the HCM holds the data under flow control (never an error).
-            dir.buffer
-                .get_or_insert_with(Vec::new)
-                .extend_from_slice(&data);
+            dir.buffer.get_or_insert_with(Vec::new).extend_from_slice(&data);
             return;
         }
         self.deliver_body(s, side, data, eos);
@@ -283,8 +269,7 @@ impl Vm {
             return;
         }
         let dir = st.dir(side);
-        let stopped =
-            dir.hold != Hold::None || dir.data_stopped || dir.trailers_held || dir.trailers_unseen;
+        let stopped = dir.hold != Hold::None || dir.data_stopped || dir.trailers_held || dir.trailers_unseen;
         if dir.headers.is_none() || !stopped {
             return;
         }
@@ -319,12 +304,7 @@ impl Vm {
             Side::Request => (413, "request_payload_too_large", b"Payload Too Large"),
             Side::Response => (500, "response_payload_too_large", b"Internal Server Error"),
         };
-        let reply = LocalReply {
-            status,
-            details: details.into(),
-            body: body.to_vec(),
-            headers: Headers::new(),
-        };
+        let reply = LocalReply { status, details: details.into(), body: body.to_vec(), headers: Headers::new() };
         self.send_local_reply(s, reply);
     }
 }

@@ -42,31 +42,15 @@ impl Guest {
     fn load(store: &mut Store<HostState>, i: &Instance) -> Self {
         let mut f2r = |n: &str| i.get_typed_func::<(i32, i32), i32>(&mut *store, n).ok();
         let (vm_start, configure) = (f2r("proxy_on_vm_start"), f2r("proxy_on_configure"));
-        let (request_trailers, response_trailers) = (
-            f2r("proxy_on_request_trailers"),
-            f2r("proxy_on_response_trailers"),
-        );
-        let mut f3r = |n: &str| {
-            i.get_typed_func::<(i32, i32, i32), i32>(&mut *store, n)
-                .ok()
-        };
-        let (request_headers, request_body) = (
-            f3r("proxy_on_request_headers"),
-            f3r("proxy_on_request_body"),
-        );
-        let (response_headers, response_body) = (
-            f3r("proxy_on_response_headers"),
-            f3r("proxy_on_response_body"),
-        );
+        let (request_trailers, response_trailers) =
+            (f2r("proxy_on_request_trailers"), f2r("proxy_on_response_trailers"));
+        let mut f3r = |n: &str| i.get_typed_func::<(i32, i32, i32), i32>(&mut *store, n).ok();
+        let (request_headers, request_body) = (f3r("proxy_on_request_headers"), f3r("proxy_on_request_body"));
+        let (response_headers, response_body) = (f3r("proxy_on_response_headers"), f3r("proxy_on_response_body"));
         let mut f1 = |n: &str| i.get_typed_func::<i32, ()>(&mut *store, n).ok();
-        let (tick, log, delete) = (
-            f1("proxy_on_tick"),
-            f1("proxy_on_log"),
-            f1("proxy_on_delete"),
-        );
+        let (tick, log, delete) = (f1("proxy_on_tick"), f1("proxy_on_log"), f1("proxy_on_delete"));
         let mut f2 = |n: &str| i.get_typed_func::<(i32, i32), ()>(&mut *store, n).ok();
-        let (context_create, queue_ready) =
-            (f2("proxy_on_context_create"), f2("proxy_on_queue_ready"));
+        let (context_create, queue_ready) = (f2("proxy_on_context_create"), f2("proxy_on_queue_ready"));
         Self {
             context_create,
             vm_start,
@@ -77,9 +61,7 @@ impl Guest {
             response_headers,
             response_body,
             response_trailers,
-            http_call_response: i
-                .get_typed_func(&mut *store, "proxy_on_http_call_response")
-                .ok(),
+            http_call_response: i.get_typed_func(&mut *store, "proxy_on_http_call_response").ok(),
             tick,
             queue_ready,
             done: i.get_typed_func(&mut *store, "proxy_on_done").ok(),
@@ -90,32 +72,17 @@ impl Guest {
 
     /// `proxy_on_{request,response}_headers`.
     pub(crate) fn headers(&self, request: bool) -> Option<Cb3R> {
-        (if request {
-            &self.request_headers
-        } else {
-            &self.response_headers
-        })
-        .clone()
+        (if request { &self.request_headers } else { &self.response_headers }).clone()
     }
 
     /// `proxy_on_{request,response}_body`.
     pub(crate) fn body(&self, request: bool) -> Option<Cb3R> {
-        (if request {
-            &self.request_body
-        } else {
-            &self.response_body
-        })
-        .clone()
+        (if request { &self.request_body } else { &self.response_body }).clone()
     }
 
     /// `proxy_on_{request,response}_trailers`.
     pub(crate) fn trailers(&self, request: bool) -> Option<Cb2R> {
-        (if request {
-            &self.request_trailers
-        } else {
-            &self.response_trailers
-        })
-        .clone()
+        (if request { &self.request_trailers } else { &self.response_trailers }).clone()
     }
 }
 
@@ -133,23 +100,17 @@ impl Vm {
     /// Instantiates and starts the plugin (see [`crate::Runtime::new_vm`]).
     pub(crate) fn start(rt: Arc<RuntimeInner>, worker: usize) -> Result<Vm, HostError> {
         let uid = rt.next_vm_uid();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(rt.spec.max_memory_bytes)
-            .build();
+        let limits = StoreLimitsBuilder::new().memory_size(rt.spec.max_memory_bytes).build();
         let deadline_ticks = (rt.spec.callback_deadline_ms / EPOCH_TICK.as_millis() as u64).max(1);
         let mut store = Store::new(&rt.engine, HostState::new(rt.clone(), uid, limits));
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(deadline_ticks);
-        let instance = rt
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| HostError::Module(format!("{e:#}")))?;
+        let instance = rt.pre.instantiate(&mut store).map_err(|e| HostError::Module(format!("{e:#}")))?;
         let init = instance
             .get_typed_func::<(), ()>(&mut store, "_initialize")
             .or_else(|_| instance.get_typed_func::<(), ()>(&mut store, "_start"));
         if let Ok(init) = init {
-            init.call(&mut store, ())
-                .map_err(|e| HostError::Trap(format!("{e:#}")))?;
+            init.call(&mut store, ()).map_err(|e| HostError::Trap(format!("{e:#}")))?;
         }
         let guest = Guest::load(&mut store, &instance);
         let memory = instance.get_memory(&mut store, "memory");
@@ -159,13 +120,7 @@ impl Vm {
             .ok();
         store.data_mut().exports = crate::state::GuestExports { memory, alloc };
         rt.shared.add_vm(uid);
-        let mut vm = Vm {
-            store,
-            guest,
-            worker,
-            failed: None,
-            deadline_ticks,
-        };
+        let mut vm = Vm { store, guest, worker, failed: None, deadline_ticks };
         vm.start_root()?;
         Ok(vm)
     }
@@ -175,25 +130,16 @@ impl Vm {
         let root = self.root();
         let spec = self.store.data().rt.spec.clone();
         let create = self.guest.context_create.clone();
-        self.call(create.as_ref(), root, (root as i32, 0))
-            .map_err(HostError::Trap)?;
+        self.call(create.as_ref(), root, (root as i32, 0)).map_err(HostError::Trap)?;
         self.store.data_mut().phase = Phase::VmStart;
         let f = self.guest.vm_start.clone();
-        let started = self.call(
-            f.as_ref(),
-            root,
-            (root as i32, len_i32(spec.vm_configuration.len())),
-        );
+        let started = self.call(f.as_ref(), root, (root as i32, len_i32(spec.vm_configuration.len())));
         self.store.data_mut().phase = Phase::Configure;
         let configured = match started {
             Ok(Some(0)) => Ok(Some(0)),
             Ok(_) => {
                 let f = self.guest.configure.clone();
-                self.call(
-                    f.as_ref(),
-                    root,
-                    (root as i32, len_i32(spec.configuration.len())),
-                )
+                self.call(f.as_ref(), root, (root as i32, len_i32(spec.configuration.len())))
             }
             Err(e) => Err(e),
         };
@@ -267,11 +213,7 @@ impl Vm {
     /// Delivers the answer to callout `token` (`None` = reset) via
     /// `proxy_on_http_call_response` on the root context; the response maps and body are
     /// readable only during that callback. Unknown tokens are ignored (the SDK would panic).
-    pub fn http_call_response(
-        &mut self,
-        token: u32,
-        response: Option<HttpCallResponse>,
-    ) -> Result<(), HostError> {
+    pub fn http_call_response(&mut self, token: u32, response: Option<HttpCallResponse>) -> Result<(), HostError> {
         if self.failed.is_some() {
             return Err(HostError::VmFailed);
         }
@@ -280,13 +222,9 @@ impl Vm {
             log::warn!("http call response for unknown token {token} ignored");
             return Ok(());
         }
-        let counts = response.as_ref().map_or((0, 0, 0), |r| {
-            (
-                len_i32(r.headers.len()),
-                len_i32(r.body.len()),
-                len_i32(r.trailers.len()),
-            )
-        });
+        let counts = response
+            .as_ref()
+            .map_or((0, 0, 0), |r| (len_i32(r.headers.len()), len_i32(r.body.len()), len_i32(r.trailers.len())));
         state.status = match response {
             Some(_) => (0, Vec::new()),
             None => (BROKEN_CONNECTION, b"reset".to_vec()),
@@ -294,11 +232,7 @@ impl Vm {
         state.call_response = response;
         let root = self.root();
         let f = self.guest.http_call_response.clone();
-        let r = self.call(
-            f.as_ref(),
-            root,
-            (root as i32, token as i32, counts.0, counts.1, counts.2),
-        );
+        let r = self.call(f.as_ref(), root, (root as i32, token as i32, counts.0, counts.1, counts.2));
         self.store.data_mut().call_response = None;
         self.settle(None);
         r.map(|_| ()).map_err(HostError::Trap)
@@ -358,11 +292,7 @@ impl Vm {
 
     /// Per-stream filter CPU time used so far (sum of guest call durations).
     pub fn stream_cpu_time(&self, s: StreamId) -> Duration {
-        self.store
-            .data()
-            .streams
-            .get(&s)
-            .map_or(Duration::ZERO, |st| st.cpu)
+        self.store.data().streams.get(&s).map_or(Duration::ZERO, |st| st.cpu)
     }
 }
 

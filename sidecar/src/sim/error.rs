@@ -37,15 +37,9 @@ impl SimError {
     fn kind(&self) -> (&'static str, Option<&'static str>, Option<&'static str>) {
         match self {
             SimError::BadRequest(_) => ("invalid_request_error", None, None),
-            SimError::ModelNotFound(_) => (
-                "invalid_request_error",
-                Some("model"),
-                Some("model_not_found"),
-            ),
+            SimError::ModelNotFound(_) => ("invalid_request_error", Some("model"), Some("model_not_found")),
             SimError::RouteNotFound(_) => ("invalid_request_error", None, None),
-            SimError::Injected(StatusCode::TOO_MANY_REQUESTS) => {
-                ("requests", None, Some("rate_limit_exceeded"))
-            }
+            SimError::Injected(StatusCode::TOO_MANY_REQUESTS) => ("requests", None, Some("rate_limit_exceeded")),
             SimError::Injected(status) if status.is_server_error() => ("server_error", None, None),
             SimError::Injected(_) => ("invalid_request_error", None, None),
         }
@@ -62,9 +56,7 @@ impl IntoResponse for SimError {
         let mut response = (status, Json(body)).into_response();
         if status == StatusCode::TOO_MANY_REQUESTS {
             // Clients and the gateway's retry logic honour this; one second keeps tests fast.
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }

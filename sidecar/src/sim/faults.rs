@@ -98,21 +98,11 @@ impl FaultInjector {
         let draws: [f64; 4] = std::array::from_fn(|_| rng.random::<f64>());
         let faults = [
             (self.reset_rate, Fault::Reset),
-            (
-                self.error_429_rate,
-                Fault::Status(StatusCode::TOO_MANY_REQUESTS),
-            ),
-            (
-                self.error_500_rate,
-                Fault::Status(StatusCode::INTERNAL_SERVER_ERROR),
-            ),
+            (self.error_429_rate, Fault::Status(StatusCode::TOO_MANY_REQUESTS)),
+            (self.error_500_rate, Fault::Status(StatusCode::INTERNAL_SERVER_ERROR)),
             (self.slow_rate, Fault::Slow),
         ];
-        draws
-            .iter()
-            .zip(faults)
-            .find(|(draw, (rate, _))| **draw < *rate)
-            .map(|(_, (_, fault))| fault)
+        draws.iter().zip(faults).find(|(draw, (rate, _))| **draw < *rate).map(|(_, (_, fault))| fault)
     }
 }
 
@@ -126,10 +116,7 @@ fn forced_status(value: &str) -> Result<StatusCode, SimError> {
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
 /// A millisecond header such as `x-sim-ttft-ms`; absent → `None`, malformed → 400.
@@ -154,19 +141,13 @@ pub fn reset_response() -> Response {
 }
 
 /// Middleware on the inference routes applying the fault decided for each request.
-pub async fn inject(
-    State(state): State<Arc<SimState>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub async fn inject(State(state): State<Arc<SimState>>, mut request: Request, next: Next) -> Response {
     match state.faults.decide(request.headers()) {
         Err(error) => error.into_response(),
         Ok(Some(Fault::Reset)) => reset_response(),
         Ok(Some(Fault::Status(status))) => SimError::Injected(status).into_response(),
         Ok(Some(Fault::Slow)) => {
-            request
-                .extensions_mut()
-                .insert(ExtraDelay(state.faults.slow));
+            request.extensions_mut().insert(ExtraDelay(state.faults.slow));
             next.run(request).await
         }
         Ok(None) => next.run(request).await,
@@ -190,10 +171,7 @@ mod tests {
         assert!((0..100).all(|_| none.decide(&HeaderMap::new()).unwrap().is_none()));
         let always = injector(|a| a.error_500_rate = 1.0);
         let fault = always.decide(&HeaderMap::new()).unwrap();
-        assert_eq!(
-            fault,
-            Some(Fault::Status(StatusCode::INTERNAL_SERVER_ERROR))
-        );
+        assert_eq!(fault, Some(Fault::Status(StatusCode::INTERNAL_SERVER_ERROR)));
     }
 
     #[test]
@@ -203,16 +181,12 @@ mod tests {
                 a.seed = seed;
                 a.error_429_rate = 0.5;
             });
-            (0..64)
-                .map(|_| inj.decide(&HeaderMap::new()).unwrap())
-                .collect::<Vec<_>>()
+            (0..64).map(|_| inj.decide(&HeaderMap::new()).unwrap()).collect::<Vec<_>>()
         };
         let a = run(7);
         assert_eq!(a, run(7));
         assert_ne!(a, run(8));
-        assert!(
-            a.contains(&None) && a.contains(&Some(Fault::Status(StatusCode::TOO_MANY_REQUESTS)))
-        );
+        assert!(a.contains(&None) && a.contains(&Some(Fault::Status(StatusCode::TOO_MANY_REQUESTS))));
     }
 
     #[test]

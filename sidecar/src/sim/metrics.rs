@@ -56,10 +56,7 @@ impl Drop for WaitingGuard<'_> {
 impl ModelMetrics {
     /// Counters for a model whose engine runs at most `max_running` requests (0 = unlimited).
     pub fn new(max_running: u32) -> Self {
-        Self {
-            limiter: (max_running > 0).then(|| Arc::new(Semaphore::new(max_running as usize))),
-            ..Self::default()
-        }
+        Self { limiter: (max_running > 0).then(|| Arc::new(Semaphore::new(max_running as usize))), ..Self::default() }
     }
 
     /// Admits a request with `prompt_tokens`, waiting (and counting as waiting) while the
@@ -79,11 +76,7 @@ impl ModelMetrics {
         self.running.fetch_add(1, Ordering::Relaxed);
         self.kv_tokens.fetch_add(kv_tokens, Ordering::Relaxed);
         self.prompt_tokens.fetch_add(kv_tokens, Ordering::Relaxed);
-        RunningGuard {
-            model: Arc::clone(self),
-            kv_tokens,
-            _permit: permit,
-        }
+        RunningGuard { model: Arc::clone(self), kv_tokens, _permit: permit }
     }
 }
 
@@ -93,9 +86,7 @@ impl RunningGuard {
         let count = u64::from(count);
         self.kv_tokens += count;
         self.model.kv_tokens.fetch_add(count, Ordering::Relaxed);
-        self.model
-            .generation_tokens
-            .fetch_add(count, Ordering::Relaxed);
+        self.model.generation_tokens.fetch_add(count, Ordering::Relaxed);
     }
 
     /// Counts the request as successfully finished; the guard's drop then releases it.
@@ -111,9 +102,7 @@ impl RunningGuard {
 impl Drop for RunningGuard {
     fn drop(&mut self) {
         self.model.running.fetch_sub(1, Ordering::Relaxed);
-        self.model
-            .kv_tokens
-            .fetch_sub(self.kv_tokens, Ordering::Relaxed);
+        self.model.kv_tokens.fetch_sub(self.kv_tokens, Ordering::Relaxed);
     }
 }
 
@@ -133,26 +122,10 @@ pub fn render(models: &[(String, Arc<ModelMetrics>)], kv_blocks: u32) -> String 
         ]
     };
     let gauges: [(&str, &str, usize); 4] = [
-        (
-            "vllm:num_requests_running",
-            "Number of requests in model execution batches.",
-            0,
-        ),
-        (
-            "vllm:num_requests_waiting",
-            "Number of requests waiting to be processed.",
-            1,
-        ),
-        (
-            "vllm:kv_cache_usage_perc",
-            "KV-cache usage. 1 means 100 percent usage.",
-            2,
-        ),
-        (
-            "vllm:gpu_cache_usage_perc",
-            "GPU KV-cache usage. 1 means 100 percent usage.",
-            2,
-        ),
+        ("vllm:num_requests_running", "Number of requests in model execution batches.", 0),
+        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", 1),
+        ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", 2),
+        ("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", 2),
     ];
     let mut out = String::new();
     for (name, help, index) in gauges {
@@ -166,23 +139,11 @@ pub fn render(models: &[(String, Arc<ModelMetrics>)], kv_blocks: u32) -> String 
 }
 
 fn render_counters(out: &mut String, models: &[(String, Arc<ModelMetrics>)]) {
-    let values = |m: &ModelMetrics| {
-        [
-            m.prompt_tokens.load(Ordering::Relaxed),
-            m.generation_tokens.load(Ordering::Relaxed),
-        ]
-    };
+    let values =
+        |m: &ModelMetrics| [m.prompt_tokens.load(Ordering::Relaxed), m.generation_tokens.load(Ordering::Relaxed)];
     let counters = [
-        (
-            "vllm:prompt_tokens_total",
-            "Number of prefill tokens processed.",
-            0,
-        ),
-        (
-            "vllm:generation_tokens_total",
-            "Number of generation tokens processed.",
-            1,
-        ),
+        ("vllm:prompt_tokens_total", "Number of prefill tokens processed.", 0),
+        ("vllm:generation_tokens_total", "Number of generation tokens processed.", 1),
     ];
     for (name, help, index) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -191,31 +152,19 @@ fn render_counters(out: &mut String, models: &[(String, Arc<ModelMetrics>)]) {
         }
     }
     let name = "vllm:request_success_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Count of successfully processed requests."
-    );
+    let _ = writeln!(out, "# HELP {name} Count of successfully processed requests.");
     let _ = writeln!(out, "# TYPE {name} counter");
     for (model, m) in models {
         for (reason, counter) in [("stop", &m.success_stop), ("length", &m.success_length)] {
             let value = counter.load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "{name}{{finished_reason=\"{reason}\",model_name=\"{model}\"}} {value}"
-            );
+            let _ = writeln!(out, "{name}{{finished_reason=\"{reason}\",model_name=\"{model}\"}} {value}");
         }
     }
 }
 
 /// `GET /metrics`.
 pub async fn handler(State(state): State<Arc<SimState>>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        render(&state.models, state.kv_blocks),
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], render(&state.models, state.kv_blocks))
 }
 
 #[cfg(test)]
@@ -237,36 +186,15 @@ mod tests {
         let mut guard = m.admit(10).await;
         guard.generated(6);
         let text = render(&models, 1);
-        assert!(
-            text.contains("vllm:num_requests_running{model_name=\"m\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 1\n"),
-            "{text}"
-        );
+        assert!(text.contains("vllm:num_requests_running{model_name=\"m\"} 1\n"), "{text}");
+        assert!(text.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 1\n"), "{text}");
         guard.succeed(FinishReason::Length);
         let text = render(&models, 1);
-        assert!(
-            text.contains("vllm:num_requests_running{model_name=\"m\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("vllm:gpu_cache_usage_perc{model_name=\"m\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("vllm:prompt_tokens_total{model_name=\"m\"} 10\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("vllm:generation_tokens_total{model_name=\"m\"} 6\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("finished_reason=\"length\",model_name=\"m\"} 1\n"),
-            "{text}"
-        );
+        assert!(text.contains("vllm:num_requests_running{model_name=\"m\"} 0\n"), "{text}");
+        assert!(text.contains("vllm:gpu_cache_usage_perc{model_name=\"m\"} 0\n"), "{text}");
+        assert!(text.contains("vllm:prompt_tokens_total{model_name=\"m\"} 10\n"), "{text}");
+        assert!(text.contains("vllm:generation_tokens_total{model_name=\"m\"} 6\n"), "{text}");
+        assert!(text.contains("finished_reason=\"length\",model_name=\"m\"} 1\n"), "{text}");
     }
 
     #[tokio::test]

@@ -113,8 +113,7 @@ impl Generation {
 }
 
 fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, SimError> {
-    serde_json::from_slice(body)
-        .map_err(|error| SimError::BadRequest(format!("Invalid request body: {error}")))
+    serde_json::from_slice(body).map_err(|error| SimError::BadRequest(format!("Invalid request body: {error}")))
 }
 
 /// `GET /v1/models`.
@@ -147,18 +146,9 @@ pub async fn chat(
     let request: ChatRequest = parse(&body)?;
     let counters = state.model(&request.model)?;
     let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
-    let texts: Vec<String> = request
-        .messages
-        .iter()
-        .map(|m| text::message_text(&m.content))
-        .collect();
+    let texts: Vec<String> = request.messages.iter().map(|m| text::message_text(&m.content)).collect();
     // Roles are part of what the "model" sees, so they steer the output as well.
-    let prompt: Vec<String> = request
-        .messages
-        .iter()
-        .zip(&texts)
-        .map(|(m, t)| format!("{}: {t}", m.role))
-        .collect();
+    let prompt: Vec<String> = request.messages.iter().zip(&texts).map(|(m, t)| format!("{}: {t}", m.role)).collect();
     let requested = request.max_completion_tokens.or(request.max_tokens);
     let (count, reason) = text::completion_len(requested, state.output_tokens);
     let generation = Generation {
@@ -172,12 +162,7 @@ pub async fn chat(
     };
     let guard = counters.admit(generation.prompt_tokens).await;
     if request.stream.unwrap_or(false) {
-        return Ok(sse_response(
-            timing,
-            chat_chunks(&generation),
-            guard,
-            reason,
-        ));
+        return Ok(sse_response(timing, chat_chunks(&generation), guard, reason));
     }
     finish_plain(timing, count, guard, reason).await;
     Ok(Json(chat_body(&generation)).into_response())
@@ -200,23 +185,14 @@ fn chat_body(g: &Generation) -> Value {
 fn chat_chunks(g: &Generation) -> (Option<Value>, Vec<Value>, Vec<Value>) {
     const OBJECT: &str = "chat.completion.chunk";
     let choice = |delta: Value, finish: Option<&str>| json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }]);
-    let head = g.chunk(
-        OBJECT,
-        choice(json!({ "role": "assistant", "content": "" }), None),
-    );
+    let head = g.chunk(OBJECT, choice(json!({ "role": "assistant", "content": "" }), None));
     let tokens = g
         .words
         .iter()
         .enumerate()
-        .map(|(i, word)| {
-            g.chunk(
-                OBJECT,
-                choice(json!({ "content": text::word_delta(i, word) }), None),
-            )
-        })
+        .map(|(i, word)| g.chunk(OBJECT, choice(json!({ "content": text::word_delta(i, word) }), None)))
         .collect();
-    let finish =
-        json!({ "index": 0, "delta": {}, "logprobs": null, "finish_reason": g.reason.as_str() });
+    let finish = json!({ "index": 0, "delta": {}, "logprobs": null, "finish_reason": g.reason.as_str() });
     (Some(head), tokens, g.tail(OBJECT, finish))
 }
 
@@ -231,31 +207,22 @@ pub async fn completions(
     let request: CompletionRequest = parse(&body)?;
     let counters = state.model(&request.model)?;
     let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
-    let prompts = text::prompt_inputs(&request.prompt).ok_or_else(|| {
-        SimError::BadRequest("prompt must be a string, strings or token ids".into())
-    })?;
+    let prompts = text::prompt_inputs(&request.prompt)
+        .ok_or_else(|| SimError::BadRequest("prompt must be a string, strings or token ids".into()))?;
     let prompt: Vec<&str> = prompts.iter().map(|p| p.text.as_str()).collect();
     let (count, reason) = text::completion_len(request.max_tokens, state.output_tokens);
     let generation = Generation {
         id: state.response_id("cmpl"),
         created: super::unix_now(),
         model: request.model,
-        prompt_tokens: prompts
-            .iter()
-            .map(|p| p.tokens)
-            .fold(0, u32::saturating_add),
+        prompt_tokens: prompts.iter().map(|p| p.tokens).fold(0, u32::saturating_add),
         words: text::completion_words(&prompt.join("\n"), count),
         reason,
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
     };
     let guard = counters.admit(generation.prompt_tokens).await;
     if request.stream.unwrap_or(false) {
-        return Ok(sse_response(
-            timing,
-            completion_chunks(&generation),
-            guard,
-            reason,
-        ));
+        return Ok(sse_response(timing, completion_chunks(&generation), guard, reason));
     }
     finish_plain(timing, count, guard, reason).await;
     let choice = completion_choice(&generation.words.join(" "), Some(reason.as_str()));
@@ -277,18 +244,9 @@ fn completion_chunks(g: &Generation) -> (Option<Value>, Vec<Value>, Vec<Value>) 
         .words
         .iter()
         .enumerate()
-        .map(|(i, word)| {
-            g.chunk(
-                OBJECT,
-                json!([completion_choice(&text::word_delta(i, word), None)]),
-            )
-        })
+        .map(|(i, word)| g.chunk(OBJECT, json!([completion_choice(&text::word_delta(i, word), None)])))
         .collect();
-    (
-        None,
-        tokens,
-        g.tail(OBJECT, completion_choice("", Some(g.reason.as_str()))),
-    )
+    (None, tokens, g.tail(OBJECT, completion_choice("", Some(g.reason.as_str()))))
 }
 
 /// `POST /v1/embeddings`: one unit vector per input (16 dimensions unless `dimensions` asks
@@ -302,15 +260,12 @@ pub async fn embeddings(
     let request: EmbeddingRequest = parse(&body)?;
     let counters = state.model(&request.model)?;
     let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
-    let inputs = text::prompt_inputs(&request.input).ok_or_else(|| {
-        SimError::BadRequest("input must be a string, strings or token ids".into())
-    })?;
+    let inputs = text::prompt_inputs(&request.input)
+        .ok_or_else(|| SimError::BadRequest("input must be a string, strings or token ids".into()))?;
     let dims = request.dimensions.unwrap_or(text::EMBEDDING_DIMS);
     if dims == 0 || dims > text::MAX_EMBEDDING_DIMS {
         let max = text::MAX_EMBEDDING_DIMS;
-        return Err(SimError::BadRequest(format!(
-            "dimensions must be 1..={max}"
-        )));
+        return Err(SimError::BadRequest(format!("dimensions must be 1..={max}")));
     }
     let prompt_tokens = inputs.iter().map(|p| p.tokens).fold(0, u32::saturating_add);
     let guard = counters.admit(prompt_tokens).await;

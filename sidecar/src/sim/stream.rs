@@ -27,24 +27,16 @@ pub struct Timing {
 impl Timing {
     /// The sim's defaults, overridden by `x-sim-ttft-ms` / `x-sim-itl-ms`, plus any delay the
     /// slow fault added.
-    pub fn for_request(
-        state: &SimState,
-        headers: &HeaderMap,
-        extra: Option<ExtraDelay>,
-    ) -> Result<Self, SimError> {
+    pub fn for_request(state: &SimState, headers: &HeaderMap, extra: Option<ExtraDelay>) -> Result<Self, SimError> {
         let ttft = header_ms(headers, TTFT_HEADER)?.unwrap_or(state.ttft);
         let itl = header_ms(headers, ITL_HEADER)?.unwrap_or(state.itl);
         let extra = extra.map_or(Duration::ZERO, |ExtraDelay(delay)| delay);
-        Ok(Self {
-            ttft: ttft.saturating_add(extra),
-            itl,
-        })
+        Ok(Self { ttft: ttft.saturating_add(extra), itl })
     }
 
     /// Time to produce `tokens` tokens: the first after `ttft`, each next after `itl`.
     pub fn total(&self, tokens: u32) -> Duration {
-        self.ttft
-            .saturating_add(self.itl.saturating_mul(tokens.saturating_sub(1)))
+        self.ttft.saturating_add(self.itl.saturating_mul(tokens.saturating_sub(1)))
     }
 }
 
@@ -60,35 +52,18 @@ struct SseEvent {
 /// Lays out a stream: an optional `head` chunk (chat's role chunk), one chunk per token, the
 /// `tail` chunks (finish reason, usage) and the `[DONE]` terminator. The first frame waits
 /// `ttft`, later tokens `itl`; head, first token and tail go out back to back.
-fn layout(
-    timing: Timing,
-    head: Option<Value>,
-    tokens: Vec<Value>,
-    tail: Vec<Value>,
-) -> Vec<SseEvent> {
+fn layout(timing: Timing, head: Option<Value>, tokens: Vec<Value>, tail: Vec<Value>) -> Vec<SseEvent> {
     let mut pending_ttft = Some(timing.ttft);
     let mut events = Vec::with_capacity(tokens.len() + tail.len() + 2);
     let mut push = |data: String, tokens: u32, gap: Duration| {
         let delay = pending_ttft.take().unwrap_or(gap);
-        events.push(SseEvent {
-            delay,
-            data,
-            tokens,
-        });
+        events.push(SseEvent { delay, data, tokens });
     };
     if let Some(head) = head {
         push(head.to_string(), 0, Duration::ZERO);
     }
     for (index, token) in tokens.into_iter().enumerate() {
-        push(
-            token.to_string(),
-            1,
-            if index == 0 {
-                Duration::ZERO
-            } else {
-                timing.itl
-            },
-        );
+        push(token.to_string(), 1, if index == 0 { Duration::ZERO } else { timing.itl });
     }
     for chunk in tail {
         push(chunk.to_string(), 0, Duration::ZERO);
@@ -107,42 +82,31 @@ pub fn sse_response(
 ) -> Response {
     let (head, tokens, tail) = chunks;
     let events = layout(timing, head, tokens, tail).into_iter().peekable();
-    let stream = futures_util::stream::unfold(
-        (events, Some(guard)),
-        move |(mut events, mut guard)| async move {
-            let event = events.next()?;
-            pause(event.delay).await;
-            if let Some(guard) = guard.as_mut() {
-                guard.generated(event.tokens);
+    let stream = futures_util::stream::unfold((events, Some(guard)), move |(mut events, mut guard)| async move {
+        let event = events.next()?;
+        pause(event.delay).await;
+        if let Some(guard) = guard.as_mut() {
+            guard.generated(event.tokens);
+        }
+        if events.peek().is_none() {
+            // Count success before the terminator goes out, so a client that has read the
+            // whole stream also sees it in /metrics.
+            if let Some(guard) = guard.take() {
+                guard.succeed(reason);
             }
-            if events.peek().is_none() {
-                // Count success before the terminator goes out, so a client that has read the
-                // whole stream also sees it in /metrics.
-                if let Some(guard) = guard.take() {
-                    guard.succeed(reason);
-                }
-            }
-            let frame = Bytes::from(format!("data: {}\n\n", event.data));
-            Some((Ok::<_, std::convert::Infallible>(frame), (events, guard)))
-        },
-    );
+        }
+        let frame = Bytes::from(format!("data: {}\n\n", event.data));
+        Some((Ok::<_, std::convert::Infallible>(frame), (events, guard)))
+    });
     let mut response = Response::new(Body::from_stream(stream));
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
 /// Waits out a non-streamed generation of `tokens` tokens and records it as finished.
-pub async fn finish_plain(
-    timing: Timing,
-    tokens: u32,
-    mut guard: RunningGuard,
-    reason: FinishReason,
-) {
+pub async fn finish_plain(timing: Timing, tokens: u32, mut guard: RunningGuard, reason: FinishReason) {
     pause(timing.total(tokens)).await;
     guard.generated(tokens);
     guard.succeed(reason);
@@ -165,10 +129,7 @@ mod tests {
 
     #[test]
     fn first_frame_waits_ttft_then_tokens_wait_itl() {
-        let timing = Timing {
-            ttft: MS(100),
-            itl: MS(10),
-        };
+        let timing = Timing { ttft: MS(100), itl: MS(10) };
         let tokens = vec![json!(1), json!(2), json!(3)];
         let events = layout(timing, Some(json!("role")), tokens, vec![json!("finish")]);
         let delays: Vec<_> = events.iter().map(|e| e.delay).collect();
@@ -176,21 +137,14 @@ mod tests {
         assert_eq!(events.iter().map(|e| e.tokens).sum::<u32>(), 3);
         assert_eq!(events.last().unwrap().data, "[DONE]");
         let no_head = layout(timing, None, vec![json!(1), json!(2)], vec![]);
-        assert_eq!(
-            no_head.iter().map(|e| e.delay).collect::<Vec<_>>(),
-            [MS(100), MS(10), MS(0)]
-        );
+        assert_eq!(no_head.iter().map(|e| e.delay).collect::<Vec<_>>(), [MS(100), MS(10), MS(0)]);
     }
 
     #[test]
     fn total_is_ttft_plus_gaps() {
-        let timing = Timing {
-            ttft: MS(100),
-            itl: MS(10),
-        };
+        let timing = Timing { ttft: MS(100), itl: MS(10) };
         assert_eq!(timing.total(0), MS(100));
         assert_eq!(timing.total(1), MS(100));
         assert_eq!(timing.total(5), MS(140));
     }
 }
-

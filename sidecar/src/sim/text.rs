@@ -111,9 +111,7 @@ impl FinishReason {
 
 /// 64-bit FNV-1a: tiny, stable across platforms and releases, good enough to seed words.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// SplitMix64 step: turns one seed into a well-mixed stream of values.
@@ -128,9 +126,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 /// The `count` completion words for `prompt`; one word is one token.
 pub fn completion_words(prompt: &str, count: u32) -> Vec<&'static str> {
     let mut state = fnv1a(prompt.as_bytes());
-    (0..count)
-        .map(|_| WORDS[(splitmix64(&mut state) % WORDS.len() as u64) as usize])
-        .collect()
+    (0..count).map(|_| WORDS[(splitmix64(&mut state) % WORDS.len() as u64) as usize]).collect()
 }
 
 /// The text of word `index` as streamed: later words carry their leading space so that the
@@ -162,11 +158,9 @@ pub fn count_words(text: &str) -> u32 {
 pub fn message_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|part| part.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|part| part.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ")
+        }
         _ => String::new(),
     }
 }
@@ -208,23 +202,13 @@ pub fn prompt_inputs(value: &Value) -> Option<Vec<PromptInput>> {
 }
 
 fn text_input(text: &str) -> PromptInput {
-    PromptInput {
-        text: text.to_owned(),
-        tokens: count_words(text),
-    }
+    PromptInput { text: text.to_owned(), tokens: count_words(text) }
 }
 
 /// Token-id prompts are already tokenised: one id is one token.
 fn ids_input(ids: &[Value]) -> PromptInput {
-    let text = ids
-        .iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join(" ");
-    PromptInput {
-        tokens: u32::try_from(ids.len()).unwrap_or(u32::MAX),
-        text,
-    }
+    let text = ids.iter().map(Value::to_string).collect::<Vec<_>>().join(" ");
+    PromptInput { tokens: u32::try_from(ids.len()).unwrap_or(u32::MAX), text }
 }
 
 /// A unit-length embedding of `dims` components derived from the hash of `input`.
@@ -235,9 +219,7 @@ pub fn embedding(input: &str, dims: usize) -> Vec<f32> {
         .map(|_| (splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
         .collect();
     let norm = raw.iter().map(|x| x * x).sum::<f64>().sqrt();
-    raw.iter()
-        .map(|x| if norm > 0.0 { (x / norm) as f32 } else { 0.0 })
-        .collect()
+    raw.iter().map(|x| if norm > 0.0 { (x / norm) as f32 } else { 0.0 }).collect()
 }
 
 #[cfg(test)]
@@ -258,11 +240,7 @@ mod tests {
     #[test]
     fn deltas_concatenate_to_the_joined_text() {
         let words = completion_words("x", 4);
-        let streamed: String = words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| word_delta(i, w))
-            .collect();
+        let streamed: String = words.iter().enumerate().map(|(i, w)| word_delta(i, w)).collect();
         assert_eq!(streamed, words.join(" "));
     }
 
@@ -277,10 +255,7 @@ mod tests {
     #[test]
     fn chat_tokens_count_words_plus_overheads() {
         // 2 words + 4, 3 words + 4, + 3 priming.
-        assert_eq!(
-            chat_prompt_tokens(["be brief", "what is  rust?"]),
-            2 + 4 + 3 + 4 + 3
-        );
+        assert_eq!(chat_prompt_tokens(["be brief", "what is  rust?"]), 2 + 4 + 3 + 4 + 3);
         assert_eq!(chat_prompt_tokens([]), REPLY_PRIMING);
     }
 
@@ -295,18 +270,9 @@ mod tests {
     #[test]
     fn prompt_inputs_accept_all_openai_shapes() {
         let one = prompt_inputs(&json!("a b c")).unwrap();
-        assert_eq!(
-            one,
-            vec![PromptInput {
-                text: "a b c".into(),
-                tokens: 3
-            }]
-        );
+        assert_eq!(one, vec![PromptInput { text: "a b c".into(), tokens: 3 }]);
         let many = prompt_inputs(&json!(["a", "b c"])).unwrap();
-        assert_eq!(
-            many.iter().map(|p| p.tokens).collect::<Vec<_>>(),
-            vec![1, 2]
-        );
+        assert_eq!(many.iter().map(|p| p.tokens).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(prompt_inputs(&json!([1, 2, 3])).unwrap()[0].tokens, 3);
         assert_eq!(prompt_inputs(&json!([[1, 2], [3]])).unwrap().len(), 2);
         assert!(prompt_inputs(&json!(42)).is_none());

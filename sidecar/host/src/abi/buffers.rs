@@ -18,13 +18,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_get_buffer_bytes",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         start: i32,
-         max: i32,
-         rp: i32,
-         rl: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, start: i32, max: i32, rp: i32, rl: i32| -> wasmtime::Result<i32> {
             let bytes = match view(c.data_mut(), ty) {
                 Some(all) => clamp(&all, start as u32, max as u32),
                 None => return Ok(Status::NotFound as i32),
@@ -35,41 +29,23 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_set_buffer_bytes",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         start: i32,
-         size: i32,
-         ptr: i32,
-         len: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, start: i32, size: i32, ptr: i32, len: i32| -> wasmtime::Result<i32> {
             let data = match read(&mut c, ptr, len) {
                 Ok(d) => d,
                 Err(s) => return Ok(s as i32),
             };
-            Ok(status(set(
-                c.data_mut(),
-                ty,
-                start as u32 as usize,
-                size as u32 as usize,
-                &data,
-            )))
+            Ok(status(set(c.data_mut(), ty, start as u32 as usize, size as u32 as usize, &data)))
         },
     )?;
     linker.func_wrap(
         "env",
         "proxy_get_buffer_status",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         ret_len: i32,
-         ret_flags: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, ret_len: i32, ret_flags: i32| -> wasmtime::Result<i32> {
             let Some(all) = view(c.data_mut(), ty) else {
                 return Ok(Status::NotFound as i32);
             };
             let len = u32::try_from(all.len()).unwrap_or(u32::MAX);
-            Ok(status(
-                write_u32(&mut c, ret_len, len).and_then(|()| write_u32(&mut c, ret_flags, 0)),
-            ))
+            Ok(status(write_u32(&mut c, ret_len, len).and_then(|()| write_u32(&mut c, ret_flags, 0))))
         },
     )?;
     Ok(())
@@ -81,12 +57,8 @@ fn view(state: &mut HostState, ty: i32) -> Option<Vec<u8>> {
         REQUEST_BODY => state.stream()?.req.body_view().cloned(),
         RESPONSE_BODY => state.stream()?.resp.body_view().cloned(),
         CALL_RESPONSE_BODY => state.call_response.as_ref().map(|r| r.body.clone()),
-        VM_CONFIGURATION if state.phase == Phase::VmStart => {
-            Some(state.rt.spec.vm_configuration.clone())
-        }
-        PLUGIN_CONFIGURATION if state.phase == Phase::Configure => {
-            Some(state.rt.spec.configuration.clone())
-        }
+        VM_CONFIGURATION if state.phase == Phase::VmStart => Some(state.rt.spec.vm_configuration.clone()),
+        PLUGIN_CONFIGURATION if state.phase == Phase::Configure => Some(state.rt.spec.configuration.clone()),
         _ => None,
     }
 }
@@ -100,13 +72,7 @@ fn clamp(all: &[u8], start: u32, max: u32) -> Vec<u8> {
 
 /// Only the two HTTP bodies are writable; anything else (or no body in flight) is
 /// BadArgument, which the SDK turns into a panic.
-fn set(
-    state: &mut HostState,
-    ty: i32,
-    start: usize,
-    size: usize,
-    data: &[u8],
-) -> Result<(), Status> {
+fn set(state: &mut HostState, ty: i32, start: usize, size: usize, data: &[u8]) -> Result<(), Status> {
     let stream = state.stream().ok_or(Status::BadArgument)?;
     let buffer = match ty {
         REQUEST_BODY => stream.req.body_view(),
@@ -118,12 +84,7 @@ fn set(
 
 /// Envoy's `Buffer::copyFrom` edit: `start == 0` drains `size` bytes then prepends `data`;
 /// `start >= len` appends; anything in the middle is BadArgument.
-pub(crate) fn splice_envoy(
-    buf: &mut Vec<u8>,
-    start: usize,
-    size: usize,
-    data: &[u8],
-) -> Result<(), Status> {
+pub(crate) fn splice_envoy(buf: &mut Vec<u8>, start: usize, size: usize, data: &[u8]) -> Result<(), Status> {
     if start == 0 {
         let drain = size.min(buf.len());
         buf.splice(..drain, data.iter().copied());

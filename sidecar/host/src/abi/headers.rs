@@ -20,11 +20,7 @@ fn map(state: &mut HostState, ty: i32, write: bool) -> Result<Option<&mut Header
         return if write {
             Err(Status::BadArgument)
         } else {
-            Ok(Some(if ty == 6 {
-                &mut resp.headers
-            } else {
-                &mut resp.trailers
-            }))
+            Ok(Some(if ty == 6 { &mut resp.headers } else { &mut resp.trailers }))
         };
     }
     if !(0..=3).contains(&ty) {
@@ -34,11 +30,7 @@ fn map(state: &mut HostState, ty: i32, write: bool) -> Result<Option<&mut Header
         return Ok(None); // root contexts have no HTTP maps
     };
     let in_log = stream.in_log;
-    let dir = if ty < 2 {
-        &mut stream.req
-    } else {
-        &mut stream.resp
-    };
+    let dir = if ty < 2 { &mut stream.req } else { &mut stream.resp };
     let trailers = ty % 2 == 1;
     let live = match (in_log, trailers) {
         (true, _) if write => false,
@@ -50,11 +42,7 @@ fn map(state: &mut HostState, ty: i32, write: bool) -> Result<Option<&mut Header
     if !live {
         return Ok(None);
     }
-    Ok(if trailers {
-        dir.trailers.as_mut()
-    } else {
-        dir.headers.as_mut()
-    })
+    Ok(if trailers { dir.trailers.as_mut() } else { dir.headers.as_mut() })
 }
 
 /// Runs `f` on a writable map; a null map is BadArgument.
@@ -84,13 +72,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_get_header_map_value",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         kp: i32,
-         kl: i32,
-         rp: i32,
-         rl: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, kp: i32, kl: i32, rp: i32, rl: i32| -> wasmtime::Result<i32> {
             let value = key(&mut c, kp, kl).and_then(|k| {
                 let h = map(c.data_mut(), ty, false)?.ok_or(Status::BadArgument)?;
                 h.get(&k).map(<[u8]>::to_vec).ok_or(Status::NotFound)
@@ -121,13 +103,7 @@ fn add_mutators(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         "env",
         "proxy_add_header_map_value",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         kp: i32,
-         kl: i32,
-         vp: i32,
-         vl: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, kp: i32, kl: i32, vp: i32, vl: i32| -> wasmtime::Result<i32> {
             let r = key(&mut c, kp, kl).and_then(|k| {
                 let v = read(&mut c, vp, vl)?;
                 with_map(c.data_mut(), ty, |h| h.add(&k, v))
@@ -138,13 +114,7 @@ fn add_mutators(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         "env",
         "proxy_replace_header_map_value",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         kp: i32,
-         kl: i32,
-         vp: i32,
-         vl: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, kp: i32, kl: i32, vp: i32, vl: i32| -> wasmtime::Result<i32> {
             let r = key(&mut c, kp, kl).and_then(|k| {
                 let v = read(&mut c, vp, vl)?;
                 with_map(c.data_mut(), ty, |h| h.set(&k, v))

@@ -25,8 +25,7 @@ fn dispatch(state: &mut HostState, mut req: HttpCallRequest) -> Result<u32, Stat
         return Err(Status::BadArgument);
     }
     if !req.body.is_empty() {
-        req.headers
-            .set("content-length", req.body.len().to_string());
+        req.headers.set("content-length", req.body.len().to_string());
     }
     state.calls.last_token += 4;
     req.token = state.calls.last_token;
@@ -53,14 +52,7 @@ fn read_request(
     let headers = deserialize_headers(&read(c, hp, hl)?).unwrap_or_default();
     let body = read(c, bp, bl)?;
     let trailers = deserialize_headers(&read(c, tp, tl)?).unwrap_or_default();
-    Ok(HttpCallRequest {
-        token: 0,
-        cluster,
-        headers,
-        body,
-        trailers,
-        timeout_ms: 0,
-    })
+    Ok(HttpCallRequest { token: 0, cluster, headers, body, trailers, timeout_ms: 0 })
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {

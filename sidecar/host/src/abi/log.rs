@@ -34,14 +34,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 /// Keeps a guest log line and forwards it to the `log` crate.
 pub(crate) fn record(state: &mut HostState, level: LogLevel, msg: String) {
     let spec = &state.rt.spec;
-    let prefix: Vec<&str> = [
-        spec.name.as_str(),
-        spec.root_id.as_str(),
-        spec.vm_id.as_str(),
-    ]
-    .into_iter()
-    .filter(|p| !p.is_empty())
-    .collect();
+    let prefix: Vec<&str> = [spec.name.as_str(), spec.root_id.as_str(), spec.vm_id.as_str()]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect();
     log::log!(target: "wasm", level.to_log(), "wasm log {}: {}", prefix.join(" "), msg);
     state.logs.push((level, msg));
 }

@@ -26,18 +26,11 @@ fn memory(c: &mut Caller<'_, HostState>) -> Result<wasmtime::Memory, Status> {
 pub(crate) fn read(c: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Result<Vec<u8>, Status> {
     let mem = memory(c)?;
     let range = range(ptr, len as u32 as usize)?;
-    mem.data(&*c)
-        .get(range)
-        .map(<[u8]>::to_vec)
-        .ok_or(Status::InvalidMemoryAccess)
+    mem.data(&*c).get(range).map(<[u8]>::to_vec).ok_or(Status::InvalidMemoryAccess)
 }
 
 /// Reads a guest string (names, keys); invalid UTF-8 is replaced, like a lossy C++ view.
-pub(crate) fn read_str(
-    c: &mut Caller<'_, HostState>,
-    ptr: i32,
-    len: i32,
-) -> Result<String, Status> {
+pub(crate) fn read_str(c: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Result<String, Status> {
     read(c, ptr, len).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
@@ -45,10 +38,7 @@ pub(crate) fn read_str(
 pub(crate) fn write(c: &mut Caller<'_, HostState>, ptr: i32, bytes: &[u8]) -> Result<(), Status> {
     let mem = memory(c)?;
     let range = range(ptr, bytes.len())?;
-    let dst = mem
-        .data_mut(&mut *c)
-        .get_mut(range)
-        .ok_or(Status::InvalidMemoryAccess)?;
+    let dst = mem.data_mut(&mut *c).get_mut(range).ok_or(Status::InvalidMemoryAccess)?;
     dst.copy_from_slice(bytes);
     Ok(())
 }

@@ -29,12 +29,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_define_metric",
-        |mut c: Caller<'_, HostState>,
-         ty: i32,
-         np: i32,
-         nl: i32,
-         ret: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, ty: i32, np: i32, nl: i32, ret: i32| -> wasmtime::Result<i32> {
             let r = read_str(&mut c, np, nl).and_then(|name| {
                 let kind = Kind::from_abi(ty).ok_or(Status::BadArgument)?;
                 let state = c.data_mut();
@@ -49,18 +44,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         "env",
         "proxy_increment_metric",
         |c: Caller<'_, HostState>, id: i32, offset: i64| -> wasmtime::Result<i32> {
-            Ok(status(with_stat(c.data(), id, |r, n| {
-                r.increment(n, offset)
-            })))
+            Ok(status(with_stat(c.data(), id, |r, n| r.increment(n, offset))))
         },
     )?;
     linker.func_wrap(
         "env",
         "proxy_record_metric",
         |c: Caller<'_, HostState>, id: i32, value: i64| -> wasmtime::Result<i32> {
-            Ok(status(with_stat(c.data(), id, |r, n| {
-                r.record(n, value as u64)
-            })))
+            Ok(status(with_stat(c.data(), id, |r, n| r.record(n, value as u64))))
         },
     )?;
     linker.func_wrap(

@@ -33,11 +33,7 @@ fn request_attr(s: &StreamState, path: &[&str]) -> Option<Vec<u8>> {
     match path {
         ["request", "path"] => Some(raw_path.to_vec()),
         ["request", "url_path"] => Some(raw_path[..split.unwrap_or(raw_path.len())].to_vec()),
-        ["request", "query"] => Some(
-            split
-                .map(|i| raw_path[i + 1..].to_vec())
-                .unwrap_or_default(),
-        ),
+        ["request", "query"] => Some(split.map(|i| raw_path[i + 1..].to_vec()).unwrap_or_default()),
         ["request", "host"] => h.get(":authority").map(<[u8]>::to_vec),
         ["request", "scheme"] => h.get(":scheme").map(<[u8]>::to_vec),
         ["request", "method"] => h.get(":method").map(<[u8]>::to_vec),
@@ -54,11 +50,7 @@ fn stream_attr(s: &StreamState, path: &[&str]) -> Option<Vec<u8>> {
     let port = |a: Option<std::net::SocketAddr>| a.and_then(|a| int(i64::from(a.port())));
     match path {
         ["request", "time"] => {
-            let ns = s
-                .started
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
+            let ns = s.started.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
             int(i64::try_from(ns).unwrap_or(i64::MAX))
         }
         ["request", "protocol"] => Some(s.info.protocol.clone().into_bytes()),
@@ -67,17 +59,9 @@ fn stream_attr(s: &StreamState, path: &[&str]) -> Option<Vec<u8>> {
         ["source", "port"] => port(s.info.source_address),
         ["destination", "address"] => addr(s.info.destination_address),
         ["destination", "port"] => port(s.info.destination_address),
-        ["connection", "id"] | ["connection_id"] => {
-            Some(s.info.connection_id.to_le_bytes().to_vec())
-        }
+        ["connection", "id"] | ["connection_id"] => Some(s.info.connection_id.to_le_bytes().to_vec()),
         ["response", "code"] => {
-            let status = s
-                .resp
-                .headers
-                .as_ref()?
-                .get_str(":status")?
-                .parse::<i64>()
-                .ok()?;
+            let status = s.resp.headers.as_ref()?.get_str(":status")?.parse::<i64>().ok()?;
             int(status)
         }
         _ => None,
@@ -99,14 +83,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_get_property",
-        |mut c: Caller<'_, HostState>,
-         pp: i32,
-         pl: i32,
-         rp: i32,
-         rl: i32|
-         -> wasmtime::Result<i32> {
-            let value = read(&mut c, pp, pl)
-                .and_then(|raw| get_property(c.data_mut(), &raw).ok_or(Status::NotFound));
+        |mut c: Caller<'_, HostState>, pp: i32, pl: i32, rp: i32, rl: i32| -> wasmtime::Result<i32> {
+            let value = read(&mut c, pp, pl).and_then(|raw| get_property(c.data_mut(), &raw).ok_or(Status::NotFound));
             match value {
                 Ok(v) => Ok(status(give(&mut c, &v, rp, rl)?)),
                 Err(s) => Ok(s as i32),
@@ -116,12 +94,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_set_property",
-        |mut c: Caller<'_, HostState>,
-         pp: i32,
-         pl: i32,
-         vp: i32,
-         vl: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, pp: i32, pl: i32, vp: i32, vl: i32| -> wasmtime::Result<i32> {
             let r = read(&mut c, pp, pl).and_then(|path| {
                 let value = read(&mut c, vp, vl)?;
                 // Filter state needs a stream; on a root context Envoy answers NotFound.

@@ -15,10 +15,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
             let r = read_str(&mut c, np, nl).and_then(|name| {
                 let state = c.data();
                 let target = (state.vm_uid, state.root_id);
-                let token = state
-                    .rt
-                    .shared
-                    .register_queue(&state.rt.spec.vm_id, &name, target);
+                let token = state.rt.shared.register_queue(&state.rt.spec.vm_id, &name, target);
                 write_u32(&mut c, ret, token)
             });
             Ok(status(r))
@@ -27,25 +24,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_resolve_shared_queue",
-        |mut c: Caller<'_, HostState>,
-         vp: i32,
-         vl: i32,
-         np: i32,
-         nl: i32,
-         ret: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, vp: i32, vl: i32, np: i32, nl: i32, ret: i32| -> wasmtime::Result<i32> {
             let r = read_str(&mut c, vp, vl).and_then(|vm_id| {
                 let name = read_str(&mut c, np, nl)?;
                 let rt = &c.data().rt;
-                let vm_id = if vm_id.is_empty() {
-                    rt.spec.vm_id.clone()
-                } else {
-                    vm_id
-                };
-                let token = rt
-                    .shared
-                    .resolve_queue(&vm_id, &name)
-                    .ok_or(Status::NotFound)?;
+                let vm_id = if vm_id.is_empty() { rt.spec.vm_id.clone() } else { vm_id };
+                let token = rt.shared.resolve_queue(&vm_id, &name).ok_or(Status::NotFound)?;
                 write_u32(&mut c, ret, token)
             });
             Ok(status(r))

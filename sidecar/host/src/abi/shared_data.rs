@@ -11,13 +11,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_get_shared_data",
-        |mut c: Caller<'_, HostState>,
-         kp: i32,
-         kl: i32,
-         rp: i32,
-         rl: i32,
-         rcas: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, kp: i32, kl: i32, rp: i32, rl: i32, rcas: i32| -> wasmtime::Result<i32> {
             let key = match read_str(&mut c, kp, kl) {
                 Ok(k) => k,
                 Err(s) => return Ok(s as i32),
@@ -35,20 +29,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_set_shared_data",
-        |mut c: Caller<'_, HostState>,
-         kp: i32,
-         kl: i32,
-         vp: i32,
-         vl: i32,
-         cas: i32|
-         -> wasmtime::Result<i32> {
+        |mut c: Caller<'_, HostState>, kp: i32, kl: i32, vp: i32, vl: i32, cas: i32| -> wasmtime::Result<i32> {
             let r = read_str(&mut c, kp, kl).and_then(|key| {
                 let value = read(&mut c, vp, vl)?;
                 let rt = &c.data().rt;
-                match rt
-                    .shared
-                    .set_shared_data(&rt.spec.vm_id, &key, value, cas as u32)
-                {
+                match rt.shared.set_shared_data(&rt.spec.vm_id, &key, value, cas as u32) {
                     SetOutcome::Stored => Ok(()),
                     SetOutcome::CasMismatch => Err(Status::CasMismatch),
                 }

@@ -54,29 +54,18 @@ fn local_reply(
     let details = read_str(c, dp, dl)?.replace(char::is_whitespace, "_");
     let body = read(c, bp, bl)?;
     let headers = deserialize_headers(&read(c, hp, hl)?).ok_or(Status::BadArgument)?;
-    Ok(LocalReply {
-        status: status as u32,
-        details,
-        body,
-        headers,
-    })
+    Ok(LocalReply { status: status as u32, details, body, headers })
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap(
         "env",
         "proxy_continue_stream",
-        |mut c: Caller<'_, HostState>, t: i32| -> wasmtime::Result<i32> {
-            Ok(continue_stream(c.data_mut(), t) as i32)
-        },
+        |mut c: Caller<'_, HostState>, t: i32| -> wasmtime::Result<i32> { Ok(continue_stream(c.data_mut(), t) as i32) },
     )?;
-    linker.func_wrap(
-        "env",
-        "proxy_close_stream",
-        |mut c: Caller<'_, HostState>, t: i32| -> wasmtime::Result<i32> {
-            Ok(close_stream(c.data_mut(), t) as i32)
-        },
-    )?;
+    linker.func_wrap("env", "proxy_close_stream", |mut c: Caller<'_, HostState>, t: i32| -> wasmtime::Result<i32> {
+        Ok(close_stream(c.data_mut(), t) as i32)
+    })?;
     linker.func_wrap(
         "env",
         "proxy_send_local_response",

@@ -29,32 +29,15 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     linker.func_wrap(
         "env",
         "proxy_grpc_stream",
-        |_: i32,
-         _: i32,
-         _: i32,
-         _: i32,
-         _: i32,
-         _: i32,
-         _: i32,
-         _: i32,
-         _: i32|
-         -> wasmtime::Result<i32> { Ok(UNIMPLEMENTED) },
+        |_: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32| -> wasmtime::Result<i32> {
+            Ok(UNIMPLEMENTED)
+        },
     )?;
-    linker.func_wrap(
-        "env",
-        "proxy_grpc_send",
-        |_: i32, _: i32, _: i32, _: i32| -> wasmtime::Result<i32> { Ok(UNIMPLEMENTED) },
-    )?;
-    linker.func_wrap(
-        "env",
-        "proxy_grpc_cancel",
-        |_: i32| -> wasmtime::Result<i32> { Ok(UNIMPLEMENTED) },
-    )?;
-    linker.func_wrap(
-        "env",
-        "proxy_grpc_close",
-        |_: i32| -> wasmtime::Result<i32> { Ok(UNIMPLEMENTED) },
-    )?;
+    linker.func_wrap("env", "proxy_grpc_send", |_: i32, _: i32, _: i32, _: i32| -> wasmtime::Result<i32> {
+        Ok(UNIMPLEMENTED)
+    })?;
+    linker.func_wrap("env", "proxy_grpc_cancel", |_: i32| -> wasmtime::Result<i32> { Ok(UNIMPLEMENTED) })?;
+    linker.func_wrap("env", "proxy_grpc_close", |_: i32| -> wasmtime::Result<i32> { Ok(UNIMPLEMENTED) })?;
     linker.func_wrap(
         "env",
         "proxy_call_foreign_function",

@@ -12,9 +12,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         "env",
         "proxy_get_current_time_nanoseconds",
         |mut c: Caller<'_, HostState>, ret: i32| -> wasmtime::Result<i32> {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default();
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
             let nanos = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
             Ok(status(write_u64(&mut c, ret, nanos)))
         },

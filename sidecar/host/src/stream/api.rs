@@ -12,11 +12,7 @@ impl Vm {
     /// this stream from a callback that was NOT driven by this stream (http-call response,
     /// tick, queue-ready). `proxy_on_context_create` is sent lazily, right before the first
     /// `on_request_headers` (or at `finish_stream` if headers never came), like Envoy.
-    pub fn create_stream(
-        &mut self,
-        info: StreamInfo,
-        wake: Option<Box<dyn Fn() + Send>>,
-    ) -> StreamId {
+    pub fn create_stream(&mut self, info: StreamInfo, wake: Option<Box<dyn Fn() + Send>>) -> StreamId {
         let state = self.store.data_mut();
         let id = state.next_context_id;
         state.next_context_id += 1;
@@ -25,12 +21,7 @@ impl Vm {
     }
 
     /// Request headers from the client.
-    pub fn request_headers(
-        &mut self,
-        s: StreamId,
-        headers: Headers,
-        end_of_stream: bool,
-    ) -> Result<(), HostError> {
+    pub fn request_headers(&mut self, s: StreamId, headers: Headers, end_of_stream: bool) -> Result<(), HostError> {
         if self.begin(s)? {
             self.on_headers(s, Side::Request, headers, end_of_stream);
         }
@@ -39,12 +30,7 @@ impl Vm {
     }
 
     /// A request body chunk from the client (`end_of_stream` only if no trailers follow).
-    pub fn request_data(
-        &mut self,
-        s: StreamId,
-        data: &[u8],
-        end_of_stream: bool,
-    ) -> Result<(), HostError> {
+    pub fn request_data(&mut self, s: StreamId, data: &[u8], end_of_stream: bool) -> Result<(), HostError> {
         if self.begin(s)? {
             self.on_data(s, Side::Request, data.to_vec(), end_of_stream);
         }
@@ -62,12 +48,7 @@ impl Vm {
     }
 
     /// Response headers from the upstream (ignored after a local reply replaced it).
-    pub fn response_headers(
-        &mut self,
-        s: StreamId,
-        headers: Headers,
-        end_of_stream: bool,
-    ) -> Result<(), HostError> {
+    pub fn response_headers(&mut self, s: StreamId, headers: Headers, end_of_stream: bool) -> Result<(), HostError> {
         if self.begin(s)? {
             self.on_headers(s, Side::Response, headers, end_of_stream);
         }
@@ -76,12 +57,7 @@ impl Vm {
     }
 
     /// A response body chunk from the upstream.
-    pub fn response_data(
-        &mut self,
-        s: StreamId,
-        data: &[u8],
-        end_of_stream: bool,
-    ) -> Result<(), HostError> {
+    pub fn response_data(&mut self, s: StreamId, data: &[u8], end_of_stream: bool) -> Result<(), HostError> {
         if self.begin(s)? {
             self.on_data(s, Side::Response, data.to_vec(), end_of_stream);
         }

@@ -67,9 +67,7 @@ impl RootContext for Root {
         let config = Config {
             scenario: json_str(&text, "scenario").unwrap_or_default(),
             hold: json_str(&text, "hold").as_deref() == Some("1"),
-            tick_ms: json_str(&text, "tick_ms")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(100),
+            tick_ms: json_str(&text, "tick_ms").and_then(|v| v.parse().ok()).unwrap_or(100),
         };
         if config.scenario == "reject" {
             return false;
@@ -79,17 +77,9 @@ impl RootContext for Root {
         }
         if config.scenario == "metrics" {
             let mut m = self.metrics.borrow_mut();
-            m.requests = proxy_wasm::hostcalls::define_metric(
-                MetricType::Counter,
-                "ferrogate.requests_total",
-            )
-            .unwrap();
-            m.inflight =
-                proxy_wasm::hostcalls::define_metric(MetricType::Gauge, "ferrogate.inflight")
-                    .unwrap();
-            m.latency =
-                proxy_wasm::hostcalls::define_metric(MetricType::Histogram, "ferrogate.latency_ms")
-                    .unwrap();
+            m.requests = proxy_wasm::hostcalls::define_metric(MetricType::Counter, "ferrogate.requests_total").unwrap();
+            m.inflight = proxy_wasm::hostcalls::define_metric(MetricType::Gauge, "ferrogate.inflight").unwrap();
+            m.latency = proxy_wasm::hostcalls::define_metric(MetricType::Histogram, "ferrogate.latency_ms").unwrap();
         }
         self.config = Rc::new(config);
         true
@@ -142,10 +132,7 @@ fn cas_increment(key: &str) -> (u64, u32) {
 }
 
 fn parse_u64(value: Option<Vec<u8>>) -> u64 {
-    value
-        .and_then(|v| String::from_utf8(v).ok())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    value.and_then(|v| String::from_utf8(v).ok()).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 #[derive(Default)]
@@ -171,14 +158,8 @@ impl Context for Stream {
         self.pending_call = None;
         // With num_headers == 0 (reset) the callout maps do not exist: reading one is
         // BadArgument in Envoy, which the SDK turns into a panic.
-        let status = if num_headers > 0 {
-            self.get_http_call_response_header(":status")
-        } else {
-            None
-        };
-        let body = self
-            .get_http_call_response_body(0, body)
-            .unwrap_or_default();
+        let status = if num_headers > 0 { self.get_http_call_response_header(":status") } else { None };
+        let body = self.get_http_call_response_body(0, body).unwrap_or_default();
         self.report("x-body-calls-before-resume", self.body_calls.to_string());
         if num_headers > 0 && status.as_deref() == Some("200") {
             // Edit the held headers BEFORE resuming: resume nulls the map at once.
@@ -205,17 +186,11 @@ impl Stream {
                 std::hint::black_box(());
             }
         }
-        self.trap_phase = self
-            .get_http_request_header("x-trap-phase")
-            .unwrap_or_default();
+        self.trap_phase = self.get_http_request_header("x-trap-phase").unwrap_or_default();
     }
 
     fn callout(&mut self) -> Action {
-        let headers = vec![
-            (":method", "GET"),
-            (":path", "/check"),
-            (":authority", "auth"),
-        ];
+        let headers = vec![(":method", "GET"), (":path", "/check"), (":authority", "auth")];
         match self.dispatch_http_call("auth", headers, None, vec![], Duration::from_secs(1)) {
             Ok(token) => {
                 self.pending_call = Some(token);
@@ -247,9 +222,7 @@ impl Stream {
         let m = self.metrics.borrow();
         proxy_wasm::hostcalls::increment_metric(m.requests, 1).unwrap();
         proxy_wasm::hostcalls::increment_metric(m.inflight, 1).unwrap();
-        let latency = self
-            .get_http_request_header("x-latency")
-            .and_then(|v| v.parse().ok());
+        let latency = self.get_http_request_header("x-latency").and_then(|v| v.parse().ok());
         proxy_wasm::hostcalls::record_metric(m.latency, latency.unwrap_or(7)).unwrap();
         let bad = proxy_wasm::hostcalls::increment_metric(m.requests, 0);
         drop(m);
@@ -262,10 +235,7 @@ impl Stream {
             return Action::Pause;
         }
         let body = self.get_http_request_body(0, size).unwrap_or_default();
-        let new = format!(
-            "rewritten:{}",
-            String::from_utf8_lossy(&body).to_uppercase()
-        );
+        let new = format!("rewritten:{}", String::from_utf8_lossy(&body).to_uppercase());
         self.set_http_request_body(0, size, new.as_bytes());
         if self.config.hold {
             self.set_http_request_header("content-length", Some(&new.len().to_string()));
@@ -293,8 +263,7 @@ impl HttpContext for Stream {
             "queue" => {
                 let queue = self.resolve_shared_queue("", "events").unwrap();
                 let path = self.get_http_request_header(":path").unwrap_or_default();
-                self.enqueue_shared_queue(queue, Some(path.as_bytes()))
-                    .unwrap();
+                self.enqueue_shared_queue(queue, Some(path.as_bytes())).unwrap();
             }
             "metrics" => self.metrics_request(),
             "properties" => self.properties(),
@@ -333,12 +302,8 @@ impl HttpContext for Stream {
             self.add_http_response_header(&k, &v);
         }
         if self.config.scenario == "properties" {
-            let code = self
-                .get_property(vec!["response", "code"])
-                .unwrap_or_default();
-            let code = <[u8; 8]>::try_from(code.as_slice())
-                .map(i64::from_le_bytes)
-                .unwrap_or(-1);
+            let code = self.get_property(vec!["response", "code"]).unwrap_or_default();
+            let code = <[u8; 8]>::try_from(code.as_slice()).map(i64::from_le_bytes).unwrap_or(-1);
             self.add_http_response_header("x-prop-response-code", &code.to_string());
         }
         if self.config.scenario == "lifetime" {
@@ -390,11 +355,7 @@ impl Stream {
         let Some((value, cas)) = self.stashed_cas.take() else {
             return;
         };
-        let first = proxy_wasm::hostcalls::set_shared_data(
-            "counter",
-            Some((value + 1).to_string().as_bytes()),
-            cas,
-        );
+        let first = proxy_wasm::hostcalls::set_shared_data("counter", Some((value + 1).to_string().as_bytes()), cas);
         let (final_value, mut mismatches) = match first {
             Ok(()) => (value + 1, 0),
             Err(Status::CasMismatch) => cas_increment("counter"),

@@ -20,44 +20,23 @@ fn mode_d_delivers_body_while_paused_then_resumes() {
     let (_rt, mut vm) = vm(spec);
     let (wakes, wake) = waker();
     let s = vm.create_stream(StreamInfo::default(), wake);
-    vm.request_headers(s, req("POST", "/v1/chat", &[]), false)
-        .unwrap();
+    vm.request_headers(s, req("POST", "/v1/chat", &[]), false).unwrap();
     assert!(vm.take_events(s).is_empty(), "headers must be held");
     let calls = vm.take_http_calls();
     assert_eq!(calls.len(), 1);
-    assert_eq!(
-        (
-            calls[0].token,
-            calls[0].cluster.as_str(),
-            calls[0].timeout_ms
-        ),
-        (4, "auth", 1000)
-    );
+    assert_eq!((calls[0].token, calls[0].cluster.as_str(), calls[0].timeout_ms), (4, "auth", 1000));
     assert_eq!(calls[0].headers.get_str(":path"), Some("/check"));
     vm.request_data(s, b"ab", false).unwrap();
     vm.request_data(s, b"cd", true).unwrap();
-    assert!(
-        vm.take_events(s).is_empty(),
-        "body is buffered by the paused filter"
-    );
+    assert!(vm.take_events(s).is_empty(), "body is buffered by the paused filter");
     vm.http_call_response(4, ok_response("alice")).unwrap();
     assert_eq!(count(&wakes), 1, "a callout response wakes the stream");
     let events = vm.take_events(s);
-    let StreamEvent::RequestHeaders {
-        headers,
-        end_of_stream: false,
-    } = &events[0]
-    else {
+    let StreamEvent::RequestHeaders { headers, end_of_stream: false } = &events[0] else {
         panic!("{events:?}");
     };
     assert_eq!(headers.get_str("x-auth"), Some("alice"));
-    assert_eq!(
-        events[1],
-        StreamEvent::RequestData {
-            data: b"abcd".to_vec(),
-            end_of_stream: true
-        }
-    );
+    assert_eq!(events[1], StreamEvent::RequestData { data: b"abcd".to_vec(), end_of_stream: true });
     assert_eq!(events.len(), 2);
     vm.response_headers(s, resp("200", &[]), true).unwrap();
     let events = vm.take_events(s);
@@ -72,8 +51,7 @@ fn mode_d_delivers_body_while_paused_then_resumes() {
 fn mode_c_holds_body_in_hcm_until_resume() {
     let (_rt, mut vm) = vm(spec("callout", ""));
     let s = new_stream(&mut vm);
-    vm.request_headers(s, req("POST", "/v1/chat", &[]), false)
-        .unwrap();
+    vm.request_headers(s, req("POST", "/v1/chat", &[]), false).unwrap();
     vm.request_data(s, b"ab", false).unwrap();
     vm.request_data(s, b"cd", true).unwrap();
     assert!(vm.take_events(s).is_empty());
@@ -85,13 +63,7 @@ fn mode_c_holds_body_in_hcm_until_resume() {
         if headers.get_str("x-auth") == Some("bob")),
         "{events:?}"
     );
-    assert_eq!(
-        events[1],
-        StreamEvent::RequestData {
-            data: b"abcd".to_vec(),
-            end_of_stream: true
-        }
-    );
+    assert_eq!(events[1], StreamEvent::RequestData { data: b"abcd".to_vec(), end_of_stream: true });
     vm.response_headers(s, resp("200", &[]), true).unwrap();
     let events = vm.take_events(s);
     let h = response_headers(&events);
@@ -113,24 +85,13 @@ fn denied_callout_sends_403_through_the_filter() {
     };
     vm.http_call_response(4, Some(denied)).unwrap();
     let events = vm.take_events(s);
-    assert!(
-        matches!(events[0], StreamEvent::AbortUpstream { .. }),
-        "{events:?}"
-    );
+    assert!(matches!(events[0], StreamEvent::AbortUpstream { .. }), "{events:?}");
     let h = response_headers(&events);
     assert_eq!(header(h, ":status"), "403");
     assert_eq!(header(h, "x-denied"), "1");
     assert_eq!(header(h, "x-filter-saw-response"), "403");
-    assert_eq!(
-        events[2],
-        StreamEvent::ResponseData {
-            data: b"denied".to_vec(),
-            end_of_stream: true
-        }
-    );
-    assert!(!events
-        .iter()
-        .any(|e| matches!(e, StreamEvent::RequestHeaders { .. })));
+    assert_eq!(events[2], StreamEvent::ResponseData { data: b"denied".to_vec(), end_of_stream: true });
+    assert!(!events.iter().any(|e| matches!(e, StreamEvent::RequestHeaders { .. })));
 }
 
 #[test]
@@ -143,18 +104,9 @@ fn reset_callout_is_num_headers_zero_and_tokens_step_by_four() {
     let tokens: Vec<u32> = vm.take_http_calls().iter().map(|c| c.token).collect();
     assert_eq!(tokens, [4, 8]);
     vm.http_call_response(8, None).unwrap();
-    assert_eq!(
-        header(response_headers(&vm.take_events(s2)), ":status"),
-        "403"
-    );
+    assert_eq!(header(response_headers(&vm.take_events(s2)), ":status"), "403");
     vm.http_call_response(4, ok_response("x")).unwrap();
-    assert!(matches!(
-        vm.take_events(s1)[0],
-        StreamEvent::RequestHeaders {
-            end_of_stream: true,
-            ..
-        }
-    ));
+    assert!(matches!(vm.take_events(s1)[0], StreamEvent::RequestHeaders { end_of_stream: true, .. }));
     // A late answer for a finished stream's call is dropped, not a crash.
     let s3 = new_stream(&mut vm);
     vm.request_headers(s3, req("GET", "/", &[]), true).unwrap();
@@ -171,10 +123,7 @@ fn unknown_cluster_is_bad_argument() {
     let s = new_stream(&mut vm);
     let events = roundtrip(&mut vm, s, req("GET", "/", &[]));
     assert!(vm.take_http_calls().is_empty());
-    assert_eq!(
-        header(response_headers(&events), "x-callout-error"),
-        "BadArgument"
-    );
+    assert_eq!(header(response_headers(&events), "x-callout-error"), "BadArgument");
 }
 
 #[test]

@@ -6,29 +6,20 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-const BUILD: &str =
-    "cd <workspace> && cargo build --release --target wasm32-unknown-unknown -p ferrogate-testfilter";
+const BUILD: &str = "cd <workspace> && cargo build --release --target wasm32-unknown-unknown -p ferrogate-testfilter";
 
 /// The test filter: `FERROGATE_TESTFILTER_WASM`, else the workspace's release wasm target.
 pub fn wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
-        let path = std::env::var_os("FERROGATE_TESTFILTER_WASM")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let target = std::env::var_os("CARGO_TARGET_DIR")
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| {
-                        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
-                    });
-                target.join("wasm32-unknown-unknown/release/ferrogate_testfilter.wasm")
-            });
-        std::fs::read(&path).unwrap_or_else(|e| {
-            panic!(
-                "cannot read test filter {}: {e}\nbuild it first: {BUILD}",
-                path.display()
-            )
-        })
+        let path = std::env::var_os("FERROGATE_TESTFILTER_WASM").map(PathBuf::from).unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+            target.join("wasm32-unknown-unknown/release/ferrogate_testfilter.wasm")
+        });
+        std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("cannot read test filter {}: {e}\nbuild it first: {BUILD}", path.display()))
     })
 }
 
@@ -55,12 +46,8 @@ pub fn vm(spec: PluginSpec) -> (Runtime, Vm) {
 
 /// Request headers with Envoy's pseudo-headers plus `extra`.
 pub fn req(method: &str, path: &str, extra: &[(&str, &str)]) -> Headers {
-    let mut h = Headers::from_pairs([
-        (":method", method),
-        (":path", path),
-        (":authority", "example.com"),
-        (":scheme", "http"),
-    ]);
+    let mut h =
+        Headers::from_pairs([(":method", method), (":path", path), (":authority", "example.com"), (":scheme", "http")]);
     for (k, v) in extra {
         h.add(k, v.as_bytes());
     }

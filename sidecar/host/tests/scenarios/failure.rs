@@ -17,16 +17,11 @@ fn trap_fails_vm_and_a_new_vm_serves() {
     let rt = runtime(spec("none", ""));
     let mut vm = rt.new_vm(0).unwrap();
     let s = new_stream(&mut vm);
-    vm.request_headers(s, req("GET", "/", &[("x-trap", "1")]), true)
-        .unwrap();
+    vm.request_headers(s, req("GET", "/", &[("x-trap", "1")]), true).unwrap();
     assert!(is_fail_reply(&vm.take_events(s)));
     assert!(vm.is_failed());
     let logs = vm.take_logs();
-    assert!(
-        logs.iter()
-            .any(|(l, m)| *l == LogLevel::Critical && m.contains("trap requested")),
-        "{logs:?}"
-    );
+    assert!(logs.iter().any(|(l, m)| *l == LogLevel::Critical && m.contains("trap requested")), "{logs:?}");
     // Later streams on the failed VM get the same reply without entering the guest.
     let s2 = new_stream(&mut vm);
     vm.request_headers(s2, req("GET", "/", &[]), true).unwrap();
@@ -36,16 +31,8 @@ fn trap_fails_vm_and_a_new_vm_serves() {
     // Fail-reload: a fresh VM from the same Runtime works.
     let mut fresh = rt.new_vm(0).unwrap();
     let s3 = new_stream(&mut fresh);
-    fresh
-        .request_headers(s3, req("GET", "/", &[]), true)
-        .unwrap();
-    assert!(matches!(
-        fresh.take_events(s3)[..],
-        [StreamEvent::RequestHeaders {
-            end_of_stream: true,
-            ..
-        }]
-    ));
+    fresh.request_headers(s3, req("GET", "/", &[]), true).unwrap();
+    assert!(matches!(fresh.take_events(s3)[..], [StreamEvent::RequestHeaders { end_of_stream: true, .. }]));
 }
 
 #[test]
@@ -55,13 +42,8 @@ fn runaway_loop_hits_the_deadline() {
     let (_rt, mut vm) = vm(spec);
     let s = new_stream(&mut vm);
     let started = Instant::now();
-    vm.request_headers(s, req("GET", "/", &[("x-loop", "1")]), true)
-        .unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
+    vm.request_headers(s, req("GET", "/", &[("x-loop", "1")]), true).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert!(is_fail_reply(&vm.take_events(s)));
     assert!(vm.is_failed());
 }
@@ -70,21 +52,11 @@ fn runaway_loop_hits_the_deadline() {
 fn trap_after_response_started_resets() {
     let (_rt, mut vm) = vm(spec("none", ""));
     let s = new_stream(&mut vm);
-    vm.request_headers(
-        s,
-        req("GET", "/", &[("x-trap-phase", "response-body")]),
-        true,
-    )
-    .unwrap();
+    vm.request_headers(s, req("GET", "/", &[("x-trap-phase", "response-body")]), true).unwrap();
     vm.response_headers(s, resp("200", &[]), false).unwrap();
     vm.take_events(s);
     vm.response_data(s, b"x", true).unwrap();
-    assert_eq!(
-        vm.take_events(s),
-        [StreamEvent::Reset {
-            details: "wasm_fail_stream".into()
-        }]
-    );
+    assert_eq!(vm.take_events(s), [StreamEvent::Reset { details: "wasm_fail_stream".into() }]);
 }
 
 #[test]
@@ -92,17 +64,12 @@ fn trap_fails_other_paused_streams_and_wakes_them() {
     let (_rt, mut vm) = vm(spec("callout", ""));
     let (wakes, wake) = waker();
     let paused = vm.create_stream(StreamInfo::default(), wake);
-    vm.request_headers(paused, req("GET", "/", &[]), true)
-        .unwrap();
+    vm.request_headers(paused, req("GET", "/", &[]), true).unwrap();
     let s = new_stream(&mut vm);
-    vm.request_headers(s, req("GET", "/", &[("x-trap", "1")]), true)
-        .unwrap();
+    vm.request_headers(s, req("GET", "/", &[("x-trap", "1")]), true).unwrap();
     assert_eq!(count(&wakes), 1);
     assert!(is_fail_reply(&vm.take_events(paused)));
-    assert!(matches!(
-        vm.http_call_response(4, None),
-        Err(HostError::VmFailed)
-    ));
+    assert!(matches!(vm.http_call_response(4, None), Err(HostError::VmFailed)));
 }
 
 #[test]

@@ -7,10 +7,7 @@ use ferrogate_host::{StreamEvent, StreamInfo};
 #[test]
 fn properties_are_copied_into_response_headers() {
     let (_rt, mut vm) = vm(spec("properties", ""));
-    let info = StreamInfo {
-        source_address: Some("10.0.0.7:51234".parse().unwrap()),
-        ..StreamInfo::default()
-    };
+    let info = StreamInfo { source_address: Some("10.0.0.7:51234".parse().unwrap()), ..StreamInfo::default() };
     let s = vm.create_stream(info, None);
     let events = roundtrip(&mut vm, s, req("GET", "/v1/x?y=1", &[("x-foo", "bar")]));
     let h = response_headers(&events);
@@ -30,13 +27,7 @@ fn header_map_is_null_after_continue() {
     vm.request_data(s, b"x", true).unwrap();
     let events = vm.take_events(s);
     assert_eq!(events.len(), 2, "{events:?}");
-    assert_eq!(
-        events[1],
-        StreamEvent::RequestData {
-            data: b"x".to_vec(),
-            end_of_stream: true
-        }
-    );
+    assert_eq!(events[1], StreamEvent::RequestData { data: b"x".to_vec(), end_of_stream: true });
     vm.response_headers(s, resp("200", &[]), true).unwrap();
     let events = vm.take_events(s);
     let h = response_headers(&events);

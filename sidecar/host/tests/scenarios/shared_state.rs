@@ -6,10 +6,7 @@ use ferrogate_host::LogLevel;
 use std::time::Duration;
 
 fn shared_str(rt: &ferrogate_host::Runtime, key: &str) -> String {
-    let (value, _) = rt
-        .shared()
-        .get_shared_data("vm", key)
-        .unwrap_or_else(|| panic!("no {key}"));
+    let (value, _) = rt.shared().get_shared_data("vm", key).unwrap_or_else(|| panic!("no {key}"));
     String::from_utf8(value).unwrap()
 }
 
@@ -22,10 +19,7 @@ fn cas_conflict_between_two_vms() {
     let s = new_stream(&mut a);
     a.request_headers(s, req("POST", "/", &[]), false).unwrap();
     a.request_data(s, b"x", true).unwrap();
-    assert_eq!(
-        rt.shared().get_shared_data("vm", "counter"),
-        Some((b"1".to_vec(), 1))
-    );
+    assert_eq!(rt.shared().get_shared_data("vm", "counter"), Some((b"1".to_vec(), 1)));
     // Both read (1, cas 1) in on_request_headers, then set in on_request_body.
     let sa = new_stream(&mut a);
     let sb = new_stream(&mut b);
@@ -37,18 +31,9 @@ fn cas_conflict_between_two_vms() {
     b.response_headers(sb, resp("200", &[]), true).unwrap();
     let ha = response_headers(&a.take_events(sa)).clone();
     let hb = response_headers(&b.take_events(sb)).clone();
-    assert_eq!(
-        (header(&ha, "x-cas-mismatch"), header(&ha, "x-counter")),
-        ("0".into(), "2".into())
-    );
-    assert_eq!(
-        (header(&hb, "x-cas-mismatch"), header(&hb, "x-counter")),
-        ("1".into(), "3".into())
-    );
-    assert_eq!(
-        rt.shared().get_shared_data("vm", "counter"),
-        Some((b"3".to_vec(), 3))
-    );
+    assert_eq!((header(&ha, "x-cas-mismatch"), header(&ha, "x-counter")), ("0".into(), "2".into()));
+    assert_eq!((header(&hb, "x-cas-mismatch"), header(&hb, "x-counter")), ("1".into(), "3".into()));
+    assert_eq!(rt.shared().get_shared_data("vm", "counter"), Some((b"3".to_vec(), 3)));
 }
 
 #[test]
@@ -68,9 +53,7 @@ fn queue_enqueued_on_a_is_delivered_to_registrant_b() {
     assert_eq!(a.deliver_queue_ready().unwrap(), 0);
     assert_eq!(b.deliver_queue_ready().unwrap(), 1);
     assert_eq!(rt.shared().queue_len("vm", "events"), Some(0));
-    assert!(b
-        .take_logs()
-        .contains(&(LogLevel::Info, "dequeued /a".to_string())));
+    assert!(b.take_logs().contains(&(LogLevel::Info, "dequeued /a".to_string())));
     assert_eq!(shared_str(&rt, "dequeued"), "/a");
 }
 
@@ -101,43 +84,19 @@ fn metrics_in_prometheus_text() {
     let mut b = rt.new_vm(1).unwrap();
     let sa = new_stream(&mut a);
     let events = roundtrip(&mut a, sa, req("GET", "/", &[("x-latency", "3")]));
-    assert_eq!(
-        header(response_headers(&events), "x-counter-zero-increment"),
-        "Err(BadArgument)"
-    );
+    assert_eq!(header(response_headers(&events), "x-counter-zero-increment"), "Err(BadArgument)");
     let sb = new_stream(&mut b);
     roundtrip(&mut b, sb, req("GET", "/", &[("x-latency", "70")]));
     let text = rt.prometheus_text();
-    assert!(
-        text.contains("# TYPE ferrogate_inflight gauge\nferrogate_inflight 2\n"),
-        "{text}"
-    );
+    assert!(text.contains("# TYPE ferrogate_inflight gauge\nferrogate_inflight 2\n"), "{text}");
     a.finish_stream(sa, false);
     b.finish_stream(sb, false);
     let text = rt.prometheus_text();
-    assert!(
-        text.contains("# TYPE ferrogate_requests_total counter\nferrogate_requests_total 2\n"),
-        "{text}"
-    );
+    assert!(text.contains("# TYPE ferrogate_requests_total counter\nferrogate_requests_total 2\n"), "{text}");
     assert!(text.contains("ferrogate_inflight 0\n"), "{text}");
-    assert!(
-        text.contains("# TYPE ferrogate_latency_ms histogram\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("ferrogate_latency_ms_bucket{le=\"1\"} 0\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("ferrogate_latency_ms_bucket{le=\"5\"} 1\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("ferrogate_latency_ms_bucket{le=\"100\"} 2\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("ferrogate_latency_ms_sum 73\nferrogate_latency_ms_count 2\n"),
-        "{text}"
-    );
+    assert!(text.contains("# TYPE ferrogate_latency_ms histogram\n"), "{text}");
+    assert!(text.contains("ferrogate_latency_ms_bucket{le=\"1\"} 0\n"), "{text}");
+    assert!(text.contains("ferrogate_latency_ms_bucket{le=\"5\"} 1\n"), "{text}");
+    assert!(text.contains("ferrogate_latency_ms_bucket{le=\"100\"} 2\n"), "{text}");
+    assert!(text.contains("ferrogate_latency_ms_sum 73\nferrogate_latency_ms_count 2\n"), "{text}");
 }
