@@ -16,10 +16,10 @@ mod tests;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use raw::{
-    RawConfig, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawRedis, RawStore,
-    RawTarget,
-};
+use crate::auth::DigestIndex;
+use crate::grants::Grants;
+
+pub use raw::{RawConfig, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawRedis, RawStore, RawTarget};
 pub use syntax::{BaseUrl, Scheme};
 
 /// API family a provider speaks.
@@ -125,11 +125,7 @@ pub struct Credential {
 impl fmt::Debug for Credential {
     // Keys must never reach logs, even through `{:?}` of a whole config.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Credential {{ name: {:?}, value: <redacted> }}",
-            self.name
-        )
+        write!(f, "Credential {{ name: {:?}, value: <redacted> }}", self.name)
     }
 }
 
@@ -282,6 +278,11 @@ pub struct Config {
     pub redis_url_env: Option<String>,
     provider_index: BTreeMap<String, usize>,
     model_index: BTreeMap<String, usize>,
+    /// Raw SHA-256 of each key → index into `keys`, built once at validation so
+    /// authentication is one hash and one lookup ([`crate::auth`]).
+    pub(crate) digest_index: DigestIndex,
+    /// Flattened grants per key, parallel to `keys` ([`crate::grants`]).
+    pub(crate) grants: Vec<Grants>,
 }
 
 impl Config {
@@ -303,10 +304,7 @@ impl Config {
 
     /// Resolves a requested `"model"`: public name, alias, or `provider/model`.
     pub fn resolve<'a>(&self, requested: &'a str) -> Option<Resolved<'a>> {
-        if let Some(i) = self
-            .model_index(requested)
-            .or_else(|| self.aliases.get(requested).copied())
-        {
+        if let Some(i) = self.model_index(requested).or_else(|| self.aliases.get(requested).copied()) {
             return Some(Resolved::Model(i));
         }
         // Public names cannot contain '/', so this never shadows a configured model.

@@ -96,33 +96,18 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
 
     fn try_from(raw: RawPluginConfig) -> Result<Self, ConfigError> {
         let mut problems = Vec::new();
-        let mut add = |path: &str, message: String| {
-            problems.push(Problem {
-                path: path.into(),
-                message,
-            })
-        };
-        let cluster_header = raw
-            .cluster_header
-            .unwrap_or_else(|| DEFAULT_CLUSTER_HEADER.into());
+        let mut add = |path: &str, message: String| problems.push(Problem { path: path.into(), message });
+        let cluster_header = raw.cluster_header.unwrap_or_else(|| DEFAULT_CLUSTER_HEADER.into());
         if let Err(e) = check_header_name(&cluster_header) {
             add("cluster_header", e);
         }
         let max = raw.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES as u64);
-        let max_body_bytes = usize::try_from(max)
-            .ok()
-            .filter(|&m| m > 0 && max <= u64::from(u32::MAX));
+        let max_body_bytes = usize::try_from(max).ok().filter(|&m| m > 0 && max <= u64::from(u32::MAX));
         if max_body_bytes.is_none() {
-            add(
-                "max_body_bytes",
-                format!("{max} is not between 1 and {}", u32::MAX),
-            );
+            add("max_body_bytes", format!("{max} is not between 1 and {}", u32::MAX));
         }
         if raw.config.is_none() && raw.sidecar_cluster.is_none() {
-            add(
-                "config",
-                "needs an inline config or a sidecar_cluster".into(),
-            );
+            add("config", "needs an inline config or a sidecar_cluster".into());
         }
         if raw.poll_interval_ms == Some(0) {
             add("poll_interval_ms", "must be at least 1".into());
@@ -141,10 +126,7 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
         let config = match raw.config.map(Config::try_from).transpose() {
             Ok(config) => config,
             Err(e) => {
-                let nested = e.problems.into_iter().map(|p| Problem {
-                    path: format!("config.{}", p.path),
-                    ..p
-                });
+                let nested = e.problems.into_iter().map(|p| Problem { path: format!("config.{}", p.path), ..p });
                 problems.extend(nested);
                 None
             }
@@ -156,12 +138,7 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
             internal_token: raw.internal_token,
         });
         match (problems.is_empty(), max_body_bytes) {
-            (true, Some(max_body_bytes)) => Ok(PluginConfig {
-                config,
-                cluster_header,
-                max_body_bytes,
-                sidecar,
-            }),
+            (true, Some(max_body_bytes)) => Ok(PluginConfig { config, cluster_header, max_body_bytes, sidecar }),
             _ => Err(ConfigError { problems }),
         }
     }
@@ -169,8 +146,7 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
 
 /// A header name the filter may set: lower-case token characters, not a pseudo-header.
 fn check_header_name(name: &str) -> Result<(), String> {
-    let ok =
-        |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.');
+    let ok = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.');
     if !name.is_empty() && name.bytes().all(ok) {
         Ok(())
     } else {
@@ -196,10 +172,7 @@ mod tests {
         let json = br#"{"sidecar_cluster":"fg","poll_interval_ms":250,"internal_token":"t","max_body_bytes":10,"cluster_header":"x-c"}"#;
         let p = PluginConfig::from_json_slice(json).unwrap();
         let s = p.sidecar.unwrap();
-        assert_eq!(
-            (s.cluster.as_str(), s.authority.as_str(), s.poll_interval_ms),
-            ("fg", "fg", 250)
-        );
+        assert_eq!((s.cluster.as_str(), s.authority.as_str(), s.poll_interval_ms), ("fg", "fg", 250));
         assert_eq!(s.internal_token.as_deref(), Some("t"));
         assert_eq!((p.max_body_bytes, p.cluster_header.as_str()), (10, "x-c"));
         assert!(p.config.is_none());
@@ -208,10 +181,7 @@ mod tests {
     #[test]
     fn unknown_keys_are_named() {
         let e = PluginConfig::from_json_slice(br#"{"config":{},"clusterHeader":"x"}"#).unwrap_err();
-        assert!(
-            e.to_string().contains("unknown field `clusterHeader`"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("unknown field `clusterHeader`"), "{e}");
         let e = PluginConfig::from_json_slice(br#"{"config":{"modles":[]}}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `modles`"), "{e}");
     }
@@ -226,12 +196,7 @@ mod tests {
         let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(
             paths,
-            [
-                "cluster_header",
-                "max_body_bytes",
-                "internal_token",
-                "config.models[0].targets[0].provider"
-            ]
+            ["cluster_header", "max_body_bytes", "internal_token", "config.models[0].targets[0].provider"]
         );
         assert!(PluginConfig::from_json_slice(b"{}").is_err());
         assert!(PluginConfig::from_json_slice(b"").is_err());

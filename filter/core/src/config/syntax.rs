@@ -57,9 +57,7 @@ impl BaseUrl {
 pub fn check_slug(s: &str) -> Result<(), String> {
     let ok_len = !s.is_empty() && s.len() <= 63;
     let mut bytes = s.bytes();
-    let ok_first = bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let ok_first = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     let ok_rest = bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if ok_len && ok_first && ok_rest {
         Ok(())
@@ -75,14 +73,10 @@ pub fn check_public_name(s: &str) -> Result<(), String> {
         return Err("must not be empty".into());
     }
     if s.contains('/') {
-        return Err(format!(
-            "{s:?} must not contain '/' (reserved for provider/model)"
-        ));
+        return Err(format!("{s:?} must not contain '/' (reserved for provider/model)"));
     }
     if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "{s:?} must not contain whitespace or control characters"
-        ));
+        return Err(format!("{s:?} must not contain whitespace or control characters"));
     }
     Ok(())
 }
@@ -90,9 +84,7 @@ pub fn check_public_name(s: &str) -> Result<(), String> {
 /// Checks an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
 pub fn check_env_name(s: &str) -> Result<(), String> {
     let mut bytes = s.bytes();
-    let first = bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
+    let first = bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_');
     if first && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         Ok(())
     } else {
@@ -103,16 +95,10 @@ pub fn check_env_name(s: &str) -> Result<(), String> {
 /// Checks a key digest: `sha256:` followed by 64 lower-case hex digits.
 pub fn check_digest(s: &str) -> Result<(), String> {
     let hex = s.strip_prefix("sha256:").unwrap_or("");
-    if hex.len() == 64
-        && hex
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(())
     } else {
-        Err(format!(
-            "{s:?} is not \"sha256:\" followed by 64 lower-case hex digits"
-        ))
+        Err(format!("{s:?} is not \"sha256:\" followed by 64 lower-case hex digits"))
     }
 }
 
@@ -126,9 +112,7 @@ pub fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
         return Err(format!("{s:?} must start with http:// or https://"));
     };
     if rest.contains(['?', '#', '@']) {
-        return Err(format!(
-            "{s:?} must not contain user info, a query or a fragment"
-        ));
+        return Err(format!("{s:?} must not contain user info, a query or a fragment"));
     }
     let (hostport, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
@@ -140,12 +124,7 @@ pub fn parse_base_url(s: &str) -> Result<BaseUrl, String> {
     if path_prefix.contains("//") || path_prefix.contains(|c: char| c.is_whitespace()) {
         return Err(format!("{s:?} has an invalid path prefix"));
     }
-    Ok(BaseUrl {
-        scheme,
-        host,
-        port,
-        path_prefix,
-    })
+    Ok(BaseUrl { scheme, host, port, path_prefix })
 }
 
 /// Parses an endpoint `host:port` (port required) and returns it normalised (lower-case host).
@@ -159,16 +138,10 @@ pub fn parse_endpoint(s: &str) -> Result<String, String> {
 /// Splits `host[:port]`, accepting `[v6]:port`; the host is validated and lower-cased.
 fn split_host_port(s: &str) -> Result<(String, Option<u16>), String> {
     let (host, port) = if s.starts_with('[') {
-        let end = s
-            .find(']')
-            .ok_or_else(|| format!("{s:?}: unterminated IPv6 literal"))?;
+        let end = s.find(']').ok_or_else(|| format!("{s:?}: unterminated IPv6 literal"))?;
         let (h, p) = s.split_at(end + 1);
         let inner = &h[1..h.len() - 1];
-        if inner.is_empty()
-            || !inner
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-        {
+        if inner.is_empty() || !inner.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
             return Err(format!("{s:?}: invalid IPv6 literal"));
         }
         match p.strip_prefix(':') {
@@ -209,17 +182,14 @@ pub fn parse_rfc3339(s: &str) -> Result<i64, String> {
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
-        t.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| t.parse().ok())?
+        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
     };
     let (y, mo, d) = (num(0..4), num(5..7), num(8..10));
     let (h, mi, se) = (num(11..13), num(14..16), num(17..19));
     let (Some(y), Some(mo), Some(d), Some(h), Some(mi), Some(se)) = (y, mo, d, h, mi, se) else {
         return Err(bad());
     };
-    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60
-    {
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60 {
         return Err(bad());
     }
     let mut rest = &s[19..];
@@ -290,23 +260,14 @@ mod tests {
     #[test]
     fn base_urls() {
         let u = parse_base_url("http://127.0.0.1:8000").unwrap();
-        assert_eq!(
-            (u.scheme, u.host.as_str(), u.port, u.path_prefix.as_str()),
-            (Scheme::Http, "127.0.0.1", 8000, "")
-        );
+        assert_eq!((u.scheme, u.host.as_str(), u.port, u.path_prefix.as_str()), (Scheme::Http, "127.0.0.1", 8000, ""));
         assert_eq!(u.authority(), "127.0.0.1:8000");
         let u = parse_base_url("https://API.OpenAI.com/").unwrap();
-        assert_eq!(
-            (u.port, u.path_prefix.as_str(), u.authority()),
-            (443, "", "api.openai.com".to_string())
-        );
+        assert_eq!((u.port, u.path_prefix.as_str(), u.authority()), (443, "", "api.openai.com".to_string()));
         let u = parse_base_url("https://gw.example:8443/openai/v1/").unwrap();
         assert_eq!((u.port, u.path_prefix.as_str()), (8443, "/openai/v1"));
         let u = parse_base_url("http://[::1]:9000/p").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.authority()),
-            ("[::1]", "[::1]:9000".to_string())
-        );
+        assert_eq!((u.host.as_str(), u.authority()), ("[::1]", "[::1]:9000".to_string()));
         for bad in [
             "ftp://x",
             "127.0.0.1:80",
@@ -325,10 +286,7 @@ mod tests {
     #[test]
     fn endpoints() {
         assert_eq!(parse_endpoint("10.0.0.1:8000").unwrap(), "10.0.0.1:8000");
-        assert_eq!(
-            parse_endpoint("Vllm-0.ns.svc:8000").unwrap(),
-            "vllm-0.ns.svc:8000"
-        );
+        assert_eq!(parse_endpoint("Vllm-0.ns.svc:8000").unwrap(), "vllm-0.ns.svc:8000");
         assert_eq!(parse_endpoint("[fd00::1]:80").unwrap(), "[fd00::1]:80");
         for bad in ["10.0.0.1", ":80", "h:", "[::1]", "h:80:80x"] {
             assert!(parse_endpoint(bad).is_err(), "{bad}");
@@ -350,14 +308,8 @@ mod tests {
     fn timestamps() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z").unwrap(), 0);
         assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z").unwrap(), 951_868_800);
-        assert_eq!(
-            parse_rfc3339("2024-02-29T12:30:15.250Z").unwrap(),
-            1_709_209_815
-        );
-        assert_eq!(
-            parse_rfc3339("2024-02-29T14:30:15+02:00").unwrap(),
-            1_709_209_815
-        );
+        assert_eq!(parse_rfc3339("2024-02-29T12:30:15.250Z").unwrap(), 1_709_209_815);
+        assert_eq!(parse_rfc3339("2024-02-29T14:30:15+02:00").unwrap(), 1_709_209_815);
         for bad in [
             "2023-02-29T00:00:00Z",
             "2024-13-01T00:00:00Z",

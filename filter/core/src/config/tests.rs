@@ -4,10 +4,7 @@
 use super::*;
 
 fn fixture(name: &str) -> String {
-    let path = format!(
-        "{}/../../testdata/config/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/../../testdata/config/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -18,21 +15,11 @@ fn load_yaml(yaml: &str) -> Result<Config, ConfigError> {
 
 /// The problems of an invalid document, as `path: message` strings.
 fn problems(yaml: &str) -> Vec<String> {
-    load_yaml(yaml)
-        .expect_err("should be invalid")
-        .problems
-        .iter()
-        .map(Problem::to_string)
-        .collect()
+    load_yaml(yaml).expect_err("should be invalid").problems.iter().map(Problem::to_string).collect()
 }
 
 fn problem_paths(yaml: &str) -> Vec<String> {
-    load_yaml(yaml)
-        .expect_err("should be invalid")
-        .problems
-        .into_iter()
-        .map(|p| p.path)
-        .collect()
+    load_yaml(yaml).expect_err("should be invalid").problems.into_iter().map(|p| p.path).collect()
 }
 
 #[test]
@@ -44,14 +31,7 @@ fn parse_quickstart() {
         ("local", ProviderKind::OpenAiCompatible, "127.0.0.1:8000")
     );
     assert_eq!(c.models[0].strategy, Strategy::RoundRobin);
-    assert_eq!(
-        c.models[0].targets,
-        [Target {
-            provider: 0,
-            model: "sim-small".into(),
-            weight: 1
-        }]
-    );
+    assert_eq!(c.models[0].targets, [Target { provider: 0, model: "sim-small".into(), weight: 1 }]);
     assert_eq!(c.resolve("default"), Some(Resolved::Model(0)));
     assert_eq!(c.store, Store::File);
 }
@@ -60,10 +40,7 @@ fn parse_quickstart() {
 fn parse_minimal() {
     let c = load_yaml(&fixture("minimal.yaml")).unwrap();
     let p = &c.providers[0];
-    assert_eq!(
-        (p.base_url.scheme, p.base_url.port, p.authority.as_str()),
-        (Scheme::Https, 443, "api.openai.com")
-    );
+    assert_eq!((p.base_url.scheme, p.base_url.port, p.authority.as_str()), (Scheme::Https, 443, "api.openai.com"));
     assert_eq!(p.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
     assert!(p.credential.is_none(), "no key until resolve_api_keys");
 }
@@ -73,22 +50,12 @@ fn parse_full() {
     let c = load_yaml(&fixture("full.yaml")).unwrap();
     assert_eq!(c.providers.len(), 6);
     let pool = &c.providers[c.provider_index("vllm-pool").unwrap()];
-    assert_eq!(
-        pool.endpoints,
-        ["10.0.0.11:8000", "10.0.0.12:8000", "[fd00::13]:8000"]
-    );
+    assert_eq!(pool.endpoints, ["10.0.0.11:8000", "10.0.0.12:8000", "[fd00::13]:8000"]);
     assert_eq!(pool.base_url.path_prefix, "");
     assert_eq!(c.providers[5].base_url.path_prefix, "/openai");
     assert_eq!(c.providers[5].authority, "llm.corp.example:8443");
     let chat = &c.models[0];
-    assert_eq!(
-        (
-            chat.strategy,
-            chat.targets[0].weight,
-            chat.targets[1].weight
-        ),
-        (Strategy::Weighted, 3, 1)
-    );
+    assert_eq!((chat.strategy, chat.targets[0].weight, chat.targets[1].weight), (Strategy::Weighted, 3, 1));
     assert_eq!(chat.fallbacks, [1]);
     assert_eq!(c.models[1].strategy, Strategy::Priority);
     assert_eq!(c.models[3].strategy, Strategy::LeastBusy);
@@ -98,34 +65,17 @@ fn parse_full() {
     assert_eq!(c.keys[0].limits.cost_usd_per_month, Some(50.0));
     assert_eq!(c.groups[1].limits.tokens_per_day, Some(5_000_000));
     assert_eq!(c.pricing["gpt-4o-mini"].cached_input_per_mtok, 0.075);
-    assert_eq!(
-        c.pricing["sim-small"].cached_input_per_mtok, 0.1,
-        "defaults to the input price"
-    );
+    assert_eq!(c.pricing["sim-small"].cached_input_per_mtok, 0.1, "defaults to the input price");
     assert_eq!(c.redis_url_env.as_deref(), Some("FERROGATE_REDIS_URL"));
     let names: Vec<&str> = c.public_names().collect();
-    assert_eq!(
-        names,
-        [
-            "chat",
-            "gpt",
-            "claude",
-            "gemini-flash",
-            "embed",
-            "default",
-            "smart"
-        ]
-    );
+    assert_eq!(names, ["chat", "gpt", "claude", "gemini-flash", "embed", "default", "smart"]);
 }
 
 #[test]
 fn json_and_yaml_agree() {
     let raw: RawConfig = serde_yaml::from_str(&fixture("full.yaml")).unwrap();
     let json = serde_json::to_vec(&raw).unwrap();
-    assert_eq!(
-        Config::from_json_slice(&json).unwrap(),
-        Config::try_from(raw).unwrap()
-    );
+    assert_eq!(Config::from_json_slice(&json).unwrap(), Config::try_from(raw).unwrap());
 }
 
 #[test]
@@ -133,20 +83,11 @@ fn resolve_forms() {
     let c = load_yaml(&fixture("full.yaml")).unwrap();
     assert_eq!(c.resolve("chat"), Some(Resolved::Model(0)));
     assert_eq!(c.resolve("default"), Some(Resolved::Model(0)));
-    assert_eq!(
-        c.resolve("openai/gpt-4o"),
-        Some(Resolved::Pinned {
-            provider: 2,
-            model: "gpt-4o"
-        })
-    );
+    assert_eq!(c.resolve("openai/gpt-4o"), Some(Resolved::Pinned { provider: 2, model: "gpt-4o" }));
     // Only the first '/' separates the provider; the rest is the upstream id.
     assert_eq!(
         c.resolve("vllm-pool/meta-llama/Llama-3.1-8B-Instruct"),
-        Some(Resolved::Pinned {
-            provider: 1,
-            model: "meta-llama/Llama-3.1-8B-Instruct"
-        })
+        Some(Resolved::Pinned { provider: 1, model: "meta-llama/Llama-3.1-8B-Instruct" })
     );
     assert_eq!(c.resolve("nope/x"), None);
     assert_eq!(c.resolve("openai/"), None);
@@ -160,21 +101,12 @@ fn resolve_api_keys_fills_credentials() {
     raw.resolve_api_keys(|var| (var != "GEMINI_API_KEY").then(|| format!("val-{var}")));
     let c = Config::try_from(raw).unwrap();
     let cred = |i: usize| c.providers[i].credential.clone().map(|k| (k.name, k.value));
-    assert_eq!(
-        cred(0),
-        Some(("authorization", "Bearer val-LOCAL_KEY".into()))
-    );
+    assert_eq!(cred(0), Some(("authorization", "Bearer val-LOCAL_KEY".into())));
     assert_eq!(cred(1), None, "no api_key_env");
-    assert_eq!(
-        cred(2),
-        Some(("authorization", "Bearer val-OPENAI_API_KEY".into()))
-    );
+    assert_eq!(cred(2), Some(("authorization", "Bearer val-OPENAI_API_KEY".into())));
     assert_eq!(cred(3), Some(("x-api-key", "kept".into())));
     assert_eq!(cred(4), None, "variable not set");
-    assert!(
-        !format!("{c:?}").contains("val-OPENAI"),
-        "Debug must redact keys"
-    );
+    assert!(!format!("{c:?}").contains("val-OPENAI"), "Debug must redact keys");
 }
 
 #[test]
@@ -210,61 +142,25 @@ fn invalid_fixture_reports_every_problem() {
 #[test]
 fn problem_messages_name_the_culprit() {
     let yaml = "providers: [{name: a, kind: openai, base_url: 'http://h'}]\nmodels:\n  - {name: m, targets: [{provider: a, model: x}]}\n  - {name: n, targets: [{provider: x, model: y}]}";
-    assert_eq!(
-        problems(yaml),
-        [r#"models[1].targets[0].provider: unknown provider "x""#]
-    );
+    assert_eq!(problems(yaml), [r#"models[1].targets[0].provider: unknown provider "x""#]);
 }
 
 #[test]
 fn rejects_each_invalid_value() {
     let base = "providers: [{name: a, kind: openai, base_url: 'http://h'}]\n";
     let cases = [
-        (
-            "models: [{name: m, targets: [{provider: a, model: x, weight: 0}]}]",
-            "models[0].targets[0].weight",
-        ),
-        (
-            "models: [{name: m, targets: [{provider: a, model: ''}]}]",
-            "models[0].targets[0].model",
-        ),
-        (
-            "models: [{name: 'a/b', targets: [{provider: a, model: x}]}]",
-            "models[0].name",
-        ),
-        (
-            "models: [{name: m, targets: [{provider: a, model: x}], fallbacks: [m]}]",
-            "models[0].fallbacks[0]",
-        ),
-        (
-            "models: [{name: m, targets: [{provider: a, model: x}]}]\naliases: {m: m}",
-            "aliases.m",
-        ),
-        (
-            "groups: [{name: g, models: ['b/*']}]",
-            "groups[0].models[0]",
-        ),
-        (
-            "groups: [{name: g, models: ['ghost']}]",
-            "groups[0].models[0]",
-        ),
+        ("models: [{name: m, targets: [{provider: a, model: x, weight: 0}]}]", "models[0].targets[0].weight"),
+        ("models: [{name: m, targets: [{provider: a, model: ''}]}]", "models[0].targets[0].model"),
+        ("models: [{name: 'a/b', targets: [{provider: a, model: x}]}]", "models[0].name"),
+        ("models: [{name: m, targets: [{provider: a, model: x}], fallbacks: [m]}]", "models[0].fallbacks[0]"),
+        ("models: [{name: m, targets: [{provider: a, model: x}]}]\naliases: {m: m}", "aliases.m"),
+        ("groups: [{name: g, models: ['b/*']}]", "groups[0].models[0]"),
+        ("groups: [{name: g, models: ['ghost']}]", "groups[0].models[0]"),
         ("groups: [{name: g}, {name: g}]", "groups[1].name"),
-        (
-            "groups: [{name: g, limits: {cost_usd_per_day: -1}}]",
-            "groups[0].limits.cost_usd_per_day",
-        ),
-        (
-            "keys: [{name: k, digest: 'sha256:00', groups: []}]",
-            "keys[0].digest",
-        ),
-        (
-            "keys: [{name: k, digest: 'sha256:00', expires_at: tomorrow}]",
-            "keys[0].expires_at",
-        ),
-        (
-            "pricing: {m: {input_per_mtok: -0.1, output_per_mtok: 1}}",
-            "pricing.m.input_per_mtok",
-        ),
+        ("groups: [{name: g, limits: {cost_usd_per_day: -1}}]", "groups[0].limits.cost_usd_per_day"),
+        ("keys: [{name: k, digest: 'sha256:00', groups: []}]", "keys[0].digest"),
+        ("keys: [{name: k, digest: 'sha256:00', expires_at: tomorrow}]", "keys[0].expires_at"),
+        ("pricing: {m: {input_per_mtok: -0.1, output_per_mtok: 1}}", "pricing.m.input_per_mtok"),
         ("store: {kind: postgres}", "store.url_env"),
         ("store: {kind: file, url_env: X}", "store.url_env"),
         ("store: {kind: sqlite}", "store.kind"),
@@ -272,16 +168,12 @@ fn rejects_each_invalid_value() {
     ];
     for (yaml, path) in cases {
         let paths = problem_paths(&format!("{base}{yaml}"));
-        assert!(
-            paths.iter().any(|p| p == path),
-            "{yaml}: expected {path}, got {paths:?}"
-        );
+        assert!(paths.iter().any(|p| p == path), "{yaml}: expected {path}, got {paths:?}");
     }
-    let paths = problem_paths("providers: [{name: a, kind: openai, base_url: 'http://h', api_key_env: '9X', endpoints: ['h:1', 'H:1']}]");
-    assert_eq!(
-        paths,
-        ["providers[0].endpoints[1]", "providers[0].api_key_env"]
+    let paths = problem_paths(
+        "providers: [{name: a, kind: openai, base_url: 'http://h', api_key_env: '9X', endpoints: ['h:1', 'H:1']}]",
     );
+    assert_eq!(paths, ["providers[0].endpoints[1]", "providers[0].api_key_env"]);
 }
 
 #[test]
@@ -295,38 +187,18 @@ fn duplicate_key_names_and_digests() {
 fn unknown_keys_are_rejected_by_name() {
     let cases = [
         ("provider: []", "provider"),
-        (
-            "providers: [{name: a, kind: openai, base_url: 'http://h', apikey: x}]",
-            "apikey",
-        ),
-        (
-            "models: [{name: m, targets: [{provider: a, model: x, wieght: 1}]}]",
-            "wieght",
-        ),
+        ("providers: [{name: a, kind: openai, base_url: 'http://h', apikey: x}]", "apikey"),
+        ("models: [{name: m, targets: [{provider: a, model: x, wieght: 1}]}]", "wieght"),
         ("keys: [{name: k, digest: d, limits: {rpm: 1}}]", "rpm"),
-        (
-            "pricing: {m: {input: 1, input_per_mtok: 1, output_per_mtok: 1}}",
-            "input",
-        ),
+        ("pricing: {m: {input: 1, input_per_mtok: 1, output_per_mtok: 1}}", "input"),
         ("store: {kind: file, path: x}", "path"),
     ];
     for (yaml, key) in cases {
-        let err = serde_yaml::from_str::<RawConfig>(yaml)
-            .expect_err(yaml)
-            .to_string();
-        assert!(
-            err.contains(&format!("unknown field `{key}`")),
-            "{yaml}: {err}"
-        );
-        let json = serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(yaml).unwrap())
-            .unwrap();
-        let err = Config::from_json_slice(json.as_bytes())
-            .expect_err(yaml)
-            .to_string();
-        assert!(
-            err.contains(&format!("unknown field `{key}`")),
-            "{yaml}: {err}"
-        );
+        let err = serde_yaml::from_str::<RawConfig>(yaml).expect_err(yaml).to_string();
+        assert!(err.contains(&format!("unknown field `{key}`")), "{yaml}: {err}");
+        let json = serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(yaml).unwrap()).unwrap();
+        let err = Config::from_json_slice(json.as_bytes()).expect_err(yaml).to_string();
+        assert!(err.contains(&format!("unknown field `{key}`")), "{yaml}: {err}");
     }
 }
 

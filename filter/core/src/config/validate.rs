@@ -9,10 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::raw::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
 use super::syntax::{self, check_public_name, check_slug};
-use super::{
-    Config, ConfigError, Credential, Group, Key, Model, Problem, Provider, ProviderKind, Strategy,
-    Target,
-};
+use super::{Config, ConfigError, Credential, Group, Key, Model, Problem, Provider, ProviderKind, Strategy, Target};
 
 mod sections;
 
@@ -24,35 +21,21 @@ pub(super) struct Problems(Vec<Problem>);
 
 impl Problems {
     pub(super) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(Problem {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.0.push(Problem { path: path.into(), message: message.into() });
     }
 
     /// Records `result`'s error, if any, at `path`.
-    pub(super) fn check<T>(
-        &mut self,
-        path: impl Into<String>,
-        result: Result<T, String>,
-    ) -> Option<T> {
+    pub(super) fn check<T>(&mut self, path: impl Into<String>, result: Result<T, String>) -> Option<T> {
         result.map_err(|e| self.add(path, e)).ok()
     }
 }
 
 /// Name → first position; later duplicates are reported at `section[i].name`.
-fn index_names<'a>(
-    section: &str,
-    names: impl Iterator<Item = &'a str>,
-    p: &mut Problems,
-) -> BTreeMap<String, usize> {
+fn index_names<'a>(section: &str, names: impl Iterator<Item = &'a str>, p: &mut Problems) -> BTreeMap<String, usize> {
     let mut index = BTreeMap::new();
     for (i, name) in names.enumerate() {
         if index.contains_key(name) {
-            p.add(
-                format!("{section}[{i}].name"),
-                format!("duplicate name {name:?}"),
-            );
+            p.add(format!("{section}[{i}].name"), format!("duplicate name {name:?}"));
         } else {
             index.insert(name.to_string(), i);
         }
@@ -65,37 +48,16 @@ impl TryFrom<RawConfig> for Config {
 
     fn try_from(raw: RawConfig) -> Result<Self, ConfigError> {
         let mut p = Problems::default();
-        let provider_index = index_names(
-            "providers",
-            raw.providers.iter().map(|x| x.name.as_str()),
-            &mut p,
-        );
+        let provider_index = index_names("providers", raw.providers.iter().map(|x| x.name.as_str()), &mut p);
         let model_index = index_names("models", raw.models.iter().map(|x| x.name.as_str()), &mut p);
-        let providers: Vec<Provider> = raw
-            .providers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, x)| provider(i, x, &mut p))
-            .collect();
-        let refs = Refs {
-            providers: &provider_index,
-            models: &model_index,
-            aliases: &raw.aliases,
-        };
-        let models: Vec<Model> = raw
-            .models
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| model(i, m, &refs, &mut p))
-            .collect();
+        let providers: Vec<Provider> =
+            raw.providers.iter().enumerate().filter_map(|(i, x)| provider(i, x, &mut p)).collect();
+        let refs = Refs { providers: &provider_index, models: &model_index, aliases: &raw.aliases };
+        let models: Vec<Model> =
+            raw.models.iter().enumerate().filter_map(|(i, m)| model(i, m, &refs, &mut p)).collect();
         let aliases = aliases(&raw.aliases, &model_index, &mut p);
         let group_index = index_names("groups", raw.groups.iter().map(|x| x.name.as_str()), &mut p);
-        let groups = raw
-            .groups
-            .iter()
-            .enumerate()
-            .map(|(i, g)| group(i, g, &refs, &mut p))
-            .collect();
+        let groups = raw.groups.iter().enumerate().map(|(i, g)| group(i, g, &refs, &mut p)).collect();
         let keys = keys(&raw.keys, &group_index, &refs, &mut p);
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
@@ -106,7 +68,7 @@ impl TryFrom<RawConfig> for Config {
         if !p.0.is_empty() {
             return Err(ConfigError { problems: p.0 });
         }
-        Ok(Config {
+        let mut config = Config {
             providers,
             models,
             aliases,
@@ -117,7 +79,13 @@ impl TryFrom<RawConfig> for Config {
             redis_url_env,
             provider_index,
             model_index,
-        })
+            digest_index: Default::default(),
+            grants: Vec::new(),
+        };
+        // Derived indexes need the validated, cross-referenced config, so they come last.
+        config.digest_index = crate::auth::digest_index(&config.keys);
+        config.grants = crate::grants::flatten(&config);
+        Ok(config)
     }
 }
 
@@ -126,26 +94,17 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
     p.check(at("name"), check_slug(&raw.name));
     let kind = ProviderKind::parse(&raw.kind);
     if kind.is_none() {
-        let msg = format!(
-            "unknown kind {:?} (expected openai, anthropic, gemini or openai_compatible)",
-            raw.kind
-        );
+        let msg = format!("unknown kind {:?} (expected openai, anthropic, gemini or openai_compatible)", raw.kind);
         p.add(at("kind"), msg);
     }
     let base_url = p.check(at("base_url"), syntax::parse_base_url(&raw.base_url));
     let mut endpoints = Vec::with_capacity(raw.endpoints.len());
     for (j, e) in raw.endpoints.iter().enumerate() {
-        let Some(e) = p.check(
-            format!("providers[{i}].endpoints[{j}]"),
-            syntax::parse_endpoint(e),
-        ) else {
+        let Some(e) = p.check(format!("providers[{i}].endpoints[{j}]"), syntax::parse_endpoint(e)) else {
             continue;
         };
         if endpoints.contains(&e) {
-            p.add(
-                format!("providers[{i}].endpoints[{j}]"),
-                format!("duplicate endpoint {e:?}"),
-            );
+            p.add(format!("providers[{i}].endpoints[{j}]"), format!("duplicate endpoint {e:?}"));
         }
         endpoints.push(e);
     }
@@ -176,11 +135,7 @@ fn credential(kind: ProviderKind, key: &str) -> Result<Credential, String> {
         return Err("key is empty or contains spaces or control characters".into());
     }
     let name = kind.credential_header();
-    let value = if name == "authorization" {
-        format!("Bearer {key}")
-    } else {
-        key.to_string()
-    };
+    let value = if name == "authorization" { format!("Bearer {key}") } else { key.to_string() };
     Ok(Credential { name, value })
 }
 
@@ -194,34 +149,18 @@ struct Refs<'a> {
 fn model(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Option<Model> {
     p.check(format!("models[{i}].name"), check_public_name(&raw.name));
     if raw.targets.is_empty() {
-        p.add(
-            format!("models[{i}].targets"),
-            "a model needs at least one target",
-        );
+        p.add(format!("models[{i}].targets"), "a model needs at least one target");
     }
-    let targets = raw
-        .targets
-        .iter()
-        .enumerate()
-        .filter_map(|(j, t)| target(i, j, t, refs, p))
-        .collect();
+    let targets = raw.targets.iter().enumerate().filter_map(|(j, t)| target(i, j, t, refs, p)).collect();
     let strategy = match raw.strategy.as_deref() {
         None => Some(Strategy::RoundRobin),
         Some(s) => Strategy::parse(s).or_else(|| {
-            p.add(
-                format!("models[{i}].strategy"),
-                format!("unknown strategy {s:?}"),
-            );
+            p.add(format!("models[{i}].strategy"), format!("unknown strategy {s:?}"));
             None
         }),
     };
     let fallbacks = fallbacks(i, raw, refs, p);
-    Some(Model {
-        name: raw.name.clone(),
-        targets,
-        strategy: strategy?,
-        fallbacks,
-    })
+    Some(Model { name: raw.name.clone(), targets, strategy: strategy?, fallbacks })
 }
 
 fn target(i: usize, j: usize, t: &RawTarget, refs: &Refs<'_>, p: &mut Problems) -> Option<Target> {
@@ -237,11 +176,7 @@ fn target(i: usize, j: usize, t: &RawTarget, refs: &Refs<'_>, p: &mut Problems) 
     if weight == 0 {
         p.add(at("weight"), "must be at least 1");
     }
-    Some(Target {
-        provider: provider?,
-        model: t.model.clone(),
-        weight,
-    })
+    Some(Target { provider: provider?, model: t.model.clone(), weight })
 }
 
 fn fallbacks(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Vec<usize> {
@@ -271,10 +206,7 @@ fn aliases(
         } else if let Some(&i) = models.get(target) {
             out.insert(alias.clone(), i);
         } else {
-            p.add(
-                at,
-                format!("unknown model {target:?} (aliases must point at a model)"),
-            );
+            p.add(at, format!("unknown model {target:?} (aliases must point at a model)"));
         }
     }
     out
@@ -312,12 +244,7 @@ fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
     }
 }
 
-fn keys(
-    raw: &[RawKey],
-    group_index: &BTreeMap<String, usize>,
-    refs: &Refs<'_>,
-    p: &mut Problems,
-) -> Vec<Key> {
+fn keys(raw: &[RawKey], group_index: &BTreeMap<String, usize>, refs: &Refs<'_>, p: &mut Problems) -> Vec<Key> {
     index_names("keys", raw.iter().map(|k| k.name.as_str()), p);
     let mut digests = BTreeSet::new();
     raw.iter()
@@ -326,14 +253,10 @@ fn keys(
             if k.name.is_empty() {
                 p.add(format!("keys[{i}].name"), "must not be empty");
             }
-            if p.check(format!("keys[{i}].digest"), syntax::check_digest(&k.digest))
-                .is_some()
+            if p.check(format!("keys[{i}].digest"), syntax::check_digest(&k.digest)).is_some()
                 && !digests.insert(&k.digest)
             {
-                p.add(
-                    format!("keys[{i}].digest"),
-                    "duplicate digest (two keys with the same secret)",
-                );
+                p.add(format!("keys[{i}].digest"), "duplicate digest (two keys with the same secret)");
             }
             let groups = k
                 .groups
@@ -342,10 +265,7 @@ fn keys(
                 .filter_map(|(j, g)| {
                     let found = group_index.get(g).copied();
                     if found.is_none() {
-                        p.add(
-                            format!("keys[{i}].groups[{j}]"),
-                            format!("unknown group {g:?}"),
-                        );
+                        p.add(format!("keys[{i}].groups[{j}]"), format!("unknown group {g:?}"));
                     }
                     found
                 })

@@ -39,8 +39,7 @@ pub struct ModelField<'a> {
 /// Locates the top-level `"model"` string of a JSON object body.
 pub fn find_model(body: &[u8]) -> Result<ModelField<'_>, ScanError> {
     std::str::from_utf8(body).map_err(|e| ScanError::NotJson(e.to_string()))?;
-    serde_json::from_slice::<serde::de::IgnoredAny>(body)
-        .map_err(|e| ScanError::NotJson(e.to_string()))?;
+    serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| ScanError::NotJson(e.to_string()))?;
     let mut s = Scanner { b: body, pos: 0 };
     s.ws();
     if s.peek() != Some(b'{') {
@@ -117,23 +116,14 @@ fn is_model_key(body: &[u8], key: &(Range<usize>, bool)) -> Result<bool, ScanErr
     Ok(decode(body, span, true)? == "model")
 }
 
-fn decode<'a>(
-    body: &'a [u8],
-    span: &Range<usize>,
-    escaped: bool,
-) -> Result<Cow<'a, str>, ScanError> {
+fn decode<'a>(body: &'a [u8], span: &Range<usize>, escaped: bool) -> Result<Cow<'a, str>, ScanError> {
     let token = body.get(span.clone()).unwrap_or_default();
     if escaped {
-        let s: String =
-            serde_json::from_slice(token).map_err(|e| ScanError::NotJson(e.to_string()))?;
+        let s: String = serde_json::from_slice(token).map_err(|e| ScanError::NotJson(e.to_string()))?;
         return Ok(Cow::Owned(s));
     }
-    let inner = token
-        .get(1..token.len().saturating_sub(1))
-        .unwrap_or_default();
-    std::str::from_utf8(inner)
-        .map(Cow::Borrowed)
-        .map_err(|e| ScanError::NotJson(e.to_string()))
+    let inner = token.get(1..token.len().saturating_sub(1)).unwrap_or_default();
+    std::str::from_utf8(inner).map(Cow::Borrowed).map_err(|e| ScanError::NotJson(e.to_string()))
 }
 
 /// Cursor over a body already known to be valid JSON; still returns errors, never panics.
@@ -207,10 +197,7 @@ impl Scanner<'_> {
                 // Scalars, separators and whitespace inside a container.
                 Some(b',' | b':' | b' ' | b'\t' | b'\n' | b'\r') if depth > 0 => self.pos += 1,
                 Some(_) if depth == 0 => {
-                    while !matches!(
-                        self.peek(),
-                        None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-                    ) {
+                    while !matches!(self.peek(), None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
                         self.pos += 1;
                     }
                 }

@@ -29,18 +29,11 @@ pub(super) fn limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> L
         tokens_per_day: raw.tokens_per_day,
         tokens_per_month: raw.tokens_per_month,
         cost_usd_per_day: money(format!("{path}.cost_usd_per_day"), raw.cost_usd_per_day, p),
-        cost_usd_per_month: money(
-            format!("{path}.cost_usd_per_month"),
-            raw.cost_usd_per_month,
-            p,
-        ),
+        cost_usd_per_month: money(format!("{path}.cost_usd_per_month"), raw.cost_usd_per_month, p),
     }
 }
 
-pub(super) fn pricing(
-    raw: &BTreeMap<String, RawPrice>,
-    p: &mut Problems,
-) -> BTreeMap<String, Price> {
+pub(super) fn pricing(raw: &BTreeMap<String, RawPrice>, p: &mut Problems) -> BTreeMap<String, Price> {
     let mut out = BTreeMap::new();
     for (model, price) in raw {
         let at = |f: &str| format!("pricing.{model}.{f}");
@@ -52,14 +45,7 @@ pub(super) fn pricing(
         let cached = money(at("cached_input_per_mtok"), price.cached_input_per_mtok, p);
         if let (Some(input_per_mtok), Some(output_per_mtok)) = (input, output) {
             let cached_input_per_mtok = cached.unwrap_or(input_per_mtok);
-            out.insert(
-                model.clone(),
-                Price {
-                    input_per_mtok,
-                    output_per_mtok,
-                    cached_input_per_mtok,
-                },
-            );
+            out.insert(model.clone(), Price { input_per_mtok, output_per_mtok, cached_input_per_mtok });
         }
     }
     out
@@ -77,19 +63,14 @@ pub(super) fn store(raw: &RawConfig, p: &mut Problems) -> Store {
         }
         ("postgres", Some(var)) => {
             p.check("store.url_env", syntax::check_env_name(var));
-            Store::Postgres {
-                url_env: var.clone(),
-            }
+            Store::Postgres { url_env: var.clone() }
         }
         ("postgres", None) => {
             p.add("store.url_env", "a postgres store needs url_env");
             Store::File
         }
         (other, _) => {
-            p.add(
-                "store.kind",
-                format!("unknown store kind {other:?} (expected file or postgres)"),
-            );
+            p.add("store.kind", format!("unknown store kind {other:?} (expected file or postgres)"));
             Store::File
         }
     }

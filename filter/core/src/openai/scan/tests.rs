@@ -28,21 +28,12 @@ fn model_not_first_after_nested_values() {
 
 #[test]
 fn escapes_in_value_and_key() {
-    assert_eq!(
-        model(r#"{"model":"a\"b\\c\/d\u00e9"}"#).unwrap(),
-        "a\"b\\c/dé"
-    );
+    assert_eq!(model(r#"{"model":"a\"b\\c\/d\u00e9"}"#).unwrap(), "a\"b\\c/dé");
     // An escaped key that decodes to "model" is the model key.
     assert_eq!(model(r#"{"mod\u0065l":"x"}"#).unwrap(), "x");
-    assert_eq!(
-        model(r#"{"mod\u0065l":"x","model":"y"}"#),
-        Err(ScanError::DuplicateModel)
-    );
+    assert_eq!(model(r#"{"mod\u0065l":"x","model":"y"}"#), Err(ScanError::DuplicateModel));
     // Keys that merely contain "model" are not it.
-    assert_eq!(
-        model(r#"{"model_x":"a","xmodel":"b","model":"c"}"#).unwrap(),
-        "c"
-    );
+    assert_eq!(model(r#"{"model_x":"a","xmodel":"b","model":"c"}"#).unwrap(), "c");
 }
 
 #[test]
@@ -53,21 +44,12 @@ fn unicode_values() {
 
 #[test]
 fn missing_and_wrong_types() {
-    assert_eq!(
-        model(r#"{"messages":[{"model":"x"}]}"#),
-        Err(ScanError::ModelMissing)
-    );
+    assert_eq!(model(r#"{"messages":[{"model":"x"}]}"#), Err(ScanError::ModelMissing));
     assert_eq!(model("{}"), Err(ScanError::ModelMissing));
     assert_eq!(model(r#"{"model":1}"#), Err(ScanError::ModelNotString));
     assert_eq!(model(r#"{"model":null}"#), Err(ScanError::ModelNotString));
-    assert_eq!(
-        model(r#"{"model":{"id":"x"}}"#),
-        Err(ScanError::ModelNotString)
-    );
-    assert_eq!(
-        model(r#"{"model":"a","model":"b"}"#),
-        Err(ScanError::DuplicateModel)
-    );
+    assert_eq!(model(r#"{"model":{"id":"x"}}"#), Err(ScanError::ModelNotString));
+    assert_eq!(model(r#"{"model":"a","model":"b"}"#), Err(ScanError::DuplicateModel));
 }
 
 #[test]
@@ -75,26 +57,15 @@ fn non_objects_and_invalid_json() {
     for body in ["[]", "\"model\"", "1", "null", " [ {\"model\":\"x\"} ]"] {
         assert_eq!(model(body), Err(ScanError::NotObject), "{body}");
     }
-    for body in [
-        "",
-        "{",
-        "{\"model\":\"x\"",
-        "{\"model\":\"x\"} trailing",
-        "{'model':'x'}",
-        "{\"model\":\"x\",}",
-    ] {
+    for body in ["", "{", "{\"model\":\"x\"", "{\"model\":\"x\"} trailing", "{'model':'x'}", "{\"model\":\"x\",}"] {
         assert!(matches!(model(body), Err(ScanError::NotJson(_))), "{body}");
     }
-    assert!(matches!(
-        find_model(b"{\"model\":\"\xff\"}"),
-        Err(ScanError::NotJson(_))
-    ));
+    assert!(matches!(find_model(b"{\"model\":\"\xff\"}"), Err(ScanError::NotJson(_))));
 }
 
 #[test]
 fn rewrite_keeps_every_other_byte() {
-    let body =
-        "{ \"temperature\" :0.5,\n  \"model\" :\t\"chat\" , \"x-unknown\": {\"model\":\"keep\"} }";
+    let body = "{ \"temperature\" :0.5,\n  \"model\" :\t\"chat\" , \"x-unknown\": {\"model\":\"keep\"} }";
     let m = find_model(body.as_bytes()).unwrap();
     let out = rewrite_model(body.as_bytes(), m.span, "sim-small");
     let expected = "{ \"temperature\" :0.5,\n  \"model\" :\t\"sim-small\" , \"x-unknown\": {\"model\":\"keep\"} }";
@@ -106,14 +77,8 @@ fn rewrite_escapes_the_new_value() {
     let body = br#"{"model":"a"}"#;
     let m = find_model(body).unwrap();
     let out = rewrite_model(body, m.span, "q\"\\\n\u{1}é");
-    assert_eq!(
-        String::from_utf8(out.clone()).unwrap(),
-        r#"{"model":"q\"\\\u000a\u0001é"}"#
-    );
-    assert_eq!(
-        model(std::str::from_utf8(&out).unwrap()).unwrap(),
-        "q\"\\\n\u{1}é"
-    );
+    assert_eq!(String::from_utf8(out.clone()).unwrap(), r#"{"model":"q\"\\\u000a\u0001é"}"#);
+    assert_eq!(model(std::str::from_utf8(&out).unwrap()).unwrap(), "q\"\\\n\u{1}é");
 }
 
 #[test]
@@ -121,10 +86,7 @@ fn rewrite_round_trips_escaped_values() {
     let body = br#"{"a":1,"model":"x\u0041"}"#;
     let m = find_model(body).unwrap();
     assert_eq!(m.value, "xA");
-    assert_eq!(
-        rewrite_model(body, m.span, "y"),
-        br#"{"a":1,"model":"y"}"#.to_vec()
-    );
+    assert_eq!(rewrite_model(body, m.span, "y"), br#"{"a":1,"model":"y"}"#.to_vec());
 }
 
 #[test]

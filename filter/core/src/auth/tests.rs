@@ -1,0 +1,105 @@
+//! Authentication tests: key extraction, every 401, expiry boundary, open mode.
+
+use super::*;
+use crate::testing::{keys_config, CAROL_EXPIRES};
+
+type Headers = (Option<&'static str>, Option<&'static str>, Option<&'static str>);
+
+#[test]
+fn extract_key_table() {
+    let cases: [(Headers, Option<&str>); 15] = [
+        ((None, None, None), None),
+        ((Some("Bearer sk-1"), None, None), Some("sk-1")),
+        ((Some("bearer sk-1"), None, None), Some("sk-1")),
+        ((Some("BEARER \t sk-1  "), None, None), Some("sk-1")),
+        ((Some("  Bearer sk-1"), None, None), Some("sk-1")),
+        // Not a bearer credential: skipped, the next header is used.
+        ((Some("Basic dXNlcg=="), Some("sk-2"), None), Some("sk-2")),
+        ((Some("Bearersk-1"), None, None), None),
+        ((Some("sk-1"), None, None), None),
+        ((Some("Bearer "), None, Some("sk-3")), Some("sk-3")),
+        ((Some("Bearer"), None, None), None),
+        // First present wins, in header order.
+        ((Some("Bearer sk-1"), Some("sk-2"), Some("sk-3")), Some("sk-1")),
+        ((None, Some("sk-2"), Some("sk-3")), Some("sk-2")),
+        ((None, Some(" "), Some("sk-3")), Some("sk-3")),
+        ((None, None, Some("sk-3")), Some("sk-3")),
+        ((Some(""), Some(""), Some("")), None),
+    ];
+    for ((a, x, g), want) in cases {
+        let got = extract_key(a.map(str::as_bytes), x.map(str::as_bytes), g.map(str::as_bytes));
+        assert_eq!(got, want.map(str::as_bytes), "{a:?} {x:?} {g:?}");
+    }
+}
+
+#[test]
+fn digest_round_trip() {
+    let d = key_digest(b"sk-alice");
+    assert_eq!(d, "sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c");
+    assert!(crate::config::syntax::check_digest(&d).is_ok());
+    let raw = parse_digest(&d).unwrap();
+    assert_eq!(raw, <[u8; 32]>::from(Sha256::digest(b"sk-alice")));
+    for bad in ["sha256:ab", "md5:00", &format!("sha256:{}", "AB".repeat(32))] {
+        assert_eq!(parse_digest(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn index_covers_every_key() {
+    let c = keys_config();
+    assert_eq!(c.digest_index.len(), c.keys.len());
+    for (i, k) in c.keys.iter().enumerate() {
+        assert_eq!(c.digest_index.get(&parse_digest(&k.digest).unwrap()), Some(&i));
+    }
+}
+
+#[test]
+fn authenticate_table() {
+    let c = keys_config();
+    let now = 1_700_000_000;
+    let cases: [(Option<&str>, i64, Result<Caller, AuthError>); 9] = [
+        (Some("sk-alice"), now, Ok(Caller::Key(0))),
+        (Some("sk-frank"), now, Ok(Caller::Key(5))),
+        (None, now, Err(AuthError::Missing)),
+        (Some("sk-nobody"), now, Err(AuthError::Unknown)),
+        // Digests are of the exact bytes: no trimming or case folding here.
+        (Some("SK-ALICE"), now, Err(AuthError::Unknown)),
+        (Some(""), now, Err(AuthError::Unknown)),
+        // Expired when now >= expires_at: the written instant is already invalid.
+        (Some("sk-carol"), CAROL_EXPIRES - 1, Ok(Caller::Key(2))),
+        (Some("sk-carol"), CAROL_EXPIRES, Err(AuthError::Expired)),
+        (Some("sk-carol"), CAROL_EXPIRES + 1, Err(AuthError::Expired)),
+    ];
+    for (key, at, want) in cases {
+        assert_eq!(c.authenticate(key.map(str::as_bytes), at), want, "{key:?} @{at}");
+    }
+    assert_eq!(c.key(Caller::Key(0)).map(|k| k.name.as_str()), Some("alice"));
+    assert_eq!(c.key(Caller::Open), None);
+}
+
+#[test]
+fn auth_errors_are_distinct_401s_without_the_key() {
+    let c = keys_config();
+    let secret = "sk-not-configured-0123456789";
+    let unknown = c.authenticate(Some(secret.as_bytes()), 0).unwrap_err();
+    let errors = [AuthError::Missing, unknown, AuthError::Expired].map(ApiError::from);
+    for e in &errors {
+        assert_eq!(e.status, 401);
+        assert_eq!(e.kind, "invalid_request_error");
+        assert_eq!(e.code, Some("invalid_api_key"));
+        assert!(!e.message.contains(secret));
+        assert!(!String::from_utf8(e.body()).unwrap().contains(secret));
+    }
+    assert_ne!(errors[0].message, errors[1].message);
+    assert_ne!(errors[1].message, errors[2].message);
+    assert_ne!(errors[0].message, errors[2].message);
+}
+
+#[test]
+fn open_mode_without_keys() {
+    let c = Config::default();
+    assert_eq!(c.authenticate(None, 0), Ok(Caller::Open));
+    assert_eq!(c.authenticate(Some(b"anything"), 0), Ok(Caller::Open));
+    // A keyed config never yields Open.
+    assert!(keys_config().authenticate(None, 0).is_err());
+}

@@ -1,0 +1,135 @@
+//! [`ApiError`]: an error the gateway answers locally, with its status and OpenAI-style
+//! classification. The OpenAI body is [`ApiError::body`]; the Anthropic and Gemini shapes are
+//! derived from the status in [`crate::dialect`] ([`ApiError::body_in`]).
+
+use serde::Serialize;
+
+/// An error to return to the client (OpenAI classification; other dialects map from `status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// `error.type`.
+    pub kind: &'static str,
+    /// `error.code`.
+    pub code: Option<&'static str>,
+    /// `error.param`.
+    pub param: Option<&'static str>,
+    /// `error.message`.
+    pub message: String,
+}
+
+#[derive(Serialize)]
+struct ErrorEnvelope<'a> {
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    param: Option<&'a str>,
+    code: Option<&'a str>,
+}
+
+impl ApiError {
+    fn new(status: u16, kind: &'static str, code: Option<&'static str>, message: String) -> Self {
+        Self { status, kind, code, param: None, message }
+    }
+
+    /// 400 `invalid_request_error`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "invalid_request_error", None, message.into())
+    }
+
+    /// 400 about the `model` parameter.
+    pub fn bad_model_param(message: impl Into<String>) -> Self {
+        Self { param: Some("model"), ..Self::bad_request(message) }
+    }
+
+    /// 401 `invalid_api_key` (OpenAI uses `invalid_request_error` as the type for these).
+    /// The message must never contain the key itself.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(401, "invalid_request_error", Some("invalid_api_key"), message.into())
+    }
+
+    /// 403 `permission_error` / `model_not_allowed`: the model exists but the key may not use
+    /// it. Only ever returned after the model was found, so 403 never reveals more than 404.
+    pub fn model_not_allowed(model: &str) -> Self {
+        let message = format!("This API key is not allowed to use the model `{model}`.");
+        Self { param: Some("model"), ..Self::new(403, "permission_error", Some("model_not_allowed"), message) }
+    }
+
+    /// 404 `model_not_found`.
+    pub fn model_not_found(model: &str) -> Self {
+        let message = format!("The model `{model}` does not exist or you do not have access to it.");
+        Self { param: Some("model"), ..Self::new(404, "invalid_request_error", Some("model_not_found"), message) }
+    }
+
+    /// 404 for a path the gateway does not serve.
+    pub fn unknown_url(method: &str, path: &str) -> Self {
+        Self::new(404, "invalid_request_error", Some("unknown_url"), format!("Invalid URL ({method} {path})"))
+    }
+
+    /// 405 for a known path with the wrong method.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        let message = format!("Method {method} is not allowed for {path}");
+        Self::new(405, "invalid_request_error", Some("method_not_allowed"), message)
+    }
+
+    /// 413 when the body exceeds `limit` bytes.
+    pub fn payload_too_large(limit: usize) -> Self {
+        let message = format!("Request body exceeds the configured limit of {limit} bytes.");
+        Self::new(413, "invalid_request_error", Some("request_too_large"), message)
+    }
+
+    /// 503, e.g. no configuration snapshot yet.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "server_error", Some("service_unavailable"), message.into())
+    }
+
+    /// The OpenAI JSON body `{"error":{"message","type","param","code"}}`.
+    pub fn body(&self) -> Vec<u8> {
+        let envelope = ErrorEnvelope {
+            error: ErrorBody { message: &self.message, kind: self.kind, param: self.param, code: self.code },
+        };
+        // Serialising these plain structs cannot fail; keep a valid body regardless.
+        serde_json::to_vec(&envelope).unwrap_or_else(|_| {
+            br#"{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}"#.to_vec()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_body_shape() {
+        let v: serde_json::Value = serde_json::from_slice(&ApiError::model_not_found("x\"y").body()).unwrap();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "model_not_found");
+        assert_eq!(v["error"]["param"], "model");
+        assert_eq!(v["error"]["message"], "The model `x\"y` does not exist or you do not have access to it.");
+        let v: serde_json::Value = serde_json::from_slice(&ApiError::bad_request("no").body()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"error":{"message":"no","type":"invalid_request_error","param":null,"code":null}})
+        );
+        assert_eq!(ApiError::payload_too_large(10).status, 413);
+    }
+
+    #[test]
+    fn auth_and_permission_errors() {
+        let v: serde_json::Value = serde_json::from_slice(&ApiError::model_not_allowed("gpt").body()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"error":{
+                "message":"This API key is not allowed to use the model `gpt`.",
+                "type":"permission_error","param":"model","code":"model_not_allowed"}})
+        );
+        let e = ApiError::unauthorized("nope");
+        assert_eq!((e.status, e.kind, e.code), (401, "invalid_request_error", Some("invalid_api_key")));
+    }
+}
