@@ -1,0 +1,124 @@
+//! Usage accounting: token counts read from provider responses, their cost, and the usage
+//! record the filter reports to the sidecar.
+//!
+//! The response body is forwarded as opaque bytes; [`Tracker`] only watches it go by, with
+//! bounded memory:
+//!
+//! - **JSON responses** (`streaming == false`): a body of at most [`WHOLE_BODY_MAX`] bytes is kept
+//!   whole and its top-level `usage` / `usageMetadata` is read by a typed parse at the end, so key
+//!   order does not matter. A larger body keeps only its last [`TAIL_MAX`] bytes, and the last
+//!   `"usage"` (`"usageMetadata"` for Gemini) object in that tail is parsed: every provider writes
+//!   usage at (or next to) the end of its response object.
+//! - **SSE responses** (`streaming == true`): events are split incrementally (any byte boundary,
+//!   `\n`, `\r\n` or `\r` line ends). Only an incomplete event is buffered, capped at
+//!   [`EVENT_MAX`]; a larger event (a Gemini image, say) degrades to the tail rule above instead of
+//!   growing. Only events with a `"usage": {` / `"usageMetadata": {` object are JSON-parsed.
+//!
+//! Normalisation across dialects: `prompt_tokens` is the whole prompt, cached part included;
+//! `cached_tokens` is the part read from a prompt cache; `completion_tokens` includes reasoning
+//! ("thinking") tokens. Anthropic's `input_tokens` excludes cache reads and writes, so they are
+//! added back; cache writes are billed as ordinary input (the price table has no write price).
+
+mod extract;
+mod include;
+mod json;
+mod record;
+mod sse;
+mod tracker;
+
+use std::collections::BTreeMap;
+
+use crate::config::Price;
+
+pub use include::{ensure_include_usage, IncludeUsageError};
+pub use record::{Record, STATUS_CLIENT_CLOSED};
+pub use tracker::Tracker;
+
+/// Bodies up to this size are parsed whole at the end of a JSON response.
+pub const WHOLE_BODY_MAX: usize = 64 * 1024;
+/// Bytes kept from the end of a larger JSON body (or of an oversized SSE event).
+pub const TAIL_MAX: usize = 8 * 1024;
+/// Largest incomplete SSE event buffered; a larger one is only tail-scanned.
+pub const EVENT_MAX: usize = 1024 * 1024;
+
+/// Token counts of one response, normalised across dialects (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Prompt (input) tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Completion (output) tokens, reasoning included.
+    pub completion_tokens: u64,
+    /// The part of `prompt_tokens` served from a prompt cache.
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt plus completion tokens.
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+}
+
+/// Which provider response format a body is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageDialect {
+    /// OpenAI and OpenAI-compatible engines (chat, completions, embeddings, responses).
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Gemini `generateContent` / `streamGenerateContent`.
+    Gemini,
+}
+
+impl From<crate::dialect::Dialect> for UsageDialect {
+    /// The response format of an upstream speaking that dialect.
+    fn from(d: crate::dialect::Dialect) -> Self {
+        use crate::dialect::Dialect;
+        match d {
+            Dialect::OpenAi => Self::OpenAi,
+            Dialect::Anthropic => Self::Anthropic,
+            Dialect::Gemini => Self::Gemini,
+        }
+    }
+}
+
+/// What to send to the client for one response chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk {
+    /// Send the chunk exactly as received (the common case; nothing allocated).
+    Forward,
+    /// Send these bytes instead (only when hiding the injected usage event).
+    Replace(Vec<u8>),
+}
+
+/// Cost of `usage` in micro-USD, rounded up; `None` when the model has no price.
+///
+/// Prices are looked up as `provider/upstream_model` first, then `upstream_model`. Cached prompt
+/// tokens are billed at `cached_input_per_mtok`, the rest of the prompt at `input_per_mtok`.
+pub fn cost_micro_usd(
+    pricing: &BTreeMap<String, Price>,
+    provider: &str,
+    upstream_model: &str,
+    usage: &Usage,
+) -> Option<u64> {
+    let price = pricing.get(&format!("{provider}/{upstream_model}")).or_else(|| pricing.get(upstream_model))?;
+    let cached = usage.cached_tokens.min(usage.prompt_tokens);
+    let uncached = usage.prompt_tokens - cached;
+    // USD per million tokens is micro-USD per token. Prices become integers of 1e-6 micro-USD
+    // per token so the sum is exact: f64 products like 1000 × 0.1 would round up a whole unit.
+    let part = |tokens: u64, usd_per_mtok: f64| u128::from(tokens).saturating_mul(per_token_pico(usd_per_mtok));
+    let pico = part(uncached, price.input_per_mtok)
+        .saturating_add(part(cached, price.cached_input_per_mtok))
+        .saturating_add(part(usage.completion_tokens, price.output_per_mtok));
+    let micro = pico.div_ceil(1_000_000);
+    Some(u64::try_from(micro).unwrap_or(u64::MAX))
+}
+
+/// A USD-per-million-tokens price as 1e-6 micro-USD per token (negative or NaN prices: 0).
+fn per_token_pico(usd_per_mtok: f64) -> u128 {
+    // `as` saturates: NaN and negatives become 0, absurdly large prices u128::MAX.
+    (usd_per_mtok * 1e6).round() as u128
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,72 @@
+//! `stream_options.include_usage`: OpenAI streams report usage only when asked, so the gateway
+//! asks on the client's behalf and then hides the extra chunk (see [`super::Tracker`]).
+//!
+//! The request is edited by splicing bytes: key order, whitespace, number spellings and fields
+//! the gateway does not know reach the provider unchanged.
+
+use super::json::{object_at, Object};
+
+/// Why a request body could not be inspected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IncludeUsageError {
+    /// Not valid UTF-8 JSON.
+    #[error("We could not parse the JSON body of your request: {0}")]
+    NotJson(String),
+    /// Valid JSON, but not an object.
+    #[error("The request body must be a JSON object.")]
+    NotObject,
+}
+
+/// For an OpenAI request with `"stream": true`, returns the body with
+/// `stream_options.include_usage` set to `true`; `None` when the request is not streaming,
+/// already asks for usage, or has a `stream_options` that is not an object (left for the
+/// provider to refuse). `Some` means the caller must hide the usage chunk from the client.
+///
+/// Duplicate keys: the last one counts, as in most JSON parsers.
+pub fn ensure_include_usage(body: &[u8]) -> Result<Option<Vec<u8>>, IncludeUsageError> {
+    std::str::from_utf8(body).map_err(|e| IncludeUsageError::NotJson(e.to_string()))?;
+    serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| IncludeUsageError::NotJson(e.to_string()))?;
+    let top = object_at(body, 0).ok_or(IncludeUsageError::NotObject)?;
+    let streaming = top.last(body, "stream").is_some_and(|m| body.get(m.value.clone()) == Some(b"true".as_slice()));
+    if !streaming {
+        return Ok(None);
+    }
+    const MEMBER: &[u8] = br#""stream_options":{"include_usage":true}"#;
+    let Some(opts) = top.last(body, "stream_options") else {
+        return Ok(Some(insert_member(body, &top, MEMBER)));
+    };
+    let value = body.get(opts.value.clone()).unwrap_or_default();
+    if value == b"null" {
+        return Ok(Some(splice(body, opts.value.start, opts.value.end, br#"{"include_usage":true}"#)));
+    }
+    let Some(inner) = object_at(body, opts.value.start) else {
+        return Ok(None);
+    };
+    match inner.last(body, "include_usage") {
+        Some(m) if body.get(m.value.clone()) == Some(b"true".as_slice()) => Ok(None),
+        Some(m) => Ok(Some(splice(body, m.value.start, m.value.end, b"true"))),
+        None => Ok(Some(insert_member(body, &inner, br#""include_usage":true"#))),
+    }
+}
+
+/// Adds `member` to `object`: after its last member, or inside its braces when empty.
+fn insert_member(body: &[u8], object: &Object, member: &[u8]) -> Vec<u8> {
+    match object.members.last() {
+        Some(last) => splice(body, last.value.end, last.value.end, &[b",", member].concat()),
+        None => {
+            let at = object.span.start + 1;
+            splice(body, at, at, member)
+        }
+    }
+}
+
+/// `body` with `body[start..end]` replaced by `new` (range clamped, never trusted).
+fn splice(body: &[u8], start: usize, end: usize, new: &[u8]) -> Vec<u8> {
+    let start = start.min(body.len());
+    let end = end.clamp(start, body.len());
+    let mut out = Vec::with_capacity(body.len() - (end - start) + new.len());
+    out.extend_from_slice(body.get(..start).unwrap_or_default());
+    out.extend_from_slice(new);
+    out.extend_from_slice(body.get(end..).unwrap_or_default());
+    out
+}

@@ -1,0 +1,84 @@
+//! [`Record`]: one request's usage as the filter reports it to the sidecar (`POST /v1/usage`,
+//! one JSON object per line).
+
+use serde::{Deserialize, Serialize};
+
+use super::Usage;
+
+/// Status recorded when the client went away before the response finished (nginx's 499).
+pub const STATUS_CLIENT_CLOSED: u16 = 499;
+
+/// Usage of one request. Unknown fields are ignored on reading, so filters and sidecars of
+/// neighbouring versions can exchange records.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Record {
+    /// `x-request-id` of the request.
+    pub request_id: String,
+    /// Name of the virtual key; `None` on an open gateway.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Names of the key's groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// The model name the client sent.
+    pub model_requested: String,
+    /// Provider that served the request.
+    pub provider: String,
+    /// Model id sent to the provider.
+    pub upstream_model: String,
+    /// HTTP status returned to the client ([`STATUS_CLIENT_CLOSED`] when it disconnected).
+    pub status: u16,
+    /// Prompt tokens, cached ones included.
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub completion_tokens: u64,
+    /// Cached prompt tokens.
+    #[serde(default)]
+    pub cached_tokens: u64,
+    /// Cost in micro-USD; `None` when the model has no price (or usage was unknown).
+    #[serde(default)]
+    pub cost_micro_usd: Option<u64>,
+    /// Time from request start to end of response, in milliseconds.
+    pub latency_ms: u64,
+    /// Time to first token, in milliseconds (streaming responses).
+    #[serde(default)]
+    pub ttft_ms: Option<u64>,
+    /// Request start, Unix milliseconds.
+    pub started_at_unix_ms: u64,
+    /// Whether the response was streamed.
+    #[serde(default)]
+    pub streamed: bool,
+}
+
+impl Record {
+    /// Copies the token counts of `usage` into the record.
+    pub fn set_usage(&mut self, usage: &Usage) {
+        self.prompt_tokens = usage.prompt_tokens;
+        self.completion_tokens = usage.completion_tokens;
+        self.cached_tokens = usage.cached_tokens;
+    }
+
+    /// The token counts as a [`Usage`].
+    pub fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.cached_tokens,
+        }
+    }
+
+    /// The record as one line of JSON, newline included.
+    pub fn to_json_line(&self) -> String {
+        // Strings, integers and booleans always serialise; the fallback is unreachable.
+        let mut line = serde_json::to_string(self).unwrap_or_default();
+        line.push('\n');
+        line
+    }
+
+    /// Parses newline-delimited records (blank lines skipped), e.g. a `POST /v1/usage` body.
+    pub fn parse_lines(text: &str) -> Result<Vec<Record>, serde_json::Error> {
+        text.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect()
+    }
+}

@@ -1,0 +1,226 @@
+//! Unit tests: cost, records, `include_usage` splicing, SSE framing details and the memory
+//! bounds of the tracker.
+
+use super::super::sse::{event_data, Splitter};
+use super::*;
+
+fn price(input: f64, output: f64, cached: f64) -> Price {
+    Price { input_per_mtok: input, output_per_mtok: output, cached_input_per_mtok: cached }
+}
+
+#[test]
+fn cost_prefers_provider_qualified_price_and_bills_cache() {
+    let mut pricing = BTreeMap::new();
+    pricing.insert("gpt-4o".to_string(), price(2.5, 10.0, 1.25));
+    pricing.insert("azure/gpt-4o".to_string(), price(5.0, 15.0, 5.0));
+    let usage = Usage { prompt_tokens: 1_000_000, completion_tokens: 100_000, cached_tokens: 400_000 };
+    // 600k × 2.5 + 400k × 1.25 + 100k × 10 micro-USD
+    assert_eq!(cost_micro_usd(&pricing, "openai", "gpt-4o", &usage), Some(1_500_000 + 500_000 + 1_000_000));
+    assert_eq!(cost_micro_usd(&pricing, "azure", "gpt-4o", &usage), Some(5_000_000 + 1_500_000));
+    assert_eq!(cost_micro_usd(&pricing, "openai", "unpriced", &usage), None);
+}
+
+#[test]
+fn cost_is_exact_then_rounded_up() {
+    let pricing = BTreeMap::from([("m".to_string(), price(0.1, 0.4, 0.1))]);
+    let cost =
+        |p, c| cost_micro_usd(&pricing, "p", "m", &Usage { prompt_tokens: p, completion_tokens: c, cached_tokens: 0 });
+    // 1000 × 0.1 is 100.00000000000001 in f64; the integer arithmetic keeps it 100.
+    assert_eq!(cost(1000, 0), Some(100));
+    assert_eq!(cost(1, 0), Some(1));
+    assert_eq!(cost(0, 0), Some(0));
+    assert_eq!(cost(10, 3), Some(3));
+    // Cached tokens beyond the prompt are clamped, never underflow.
+    let odd = Usage { prompt_tokens: 5, completion_tokens: 0, cached_tokens: 9 };
+    assert_eq!(cost_micro_usd(&pricing, "p", "m", &odd), Some(1));
+    let huge = Usage { prompt_tokens: u64::MAX, completion_tokens: u64::MAX, cached_tokens: 0 };
+    let pricey = BTreeMap::from([("m".to_string(), price(1e30, 1e30, 1e30))]);
+    assert_eq!(cost_micro_usd(&pricey, "p", "m", &huge), Some(u64::MAX));
+}
+
+#[test]
+fn record_json_line_round_trip() {
+    let mut r = Record {
+        request_id: "req-1".into(),
+        key: Some("alice".into()),
+        groups: vec!["dev".into()],
+        model_requested: "chat".into(),
+        provider: "local".into(),
+        upstream_model: "sim-small".into(),
+        status: STATUS_CLIENT_CLOSED,
+        cost_micro_usd: Some(12),
+        latency_ms: 250,
+        ttft_ms: Some(40),
+        started_at_unix_ms: 1_700_000_000_000,
+        streamed: true,
+        ..Record::default()
+    };
+    r.set_usage(&Usage { prompt_tokens: 10, completion_tokens: 5, cached_tokens: 2 });
+    let line = r.to_json_line();
+    assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+    let two = format!("{line}\n{line}");
+    assert_eq!(Record::parse_lines(&two).unwrap(), vec![r.clone(), r.clone()]);
+    assert_eq!(r.usage().total_tokens(), 15);
+    // Optional fields may be absent and unknown ones are ignored (version skew).
+    let minimal = r#"{"request_id":"x","model_requested":"m","provider":"p","upstream_model":"u",
+        "status":200,"latency_ms":1,"started_at_unix_ms":2,"future_field":true}"#;
+    let parsed: Record = serde_json::from_str(minimal).unwrap();
+    assert_eq!((parsed.key, parsed.cost_micro_usd, parsed.streamed), (None, None, false));
+}
+
+fn include(body: &str) -> Option<String> {
+    ensure_include_usage(body.as_bytes()).unwrap().map(|b| String::from_utf8(b).unwrap())
+}
+
+#[test]
+fn include_usage_splices_bytes() {
+    assert_eq!(
+        include("{ \"model\" : \"m\",\n \"stream\": true }").as_deref(),
+        Some("{ \"model\" : \"m\",\n \"stream\": true,\"stream_options\":{\"include_usage\":true} }")
+    );
+    assert_eq!(
+        include(r#"{"stream":true,"stream_options":{"include_usage":false},"n":1}"#).as_deref(),
+        Some(r#"{"stream":true,"stream_options":{"include_usage":true},"n":1}"#)
+    );
+    assert_eq!(
+        include(r#"{"stream_options":{ },"stream":true}"#).as_deref(),
+        Some(r#"{"stream_options":{"include_usage":true },"stream":true}"#)
+    );
+    assert_eq!(
+        include(r#"{"stream_options":{"x":1},"stream":true}"#).as_deref(),
+        Some(r#"{"stream_options":{"x":1,"include_usage":true},"stream":true}"#)
+    );
+    assert_eq!(
+        include(r#"{"stream":true,"stream_options":null}"#).as_deref(),
+        Some(r#"{"stream":true,"stream_options":{"include_usage":true}}"#)
+    );
+    // Escaped keys are the same keys to the provider.
+    assert_eq!(include(r#"{"str\u0065am":true,"stream_options":{"include_usag\u0065":true}}"#), None);
+    let out = include(r#"{"messages":[{"content":"\"stream\": true"}],"stream":true}"#).unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["stream_options"]["include_usage"] == true);
+}
+
+#[test]
+fn include_usage_leaves_other_requests_alone() {
+    for body in [
+        r#"{"model":"m"}"#,
+        r#"{"stream":false}"#,
+        r#"{"stream":"true"}"#,
+        r#"{"stream":true,"stream_options":{"include_usage":true}}"#,
+        r#"{"stream":true,"stream_options":"weird"}"#,
+        r#"{"stream":true,"stream":false}"#,
+        r#"{"nested":{"stream":true}}"#,
+    ] {
+        assert_eq!(include(body), None, "{body}");
+    }
+    assert_eq!(ensure_include_usage(b"[1]"), Err(IncludeUsageError::NotObject));
+    assert!(matches!(ensure_include_usage(b"{\"stream\":tru"), Err(IncludeUsageError::NotJson(_))));
+    assert!(matches!(ensure_include_usage(b"\xff"), Err(IncludeUsageError::NotJson(_))));
+}
+
+#[test]
+fn splitter_line_ends_and_data_lines() {
+    let mut s = Splitter::default();
+    assert_eq!(s.next_end(b"data: a\r\n\r\nrest"), Some(11));
+    assert_eq!(s.next_end(b"data: b\r"), None);
+    assert_eq!(s.next_end(b"\r"), None, "a final \\r may still be followed by \\n");
+    assert_eq!(s.next_end(b"\ndata"), Some(1));
+    assert_eq!(s.next_end(b"data"), None);
+    assert_eq!(s.next_end(b"\n\n"), Some(2));
+    assert_eq!(event_data(b"event: x\ndata: {\"a\":\ndata:1}\n\n").as_ref(), b"{\"a\":\n1}");
+    assert_eq!(event_data(b": comment\r\ndata:x\r\n\r\n").as_ref(), b"x");
+    assert_eq!(event_data(b"id: 1\n\n").as_ref(), b"");
+}
+
+#[test]
+fn first_token_ignores_preamble_events() {
+    let mut t = Tracker::new(UsageDialect::OpenAi, true, false);
+    t.on_chunk(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n");
+    assert!(!t.first_token_seen());
+    t.on_chunk(b"data: {\"choices\":[{\"delta\":{\"content\": \"Hi\"}}]}\n\n");
+    assert!(t.first_token_seen());
+    let mut a = Tracker::new(UsageDialect::Anthropic, true, false);
+    a.on_chunk(&fixture("anthropic-messages-stream.sse")[..400]);
+    assert!(!a.first_token_seen(), "message_start and ping are not tokens");
+}
+
+fn big_json(pad: usize, tail: &str) -> Vec<u8> {
+    format!(r#"{{"choices":[{{"message":{{"content":"{}"}}}}]{tail}}}"#, "x".repeat(pad)).into_bytes()
+}
+
+#[test]
+fn large_json_uses_the_tail() {
+    let usage = r#","usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}"#;
+    let body = big_json(3 * WHOLE_BODY_MAX, usage);
+    let mut t = Tracker::new(UsageDialect::OpenAi, false, false);
+    let mut rng = Rng(7);
+    let (sent, got) = run(&mut t, &body, &rng.cuts(body.len(), 5000));
+    assert_eq!((sent == body, got), (true, Some(Usage { prompt_tokens: 7, completion_tokens: 3, cached_tokens: 2 })));
+    // Usage further from the end than the tail keeps is not found: reported as unknown.
+    let far = format!("{usage},\"filler\":\"{}\"", "y".repeat(3 * TAIL_MAX));
+    let mut t = Tracker::new(UsageDialect::OpenAi, false, false);
+    assert_eq!(run(&mut t, &big_json(WHOLE_BODY_MAX, &far), &[]).1, None);
+}
+
+#[test]
+fn small_json_is_parsed_whole_whatever_the_key_order() {
+    // A nested "usage" after the real one (a tool input) must not win.
+    let body = br#"{"usage":{"input_tokens":3,"output_tokens":4},"content":[{"type":"tool_use","input":{"usage":{"input_tokens":99}}}]}"#;
+    let mut t = Tracker::new(UsageDialect::Anthropic, false, false);
+    assert_eq!(run(&mut t, body, &[10]).1, Some(Usage { prompt_tokens: 3, completion_tokens: 4, cached_tokens: 0 }));
+    // Not JSON at all (a proxy's HTML error page): no usage, no panic.
+    let mut t = Tracker::new(UsageDialect::Gemini, false, false);
+    assert_eq!(run(&mut t, b"<html>502 \"usageMetadata\": {</html>", &[]).1, None);
+}
+
+#[test]
+fn oversized_event_is_forwarded_and_tail_scanned() {
+    // A Gemini image chunk: megabytes of base64, then usageMetadata.
+    let image = "A".repeat(EVENT_MAX + 5000);
+    let event = format!(
+        "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"inlineData\":{{\"data\":\"{image}\"}}}}]}}}}],\"usageMetadata\":{{\"promptTokenCount\":12,\"candidatesTokenCount\":1290}}}}\r\n\r\n"
+    );
+    let body = format!("{event}data: {{\"candidates\":[]}}\r\n\r\n").into_bytes();
+    let mut t = Tracker::new(UsageDialect::Gemini, true, true);
+    let mut rng = Rng(3);
+    let cuts = rng.cuts(body.len(), 64 * 1024);
+    let mut sent = Vec::new();
+    let mut start = 0;
+    for &end in cuts.iter().chain(std::iter::once(&body.len())) {
+        match t.on_chunk(&body[start..end]) {
+            Chunk::Forward => sent.extend_from_slice(&body[start..end]),
+            Chunk::Replace(v) => sent.extend_from_slice(&v),
+        }
+        assert!(t.buffered_bytes() <= EVENT_MAX, "bounded memory: {}", t.buffered_bytes());
+        start = end;
+    }
+    sent.extend_from_slice(&t.flush());
+    assert!(sent == body);
+    assert_eq!(t.finish(), Some(Usage { prompt_tokens: 12, completion_tokens: 1290, cached_tokens: 0 }));
+}
+
+#[test]
+fn unterminated_last_event_is_still_read() {
+    let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}";
+    let body = format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"a\"}}}}]}}\n\n{usage}");
+    let mut t = Tracker::new(UsageDialect::OpenAi, true, false);
+    assert_eq!(
+        run(&mut t, body.as_bytes(), &[7]).1,
+        Some(Usage { prompt_tokens: 1, completion_tokens: 2, cached_tokens: 0 })
+    );
+    // Hiding: the held usage event is dropped, the rest flushed.
+    let mut t = Tracker::new(UsageDialect::OpenAi, true, true);
+    let (sent, got) = run(&mut t, format!("{usage}\n\ndata: [DONE]").as_bytes(), &[]);
+    assert_eq!(sent, b"data: [DONE]");
+    assert!(got.is_some());
+}
+
+#[test]
+fn on_end_appends_flushed_bytes() {
+    let mut t = Tracker::new(UsageDialect::OpenAi, true, true);
+    assert_eq!(t.on_chunk(b"data: {\"choi"), Chunk::Replace(Vec::new()));
+    assert_eq!(t.on_end(b"ces\":[1]}"), Chunk::Replace(b"data: {\"choices\":[1]}".to_vec()));
+    assert_eq!(t.on_chunk(b"late"), Chunk::Forward);
+    let mut t = Tracker::new(UsageDialect::OpenAi, true, false);
+    assert_eq!(t.on_end(b"data: x"), Chunk::Forward);
+}
