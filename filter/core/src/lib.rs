@@ -2,12 +2,25 @@
 //! the sidecar. No I/O, no clock, no randomness: time, counters and configuration are passed
 //! in, so everything here is unit-testable natively and builds for `wasm32-unknown-unknown`.
 
+pub mod auth;
 pub mod config;
+pub mod dialect;
+pub mod error;
+pub mod grants;
 pub mod headers;
+pub mod multipart;
 pub mod openai;
 pub mod plugin;
 pub mod route;
+pub mod usage;
 
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use auth::{extract_key, AuthError, Caller};
 pub use config::{Config, ConfigError, Problem, RawConfig};
+pub use dialect::Dialect;
+pub use error::ApiError;
+pub use grants::Grants;
 pub use plugin::PluginConfig;
 pub use route::{classify, route, Api, Endpoint, RouteDecision};

@@ -4,7 +4,9 @@
 //! the whole body is buffered and says where the request goes and how it must be rewritten.
 //! Any state (round-robin position, later load signals) is passed in, never kept here.
 
+use crate::auth::Caller;
 use crate::config::{Config, Credential, Model, Provider, Resolved, Target};
+use crate::multipart;
 use crate::openai::{self, ApiError};
 
 /// An OpenAI-dialect API the gateway forwards.
@@ -16,7 +18,26 @@ pub enum Api {
     Completions,
     /// `POST /v1/embeddings`.
     Embeddings,
+    /// `POST /v1/images/generations` (JSON).
+    ImagesGenerations,
+    /// `POST /v1/audio/speech` (JSON).
+    AudioSpeech,
+    /// `POST /v1/audio/transcriptions` (multipart form).
+    AudioTranscriptions,
+    /// `POST /v1/audio/translations` (multipart form).
+    AudioTranslations,
 }
+
+/// Every forwarded API, for path lookup.
+const APIS: [Api; 7] = [
+    Api::ChatCompletions,
+    Api::Completions,
+    Api::Embeddings,
+    Api::ImagesGenerations,
+    Api::AudioSpeech,
+    Api::AudioTranscriptions,
+    Api::AudioTranslations,
+];
 
 impl Api {
     /// The API path appended to the provider's `base_url` prefix.
@@ -25,22 +46,34 @@ impl Api {
             Api::ChatCompletions => "/v1/chat/completions",
             Api::Completions => "/v1/completions",
             Api::Embeddings => "/v1/embeddings",
+            Api::ImagesGenerations => "/v1/images/generations",
+            Api::AudioSpeech => "/v1/audio/speech",
+            Api::AudioTranscriptions => "/v1/audio/transcriptions",
+            Api::AudioTranslations => "/v1/audio/translations",
         }
     }
 
+    /// Whether the body is a multipart form (the model is a form field, not JSON).
+    pub fn is_multipart(self) -> bool {
+        matches!(self, Api::AudioTranscriptions | Api::AudioTranslations)
+    }
+
+    /// Whether the response can carry token usage worth tracking (text generation).
+    pub fn is_generation(self) -> bool {
+        matches!(self, Api::ChatCompletions | Api::Completions)
+    }
+
     fn from_path(path: &str) -> Option<Self> {
-        [Api::ChatCompletions, Api::Completions, Api::Embeddings]
-            .into_iter()
-            .find(|a| a.path() == path)
+        APIS.into_iter().find(|a| a.path() == path)
     }
 }
 
 /// What to do with a request, decided from its method and path alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint<'p> {
-    /// `GET /v1/models`: answer locally with [`openai::models_list`].
+    /// `GET /v1/models`: answer locally with [`openai::models_list_for`].
     ListModels,
-    /// `GET /v1/models/{id}`: answer locally with [`openai::model_entry`].
+    /// `GET /v1/models/{id}`: answer locally with [`openai::model_entry_for`].
     GetModel(&'p str),
     /// Buffer the body, then [`route`].
     Forward(Api),
@@ -87,12 +120,15 @@ pub struct RouteDecision<'c> {
     pub credential: Option<&'c Credential>,
 }
 
-/// Decides the upstream for a buffered OpenAI-dialect request.
+/// Decides the upstream for a buffered OpenAI-dialect request from an authenticated caller.
 ///
+/// `caller` comes from [`Config::authenticate`] on the same `config`. Errors, in the order
+/// checked: 400 (body/`model`), 404 unknown model, 403 not granted, 400 unsupported provider.
 /// `path` is the client's `:path` (its query string is kept); `counter` drives round-robin
 /// style choices and should increase by one per request.
 pub fn route<'c>(
     config: &'c Config,
+    caller: Caller,
     api: Api,
     path: &str,
     body: &[u8],
@@ -100,44 +136,12 @@ pub fn route<'c>(
 ) -> Result<RouteDecision<'c>, ApiError> {
     let field = openai::find_model(body)?;
     let requested = field.value.as_ref();
-    let (provider, upstream_model, endpoint) = match config.resolve(requested) {
-        None => return Err(ApiError::model_not_found(requested)),
-        Some(Resolved::Model(i)) => {
-            let model = config
-                .models
-                .get(i)
-                .ok_or_else(|| ApiError::model_not_found(requested))?;
-            let target =
-                pick_target(model, counter).ok_or_else(|| ApiError::model_not_found(requested))?;
-            let provider = config
-                .providers
-                .get(target.provider)
-                .ok_or_else(|| ApiError::model_not_found(requested))?;
-            // Spread the pool independently of the target choice.
-            let spread = counter / model.targets.len().max(1) as u64;
-            (
-                provider,
-                target.model.as_str(),
-                pick_endpoint(provider, spread),
-            )
-        }
-        Some(Resolved::Pinned { provider, model }) => {
-            let provider = config
-                .providers
-                .get(provider)
-                .ok_or_else(|| ApiError::model_not_found(requested))?;
-            (provider, model, pick_endpoint(provider, counter))
-        }
-    };
-    if !provider.kind.speaks_openai() {
-        let msg = format!(
-            "translation from the OpenAI API to {} providers is not yet supported",
-            provider.kind.as_str()
-        );
-        return Err(ApiError::bad_model_param(msg));
-    }
-    let new_body = (upstream_model != requested)
-        .then(|| openai::rewrite_model(body, field.span.clone(), upstream_model));
+    let resolved = config.authorize(caller, requested)?;
+    let (provider, upstream_model, endpoint) =
+        upstream(config, resolved, counter).ok_or_else(|| ApiError::model_not_found(requested))?;
+    check_translation(provider)?;
+    let new_body =
+        (upstream_model != requested).then(|| openai::rewrite_model(body, field.span.clone(), upstream_model));
     Ok(RouteDecision {
         provider: &provider.name,
         authority: &provider.authority,
@@ -147,6 +151,76 @@ pub fn route<'c>(
         endpoint,
         credential: provider.credential.as_ref(),
     })
+}
+
+/// [`route`] for any forwarded API: multipart forms (`/v1/audio/transcriptions`,
+/// `/v1/audio/translations`) have their `model` form field read and rewritten in place;
+/// everything else is JSON. `content_type` is the request's `content-type` header.
+pub fn route_request<'c>(
+    config: &'c Config,
+    caller: Caller,
+    api: Api,
+    path: &str,
+    content_type: Option<&[u8]>,
+    body: &[u8],
+    counter: u64,
+) -> Result<RouteDecision<'c>, ApiError> {
+    if !api.is_multipart() {
+        return route(config, caller, api, path, body, counter);
+    }
+    let boundary = content_type
+        .and_then(multipart::boundary)
+        .ok_or_else(|| ApiError::bad_request("Expected a multipart/form-data body with a boundary."))?;
+    let span = multipart::find_model(body, boundary).map_err(|e| ApiError::bad_model_param(e.to_string()))?;
+    let requested = std::str::from_utf8(body.get(span.clone()).unwrap_or_default())
+        .map_err(|_| ApiError::bad_model_param("The model form field is not UTF-8."))?;
+    let resolved = config.authorize(caller, requested)?;
+    let (provider, upstream_model, endpoint) =
+        upstream(config, resolved, counter).ok_or_else(|| ApiError::model_not_found(requested))?;
+    check_translation(provider)?;
+    let new_body =
+        (upstream_model != requested).then(|| multipart::rewrite_model(body, span.clone(), upstream_model.as_bytes()));
+    Ok(RouteDecision {
+        provider: &provider.name,
+        authority: &provider.authority,
+        path: upstream_path(provider, api, path),
+        body: new_body,
+        upstream_model: upstream_model.to_string(),
+        endpoint,
+        credential: provider.credential.as_ref(),
+    })
+}
+
+/// Provider, upstream model id and pool endpoint for a resolved name. `None` only if the
+/// config's indexes were inconsistent (validation prevents it).
+fn upstream<'c: 'r, 'r>(
+    config: &'c Config,
+    resolved: Resolved<'r>,
+    counter: u64,
+) -> Option<(&'c Provider, &'r str, Option<&'c str>)> {
+    match resolved {
+        Resolved::Model(i) => {
+            let model = config.models.get(i)?;
+            let target = pick_target(model, counter)?;
+            let provider = config.providers.get(target.provider)?;
+            // Spread the pool independently of the target choice.
+            let spread = counter / model.targets.len().max(1) as u64;
+            Some((provider, &target.model, pick_endpoint(provider, spread)))
+        }
+        Resolved::Pinned { provider, model } => {
+            let provider = config.providers.get(provider)?;
+            Some((provider, model, pick_endpoint(provider, counter)))
+        }
+    }
+}
+
+/// Only OpenAI-speaking providers can take an OpenAI body unchanged (for now).
+fn check_translation(provider: &Provider) -> Result<(), ApiError> {
+    if provider.kind.speaks_openai() {
+        return Ok(());
+    }
+    let msg = format!("translation from the OpenAI API to {} providers is not yet supported", provider.kind.as_str());
+    Err(ApiError::bad_model_param(msg))
 }
 
 /// Picks a target by the model's strategy. Strategies that need load or cache signals rotate
@@ -168,8 +242,9 @@ pub fn pick_target(model: &Model, counter: u64) -> Option<&Target> {
                 hit
             })
         }
-        RoundRobin | Random | LeastBusy | PowerOfTwo | ConsistentHash | CacheAware
-        | PreciseCacheAware => model.targets.get(usize::try_from(counter % n).unwrap_or(0)),
+        RoundRobin | Random | LeastBusy | PowerOfTwo | ConsistentHash | CacheAware | PreciseCacheAware => {
+            model.targets.get(usize::try_from(counter % n).unwrap_or(0))
+        }
     }
 }
 

@@ -33,35 +33,17 @@ fn config() -> Config {
 fn chat(c: &Config, body: &str, counter: u64) -> Result<RouteDecision<'static>, ApiError> {
     // Leak the config so decisions can be returned from the helper (tests only).
     let c: &'static Config = Box::leak(Box::new(c.clone()));
-    route(
-        c,
-        Api::ChatCompletions,
-        "/v1/chat/completions",
-        body.as_bytes(),
-        counter,
-    )
+    route(c, Caller::Open, Api::ChatCompletions, "/v1/chat/completions", body.as_bytes(), counter)
 }
 
 #[test]
 fn classify_paths_and_methods() {
     assert_eq!(classify("GET", "/v1/models"), Endpoint::ListModels);
     assert_eq!(classify("GET", "/v1/models?x=1"), Endpoint::ListModels);
-    assert_eq!(
-        classify("GET", "/v1/models/chat"),
-        Endpoint::GetModel("chat")
-    );
-    assert_eq!(
-        classify("POST", "/v1/chat/completions"),
-        Endpoint::Forward(Api::ChatCompletions)
-    );
-    assert_eq!(
-        classify("POST", "/v1/completions?a=b"),
-        Endpoint::Forward(Api::Completions)
-    );
-    assert_eq!(
-        classify("POST", "/v1/embeddings"),
-        Endpoint::Forward(Api::Embeddings)
-    );
+    assert_eq!(classify("GET", "/v1/models/chat"), Endpoint::GetModel("chat"));
+    assert_eq!(classify("POST", "/v1/chat/completions"), Endpoint::Forward(Api::ChatCompletions));
+    assert_eq!(classify("POST", "/v1/completions?a=b"), Endpoint::Forward(Api::Completions));
+    assert_eq!(classify("POST", "/v1/embeddings"), Endpoint::Forward(Api::Embeddings));
     let status = |m, p| match classify(m, p) {
         Endpoint::Reject(e) => e.status,
         other => panic!("{other:?}"),
@@ -76,16 +58,8 @@ fn classify_paths_and_methods() {
 #[test]
 fn routes_public_model_and_rewrites_body() {
     let c = config();
-    let d = chat(
-        &c,
-        r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#,
-        0,
-    )
-    .unwrap();
-    assert_eq!(
-        (d.provider, d.authority, d.path.as_str()),
-        ("local", "127.0.0.1:8000", "/v1/chat/completions")
-    );
+    let d = chat(&c, r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#, 0).unwrap();
+    assert_eq!((d.provider, d.authority, d.path.as_str()), ("local", "127.0.0.1:8000", "/v1/chat/completions"));
     assert_eq!(d.upstream_model, "sim-small");
     assert_eq!(
         d.body.as_deref(),
@@ -93,19 +67,13 @@ fn routes_public_model_and_rewrites_body() {
     );
     assert_eq!(d.endpoint, None);
     let cred = d.credential.unwrap();
-    assert_eq!(
-        (cred.name, cred.value.as_str()),
-        ("authorization", "Bearer k-LOCAL_KEY")
-    );
+    assert_eq!((cred.name, cred.value.as_str()), ("authorization", "Bearer k-LOCAL_KEY"));
 }
 
 #[test]
 fn alias_resolves_to_its_model() {
     let d = chat(&config(), r#"{"model":"default"}"#, 0).unwrap();
-    assert_eq!(
-        (d.provider, d.upstream_model.as_str()),
-        ("local", "sim-small")
-    );
+    assert_eq!((d.provider, d.upstream_model.as_str()), ("local", "sim-small"));
 }
 
 #[test]
@@ -118,19 +86,12 @@ fn unchanged_model_keeps_body_untouched() {
 fn provider_model_addressing_passes_id_through() {
     let c = config();
     let d = chat(&c, r#"{"model":"openai/gpt-4o"}"#, 0).unwrap();
-    assert_eq!(
-        (d.provider, d.authority, d.upstream_model.as_str()),
-        ("openai", "api.openai.com", "gpt-4o")
-    );
+    assert_eq!((d.provider, d.authority, d.upstream_model.as_str()), ("openai", "api.openai.com", "gpt-4o"));
     assert_eq!(d.body.as_deref(), Some(br#"{"model":"gpt-4o"}"#.as_slice()));
     let d = chat(&c, r#"{"model":"pool/org/m"}"#, 1).unwrap();
     assert_eq!(
         (d.path.as_str(), d.upstream_model.as_str(), d.endpoint),
-        (
-            "/prefix/v1/chat/completions",
-            "org/m",
-            Some("10.0.0.2:8000")
-        )
+        ("/prefix/v1/chat/completions", "org/m", Some("10.0.0.2:8000"))
     );
     assert_eq!(d.credential, None);
 }
@@ -138,37 +99,22 @@ fn provider_model_addressing_passes_id_through() {
 #[test]
 fn round_robin_uses_the_counter() {
     let c = config();
-    let picks: Vec<(&str, Option<&str>)> = (0..4)
-        .map(|n| chat(&c, r#"{"model":"rr"}"#, n).unwrap())
-        .map(|d| (d.provider, d.endpoint))
-        .collect();
+    let picks: Vec<(&str, Option<&str>)> =
+        (0..4).map(|n| chat(&c, r#"{"model":"rr"}"#, n).unwrap()).map(|d| (d.provider, d.endpoint)).collect();
     // The pool endpoint rotates independently of the target rotation.
     assert_eq!(
         picks,
-        [
-            ("local", None),
-            ("pool", Some("10.0.0.1:8000")),
-            ("local", None),
-            ("pool", Some("10.0.0.2:8000"))
-        ]
+        [("local", None), ("pool", Some("10.0.0.1:8000")), ("local", None), ("pool", Some("10.0.0.2:8000"))]
     );
 }
 
 #[test]
 fn weighted_and_priority() {
     let c = config();
-    let w: Vec<&str> = (0..8)
-        .map(|n| chat(&c, r#"{"model":"w"}"#, n).unwrap().provider)
-        .collect();
-    assert_eq!(
-        w,
-        ["local", "local", "local", "openai", "local", "local", "local", "openai"]
-    );
+    let w: Vec<&str> = (0..8).map(|n| chat(&c, r#"{"model":"w"}"#, n).unwrap().provider).collect();
+    assert_eq!(w, ["local", "local", "local", "openai", "local", "local", "local", "openai"]);
     for n in 0..3 {
-        assert_eq!(
-            chat(&c, r#"{"model":"first"}"#, n).unwrap().provider,
-            "openai"
-        );
+        assert_eq!(chat(&c, r#"{"model":"first"}"#, n).unwrap().provider, "openai");
     }
 }
 
@@ -177,6 +123,7 @@ fn keeps_query_and_api_path() {
     let c = config();
     let d = route(
         &c,
+        Caller::Open,
         Api::Embeddings,
         "/v1/embeddings?api-version=1",
         br#"{"model":"pool/e","input":"x"}"#,
@@ -204,26 +151,43 @@ fn errors_have_status_and_openai_shape() {
 }
 
 #[test]
-fn models_listing() {
+fn models_listing_in_open_mode() {
     let c = config();
-    let v: serde_json::Value = serde_json::from_slice(&crate::openai::models_list(&c)).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&crate::openai::models_list_for(&c, Caller::Open)).unwrap();
     assert_eq!(v["object"], "list");
-    let ids: Vec<&str> = v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        ids,
-        ["chat", "rr", "w", "first", "claude", "same", "default"]
-    );
+    let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["chat", "rr", "w", "first", "claude", "same", "default"]);
     assert_eq!(v["data"][0]["object"], "model");
-    assert!(crate::openai::model_entry(&c, "default").is_ok());
-    assert_eq!(
-        crate::openai::model_entry(&c, "openai/gpt-4o")
-            .unwrap_err()
-            .status,
-        404
-    );
+    assert!(crate::openai::model_entry_for(&c, Caller::Open, "default").is_ok());
+    assert_eq!(crate::openai::model_entry_for(&c, Caller::Open, "openai/gpt-4o").unwrap_err().status, 404);
+}
+
+/// Routing with keys (`testdata/config/keys.yaml`): the caller's grants apply, after the
+/// body checks and with 404 before 403.
+#[test]
+fn route_applies_grants() {
+    let c = crate::testing::keys_config();
+    let go = |caller: Caller, body: &str| {
+        route(&c, caller, Api::ChatCompletions, "/v1/chat/completions", body.as_bytes(), 0)
+            .map(|d| (d.provider.to_string(), d.upstream_model))
+            .map_err(|e| e.status)
+    };
+    let alice = Caller::Key(0);
+    let dave = Caller::Key(3);
+    let cases = [
+        (alice, r#"{"model":"default"}"#, Ok(("local", "sim-small"))),
+        (alice, r#"{"model":"fast"}"#, Ok(("openai", "gpt-4o-mini"))),
+        (alice, r#"{"model":"local/x"}"#, Ok(("local", "x"))),
+        (alice, r#"{"model":"embed"}"#, Err(403)),
+        (alice, r#"{"model":"nope"}"#, Err(404)),
+        (dave, r#"{"model":"nope"}"#, Err(404)),
+        (dave, r#"{"model":"chat"}"#, Err(403)),
+        // Body problems come first: they say nothing about what exists.
+        (dave, r#"{"messages":[]}"#, Err(400)),
+        (Caller::Open, r#"{"model":"chat"}"#, Err(403)),
+    ];
+    for (caller, body, want) in cases {
+        let want = want.map(|(p, m)| (p.to_string(), m.to_string()));
+        assert_eq!(go(caller, body), want, "{caller:?} {body}");
+    }
 }
