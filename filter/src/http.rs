@@ -1,66 +1,118 @@
-//! Per-request context: copies what it needs from the request headers, holds them (Pause)
-//! while the body is buffered, asks `ferrogate_core::route` for a decision, and applies it.
+//! Per-request context: who is calling, where the request goes, what it cost.
+//!
+//! Request phase (this file): authenticate from the headers, hold them (Pause) while the body
+//! is buffered, ask `ferrogate_core::route` for a decision and apply it. Response phase
+//! ([`response`]): gateway headers, the usage tracker over the body, and at the end the usage
+//! record and metrics ([`report`]).
 //!
 //! Header maps are only live while the filter is stopped on them (Envoy nulls them after
 //! Continue and the SDK panics on the resulting BadArgument), so request headers are edited
 //! only from callbacks that run while the headers are paused, and untrusted values are read
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
-use std::cell::Cell;
+mod report;
+mod response;
+
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::UNIX_EPOCH;
 
+use ferrogate_core::auth::{extract_key, Caller};
+use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
-use ferrogate_core::route::{classify, route, Api, Endpoint, RouteDecision};
+use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
+use ferrogate_core::usage::{ensure_include_usage, Tracker};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
+
+use crate::metrics::Metrics;
+
+/// What the root context shares with every stream of its VM.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// Parsed plugin configuration.
+    pub(crate) plugin: Option<Rc<PluginConfig>>,
+    /// Drives round-robin choices and request-id generation.
+    pub(crate) seq: Rc<Cell<u64>>,
+    /// The usage queue id, once registered.
+    pub(crate) usage_queue: Rc<Cell<Option<u32>>>,
+    /// Metric ids of this VM.
+    pub(crate) metrics: Rc<RefCell<Metrics>>,
+}
+
+/// Where a routed request went.
+pub(crate) struct Routed {
+    provider: String,
+    upstream_model: String,
+}
 
 /// One HTTP stream.
 pub(crate) struct Stream {
     id: u32,
-    plugin: Option<Rc<PluginConfig>>,
-    seq: Rc<Cell<u64>>,
+    shared: Shared,
     /// Set while a forwarded request waits for its body.
     api: Option<Api>,
-    /// Client `:path`, copied at header time.
+    /// Error body shape, from the client path.
+    dialect: Dialect,
+    /// Set by authentication at header time; `Open` grants nothing under a keyed config.
+    caller: Caller,
+    /// Client `:path` and `content-type`, copied at header time.
     path: String,
+    content_type: Option<Vec<u8>>,
     request_id: Option<String>,
+    /// The model name as the client sent it.
+    model_requested: String,
     /// Total bytes buffered so far (the last `body_size`).
     body_size: usize,
-    /// `(provider, upstream model)` once routed, for the response headers.
-    routed: Option<(String, String)>,
+    routed: Option<Routed>,
+    /// The gateway asked the upstream for usage the client did not ask for: hide it.
+    hide_usage: bool,
+    tracker: Option<Tracker>,
+    /// The response is an event stream.
+    streamed: bool,
+    started_ns: u64,
+    first_byte_ns: Option<u64>,
+    status: u16,
+    response_complete: bool,
     /// Time spent inside this filter's callbacks.
     overhead_ns: u64,
 }
 
 impl Stream {
-    pub(crate) fn new(id: u32, plugin: Option<Rc<PluginConfig>>, seq: Rc<Cell<u64>>) -> Self {
+    pub(crate) fn new(id: u32, shared: Shared) -> Self {
         Self {
             id,
-            plugin,
-            seq,
+            shared,
             api: None,
+            dialect: Dialect::OpenAi,
+            caller: Caller::Open,
             path: String::new(),
+            content_type: None,
             request_id: None,
+            model_requested: String::new(),
             body_size: 0,
             routed: None,
+            hide_usage: false,
+            tracker: None,
+            streamed: false,
+            started_ns: 0,
+            first_byte_ns: None,
+            status: 0,
+            response_complete: false,
             overhead_ns: 0,
         }
     }
 
     fn now_nanos(&self) -> u64 {
-        let since_epoch = self
-            .get_current_time()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let since_epoch = self.get_current_time().duration_since(UNIX_EPOCH).unwrap_or_default();
         u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
     }
 
     fn next_seq(&self) -> u64 {
-        let n = self.seq.get();
-        self.seq.set(n.wrapping_add(1));
+        let n = self.shared.seq.get();
+        self.shared.seq.set(n.wrapping_add(1));
         n
     }
 
@@ -73,46 +125,63 @@ impl Stream {
     }
 
     fn request_header(&self, name: &str) -> Option<String> {
-        self.get_http_request_header_bytes(name)
-            .and_then(|v| String::from_utf8(v).ok())
+        self.get_http_request_header_bytes(name).and_then(|v| String::from_utf8(v).ok())
     }
 
     /// Sends a local JSON reply; the host ignores our return value after this (forced stop).
-    fn reply(&self, status: u16, body: &[u8]) -> Action {
+    fn reply(&mut self, status: u16, body: &[u8]) -> Action {
         let mut hdrs = vec![("content-type", "application/json")];
         if let Some(id) = &self.request_id {
             hdrs.push((headers::REQUEST_ID, id.as_str()));
         }
         self.send_http_response(u32::from(status), hdrs, Some(body));
+        self.api = None;
         Action::Pause
     }
 
-    fn reply_error(&self, e: &ApiError) -> Action {
+    fn reply_error(&mut self, e: &ApiError) -> Action {
         log::debug!("#{} {} {}", self.id, e.status, e.message);
-        self.reply(e.status, &e.body())
+        let body = e.body_in(self.dialect);
+        self.reply(e.status, &body)
+    }
+
+    /// Authenticates from the credential headers (before they are removed).
+    fn authenticate(&mut self, config: &ferrogate_core::Config) -> Result<(), ApiError> {
+        let header = |name| self.get_http_request_header_bytes(name);
+        let (auth, x_api, x_goog) = (header("authorization"), header("x-api-key"), header("x-goog-api-key"));
+        let key = extract_key(auth.as_deref(), x_api.as_deref(), x_goog.as_deref());
+        let now_secs = i64::try_from(self.now_nanos() / 1_000_000_000).unwrap_or(i64::MAX);
+        self.caller = config.authenticate(key, now_secs)?;
+        Ok(())
+    }
+
+    fn start(&mut self) {
+        self.started_ns = self.now_nanos();
+        self.request_id = self.request_header(headers::REQUEST_ID).filter(|id| usable_request_id(id));
+        if self.request_id.is_none() {
+            self.request_id = Some(headers::generate_request_id(self.started_ns, self.next_seq()));
+        }
     }
 
     fn on_headers(&mut self, end_of_stream: bool) -> Action {
         let method = self.request_header(":method").unwrap_or_default();
         let path = self.request_header(":path").unwrap_or_default();
-        self.request_id = self
-            .request_header(headers::REQUEST_ID)
-            .filter(|id| usable_request_id(id));
-        if self.request_id.is_none() {
-            self.request_id = Some(headers::generate_request_id(
-                self.now_nanos(),
-                self.next_seq(),
-            ));
-        }
-        let Some(plugin) = self.plugin.clone() else {
+        self.dialect = Dialect::from_path(&path);
+        self.start();
+        let Some(plugin) = self.shared.plugin.clone() else {
             return self.reply_error(&ApiError::unavailable("ferrogate is not configured"));
         };
         let Some(config) = plugin.config.as_ref() else {
             return self.reply_error(&ApiError::unavailable("no configuration snapshot yet"));
         };
+        // With keys, every call needs one, even to a path that does not exist: an
+        // unauthenticated caller learns nothing about what is served here.
+        if let Err(e) = self.authenticate(config) {
+            return self.reply_error(&e);
+        }
         match classify(&method, &path) {
-            Endpoint::ListModels => self.reply(200, &openai::models_list(config)),
-            Endpoint::GetModel(id) => match openai::model_entry(config, id) {
+            Endpoint::ListModels => self.reply(200, &openai::models_list_for(config, self.caller)),
+            Endpoint::GetModel(id) => match openai::model_entry_for(config, self.caller, id) {
                 Ok(body) => self.reply(200, &body),
                 Err(e) => self.reply_error(&e),
             },
@@ -127,6 +196,7 @@ impl Stream {
                 }
                 self.api = Some(api);
                 self.path.clone_from(&path);
+                self.content_type = self.get_http_request_header_bytes("content-type");
                 // Hold the headers: with allow_on_headers_stop_iteration the body still arrives here.
                 Action::Pause
             }
@@ -134,7 +204,7 @@ impl Stream {
     }
 
     fn on_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let Some(plugin) = self.plugin.clone() else {
+        let Some(plugin) = self.shared.plugin.clone() else {
             return Action::Continue;
         };
         if self.api.is_none() {
@@ -142,7 +212,6 @@ impl Stream {
         }
         self.body_size = body_size;
         if body_size > plugin.max_body_bytes {
-            self.api = None;
             return self.reply_error(&ApiError::payload_too_large(plugin.max_body_bytes));
         }
         if !end_of_stream {
@@ -156,20 +225,33 @@ impl Stream {
         let (Some(api), Some(config)) = (self.api.take(), plugin.config.as_ref()) else {
             return Action::Continue;
         };
-        let body = self
-            .get_http_request_body(0, self.body_size)
-            .unwrap_or_default();
-        match route(config, api, &self.path, &body, self.next_seq()) {
+        let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
+        let ct = self.content_type.take();
+        match route_request(config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
             Ok(decision) => {
-                self.apply(plugin, &decision);
+                self.model_requested = requested_model(&body, api);
+                self.apply(plugin, api, &body, decision);
                 Action::Continue
             }
-            Err(e) => self.reply_error(&e),
+            Err(e) => {
+                self.model_requested = requested_model(&body, api);
+                self.reply_error(&e)
+            }
         }
     }
 
-    fn apply(&mut self, plugin: &PluginConfig, d: &RouteDecision<'_>) {
-        if let Some(new_body) = &d.body {
+    fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], d: RouteDecision<'_>) {
+        let mut new_body = d.body;
+        if api.is_generation() {
+            // Ask for usage on streams so every request is accounted; the client that did not
+            // ask never sees the extra chunk.
+            let current = new_body.as_deref().unwrap_or(original);
+            if let Ok(Some(with_usage)) = ensure_include_usage(current) {
+                new_body = Some(with_usage);
+                self.hide_usage = true;
+            }
+        }
+        if let Some(new_body) = &new_body {
             self.set_http_request_body(0, self.body_size, new_body);
             // Envoy never recomputes framing; a stale length (or chunked plus length) corrupts it.
             self.set_http_request_header("transfer-encoding", None);
@@ -188,36 +270,17 @@ impl Stream {
         }
         // Older Envoys lack the function (NotFound); ABI 0.2.1 mutations clear the cache anyway.
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
-        log::debug!(
-            "#{} -> {} {} model={} endpoint={:?}",
-            self.id,
-            d.provider,
-            d.path,
-            d.upstream_model,
-            d.endpoint
-        );
-        self.routed = Some((d.provider.to_string(), d.upstream_model.clone()));
+        log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
+        self.routed = Some(Routed { provider: d.provider.to_string(), upstream_model: d.upstream_model });
     }
+}
 
-    fn on_response(&mut self) -> Action {
-        if let Some((provider, model)) = &self.routed {
-            self.set_http_response_header(headers::PROVIDER, Some(provider));
-            self.set_http_response_header(headers::MODEL, Some(model));
-            // Keep the provider's own id (useful for its support) before ours replaces it.
-            if let Some(upstream_id) = self.get_http_response_header_bytes(headers::REQUEST_ID) {
-                if Some(upstream_id.as_slice()) != self.request_id.as_deref().map(str::as_bytes) {
-                    self.set_http_response_header_bytes(
-                        headers::UPSTREAM_REQUEST_ID,
-                        Some(&upstream_id),
-                    );
-                }
-            }
-        }
-        if let Some(id) = &self.request_id {
-            self.set_http_response_header(headers::REQUEST_ID, Some(id));
-        }
-        Action::Continue
+/// The model the client named (for records and metrics); empty when it cannot be read.
+fn requested_model(body: &[u8], api: Api) -> String {
+    if api.is_multipart() {
+        return String::new();
     }
+    openai::find_model(body).map(|f| f.value.into_owned()).unwrap_or_default()
 }
 
 /// A client-supplied request id is kept only when it is short printable ASCII.
@@ -238,15 +301,21 @@ impl HttpContext for Stream {
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
         // With trailers the last body callback never has end_of_stream: finish here instead.
-        let Some(plugin) = self.plugin.clone() else {
+        let Some(plugin) = self.shared.plugin.clone() else {
             return Action::Continue;
         };
         self.timed(|s| s.finish(&plugin))
     }
 
-    fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
-        let overhead_us = (self.overhead_ns / 1_000).to_string();
-        self.set_http_response_header(headers::OVERHEAD_US, Some(&overhead_us));
-        self.on_response()
+    fn on_http_response_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        self.timed(|s| s.on_response_headers(end_of_stream))
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        self.timed(|s| s.on_response_body(body_size, end_of_stream))
+    }
+
+    fn on_log(&mut self) {
+        self.report();
     }
 }

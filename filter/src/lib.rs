@@ -6,7 +6,9 @@
 //! request headers are held (Envoy ≥ 1.35 `allow_on_headers_stop_iteration: true`).
 
 mod http;
+mod metrics;
 mod root;
+mod usage_sink;
 
 /// The module entry point: `_initialize` registers the root context factory.
 #[allow(missing_docs)] // the macro's generated `_initialize` cannot carry a doc comment

@@ -1,37 +1,76 @@
-//! Root context: owns the parsed plugin configuration and the per-VM request sequence, and
-//! creates one [`Stream`] per HTTP request.
+//! Root context: owns the parsed plugin configuration, the usage queue's consuming side and
+//! the VM's metrics, and creates one [`Stream`] per HTTP request.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
-use ferrogate_core::plugin::{PluginConfig, PluginConfigError};
+use ferrogate_core::plugin::{PluginConfig, PluginConfigError, SidecarSettings};
+use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
-use crate::http::Stream;
+use crate::http::{Shared, Stream};
+use crate::metrics::Metrics;
+use crate::usage_sink::UsageSink;
+
+/// How often unacknowledged usage records are retried.
+const RETRY_PERIOD: Duration = Duration::from_secs(1);
+/// Shared-data key marking that the open-gateway warning was logged (once per process).
+const OPEN_WARNED: &str = "ferrogate.open_warned";
 
 /// Plugin-wide state, one per VM and plugin.
-#[derive(Default)]
 pub(crate) struct Root {
-    plugin: Option<Rc<PluginConfig>>,
-    /// Shared with streams: drives round-robin choices and request-id generation.
-    seq: Rc<Cell<u64>>,
+    shared: Shared,
+    sink: UsageSink,
 }
 
-impl Context for Root {}
+impl Default for Root {
+    fn default() -> Self {
+        let shared = Shared {
+            plugin: None,
+            seq: Rc::new(Cell::new(0)),
+            usage_queue: Rc::new(Cell::new(None)),
+            metrics: Rc::new(RefCell::new(Metrics::default())),
+        };
+        Self { shared, sink: UsageSink::default() }
+    }
+}
+
+impl Root {
+    fn sidecar(&self) -> Option<&SidecarSettings> {
+        self.shared.plugin.as_deref().and_then(|p| p.sidecar.as_ref())
+    }
+}
+
+impl Context for Root {
+    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, _body: usize, _trailers: usize) {
+        let status = (num_headers > 0)
+            .then(|| self.get_http_call_response_header(":status"))
+            .flatten()
+            .and_then(|s| s.parse::<u16>().ok());
+        if self.sink.on_response(token_id, status) {
+            let sidecar = self.sidecar().cloned();
+            self.sink.send(sidecar.as_ref());
+        }
+    }
+}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
         let Some(bytes) = self.get_plugin_configuration() else {
-            log::error!(
-                "no plugin configuration (expected JSON with \"config\" or \"sidecar_cluster\")"
-            );
+            log::error!("no plugin configuration (expected JSON with \"config\" or \"sidecar_cluster\")");
             return false;
         };
         match PluginConfig::from_json_slice(&bytes) {
             Ok(plugin) => {
                 log_loaded(&plugin);
-                self.plugin = Some(Rc::new(plugin));
+                if plugin.sidecar.is_some() {
+                    // Retries of usage batches the sidecar did not take.
+                    self.set_tick_period(RETRY_PERIOD);
+                }
+                self.shared.plugin = Some(Rc::new(plugin));
+                self.shared.usage_queue.set(self.sink.register());
                 true
             }
             Err(PluginConfigError::Invalid(e)) => {
@@ -47,12 +86,18 @@ impl RootContext for Root {
         }
     }
 
+    fn on_queue_ready(&mut self, _queue_id: u32) {
+        let sidecar = self.sidecar().cloned();
+        self.sink.on_queue_ready(sidecar.as_ref());
+    }
+
+    fn on_tick(&mut self) {
+        let sidecar = self.sidecar().cloned();
+        self.sink.on_queue_ready(sidecar.as_ref());
+    }
+
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Stream::new(
-            context_id,
-            self.plugin.clone(),
-            Rc::clone(&self.seq),
-        )))
+        Some(Box::new(Stream::new(context_id, self.shared.clone())))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -66,19 +111,23 @@ fn log_loaded(plugin: &PluginConfig) {
         return;
     };
     log::info!(
-        "configured: {} providers, {} models, {} aliases, body limit {} bytes",
+        "configured: {} providers, {} models, {} aliases, {} keys, body limit {} bytes",
         config.providers.len(),
         config.models.len(),
         config.aliases.len(),
+        config.keys.len(),
         plugin.max_body_bytes
     );
-    if !config.keys.is_empty() {
-        // Be explicit rather than silently open: key checks arrive with the sidecar work.
-        log::warn!(
-            "{} keys configured but this filter build does not enforce keys yet",
-            config.keys.len()
-        );
-    } else {
-        log::warn!("no keys configured: the gateway is OPEN to any caller");
+    if config.keys.is_empty() && first_to_warn() {
+        log::warn!("no keys configured: the gateway is OPEN to any caller (add keys to require one)");
+    }
+}
+
+/// True for exactly one VM of the process: the warning is claimed in shared data with CAS.
+fn first_to_warn() -> bool {
+    match hostcalls::get_shared_data(OPEN_WARNED) {
+        Ok((Some(_), _)) => false,
+        Ok((None, cas)) => hostcalls::set_shared_data(OPEN_WARNED, Some(b"1"), cas).is_ok(),
+        Err(_) => true,
     }
 }
