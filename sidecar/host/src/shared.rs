@@ -60,19 +60,9 @@ impl Shared {
 
     /// Envoy's CAS rules: `cas == 0` or an absent key store unconditionally; a present key
     /// with a different non-zero CAS is a mismatch; every store takes a fresh global CAS.
-    pub(crate) fn set_shared_data(
-        &self,
-        vm_id: &str,
-        key: &str,
-        value: Vec<u8>,
-        cas: u32,
-    ) -> SetOutcome {
+    pub(crate) fn set_shared_data(&self, vm_id: &str, key: &str, value: Vec<u8>, cas: u32) -> SetOutcome {
         let mut inner = self.lock();
-        let current = inner
-            .data
-            .get(vm_id)
-            .and_then(|m| m.get(key))
-            .map(|(_, c)| *c);
+        let current = inner.data.get(vm_id).and_then(|m| m.get(key)).map(|(_, c)| *c);
         if let Some(current) = current {
             if cas != 0 && cas != current {
                 return SetOutcome::CasMismatch;
@@ -83,21 +73,23 @@ impl Shared {
             inner.last_cas = 1; // 0 means "no CAS" to the SDK
         }
         let fresh = inner.last_cas;
-        inner
-            .data
-            .entry(vm_id.to_string())
-            .or_default()
-            .insert(key.to_string(), (value, fresh));
+        inner.data.entry(vm_id.to_string()).or_default().insert(key.to_string(), (value, fresh));
         SetOutcome::Stored
     }
 
     /// Number of items waiting in queue `name` of `vm_id`, if it was ever registered.
     pub fn queue_len(&self, vm_id: &str, name: &str) -> Option<usize> {
         let inner = self.lock();
-        let token = inner
-            .queue_tokens
-            .get(&(vm_id.to_string(), name.to_string()))?;
+        let token = inner.queue_tokens.get(&(vm_id.to_string(), name.to_string()))?;
         inner.queues.get(token).map(|q| q.items.len())
+    }
+
+    /// Takes the oldest item of queue `name` of `vm_id` from outside any VM (tests, or a host
+    /// that consumes a queue itself). `None` when empty or never registered.
+    pub fn take_from_queue(&self, vm_id: &str, name: &str) -> Option<Vec<u8>> {
+        let mut inner = self.lock();
+        let token = *inner.queue_tokens.get(&(vm_id.to_string(), name.to_string()))?;
+        inner.queues.get_mut(&token)?.items.pop_front()
     }
 
     /// Registers (or re-registers) a queue; the caller becomes its notification target.
@@ -113,22 +105,13 @@ impl Shared {
         inner.last_queue_token += 1;
         let token = inner.last_queue_token;
         inner.queue_tokens.insert(key, token);
-        inner.queues.insert(
-            token,
-            Queue {
-                items: VecDeque::new(),
-                target,
-            },
-        );
+        inner.queues.insert(token, Queue { items: VecDeque::new(), target });
         token
     }
 
     /// Token of a registered queue.
     pub(crate) fn resolve_queue(&self, vm_id: &str, name: &str) -> Option<u32> {
-        self.lock()
-            .queue_tokens
-            .get(&(vm_id.to_string(), name.to_string()))
-            .copied()
+        self.lock().queue_tokens.get(&(vm_id.to_string(), name.to_string())).copied()
     }
 
     /// Appends an item and posts one `on_queue_ready` to the registrant; false = unknown token.
@@ -177,11 +160,7 @@ impl Shared {
 
     /// Takes the pending (root id, queue token) notifications of `vm`.
     pub(crate) fn take_notifications(&self, vm: u64) -> Vec<(u32, u32)> {
-        self.lock()
-            .notifiers
-            .get_mut(&vm)
-            .map(|n| std::mem::take(&mut n.pending))
-            .unwrap_or_default()
+        self.lock().notifiers.get_mut(&vm).map(|n| std::mem::take(&mut n.pending)).unwrap_or_default()
     }
 }
 
@@ -193,32 +172,17 @@ mod tests {
     fn cas_rules() {
         let s = Shared::default();
         // Absent key: stored whatever the CAS; first CAS is 1.
-        assert_eq!(
-            s.set_shared_data("vm", "k", b"a".to_vec(), 77),
-            SetOutcome::Stored
-        );
+        assert_eq!(s.set_shared_data("vm", "k", b"a".to_vec(), 77), SetOutcome::Stored);
         assert_eq!(s.get_shared_data("vm", "k"), Some((b"a".to_vec(), 1)));
         // Stale CAS: mismatch, value unchanged.
-        assert_eq!(
-            s.set_shared_data("vm", "k", b"b".to_vec(), 5),
-            SetOutcome::CasMismatch
-        );
+        assert_eq!(s.set_shared_data("vm", "k", b"b".to_vec(), 5), SetOutcome::CasMismatch);
         assert_eq!(s.get_shared_data("vm", "k"), Some((b"a".to_vec(), 1)));
         // Matching CAS: stored with the next global CAS.
-        assert_eq!(
-            s.set_shared_data("vm", "k", b"c".to_vec(), 1),
-            SetOutcome::Stored
-        );
+        assert_eq!(s.set_shared_data("vm", "k", b"c".to_vec(), 1), SetOutcome::Stored);
         assert_eq!(s.get_shared_data("vm", "k"), Some((b"c".to_vec(), 2)));
         // CAS 0: unconditional. The counter is global across keys and vm ids.
-        assert_eq!(
-            s.set_shared_data("other", "x", b"d".to_vec(), 0),
-            SetOutcome::Stored
-        );
-        assert_eq!(
-            s.set_shared_data("vm", "k", b"e".to_vec(), 0),
-            SetOutcome::Stored
-        );
+        assert_eq!(s.set_shared_data("other", "x", b"d".to_vec(), 0), SetOutcome::Stored);
+        assert_eq!(s.set_shared_data("vm", "k", b"e".to_vec(), 0), SetOutcome::Stored);
         assert_eq!(s.get_shared_data("vm", "k"), Some((b"e".to_vec(), 4)));
         assert_eq!(s.get_shared_data("other", "k"), None);
     }

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 const BUILD: &str = "cd <workspace> && cargo build --release --target wasm32-unknown-unknown -p ferrogate-filter";
 
-fn filter_wasm() -> &'static [u8] {
+pub fn filter_wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
         let path = std::env::var_os("FERROGATE_FILTER_WASM").map(PathBuf::from).unwrap_or_else(|| {

@@ -7,6 +7,7 @@
 mod body;
 mod callout;
 mod common;
+mod data_path;
 mod failure;
 mod ferrogate_filter;
 mod local_reply;

@@ -1,0 +1,210 @@
+//! The real filter's data path with virtual keys: every status of SPEC's table the filter
+//! decides (400, 401, 403, 404, 413, 503) in the caller's dialect, every resolution form,
+//! usage records on the shared queue, and the injected usage chunk hidden from the client.
+
+use crate::common::*;
+use ferrogate_host::{PluginSpec, Runtime, StreamEvent, Vm};
+
+const CONFIG: &str = r#"{"config":{
+  "providers":[{"name":"local","kind":"openai_compatible","base_url":"http://127.0.0.1:8000"}],
+  "models":[
+    {"name":"chat","targets":[{"provider":"local","model":"sim-small"}],"fallbacks":["backup"]},
+    {"name":"backup","targets":[{"provider":"local","model":"sim-tiny"}]},
+    {"name":"embed","targets":[{"provider":"local","model":"sim-embed"}]}],
+  "aliases":{"default":"chat"},
+  "groups":[{"name":"dev","models":["chat"]}],
+  "keys":[
+    {"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"],"models":["local/*"]},
+    {"name":"bob","digest":"sha256:36c76b48bb2ee1d9d37140550e9d7ed7d395cf56f41050dc2a72e5291c0011f0","models":["embed"]},
+    {"name":"old","digest":"sha256:d3e64608f5182a4408eef248830800d9f4b82167cb91b4b193ac488aa1235fc9","models":["*"],"expires_at":"2020-01-01T00:00:00Z"}],
+  "pricing":{"sim-small":{"input_per_mtok":1.0,"output_per_mtok":2.0}}},
+  "max_body_bytes":4096}"#;
+
+fn keyed_vm(config: &str) -> (Runtime, Vm) {
+    let spec = PluginSpec {
+        name: "ferrogate".into(),
+        root_id: "ferrogate".into(),
+        vm_id: "ferrogate".into(),
+        configuration: config.as_bytes().to_vec(),
+        allow_on_headers_stop_iteration: true,
+        ..PluginSpec::default()
+    };
+    let rt = Runtime::new(crate::ferrogate_filter::filter_wasm(), spec).expect("runtime");
+    let vm = rt.new_vm(0).expect("vm");
+    (rt, vm)
+}
+
+/// Runs a POST with `key` (as `Authorization: Bearer`) and returns the events.
+fn call(vm: &mut Vm, path: &str, key: Option<&str>, body: &str) -> Vec<StreamEvent> {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut extra = vec![("content-type", "application/json")];
+    if let Some(a) = &auth {
+        extra.push(("authorization", a.as_str()));
+    }
+    let s = new_stream(vm);
+    vm.request_headers(s, req("POST", path, &extra), false).unwrap();
+    let mut events = vm.take_events(s);
+    if !events.iter().any(|e| matches!(e, StreamEvent::ResponseHeaders { .. })) {
+        vm.request_data(s, body.as_bytes(), true).unwrap();
+        events.extend(vm.take_events(s));
+    }
+    events
+}
+
+fn status(events: &[StreamEvent]) -> String {
+    header(response_headers(events), ":status")
+}
+
+fn reply_json(events: &[StreamEvent]) -> serde_json::Value {
+    let body: Vec<u8> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ResponseData { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&body)))
+}
+
+fn forwarded_model(events: &[StreamEvent]) -> String {
+    let body: Vec<u8> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::RequestData { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    json["model"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn statuses_in_the_openai_dialect() {
+    let (_rt, mut vm) = keyed_vm(CONFIG);
+    let chat = r#"{"model":"chat","messages":[]}"#;
+    let cases: [(Option<&str>, &str, &str); 8] = [
+        (None, chat, "401"),
+        (Some("sk-nobody"), chat, "401"),
+        (Some("sk-old"), chat, "401"),
+        (Some("sk-bob"), chat, "403"),
+        (Some("sk-bob"), r#"{"model":"nope","messages":[]}"#, "404"),
+        (Some("sk-alice"), "{not json", "400"),
+        (Some("sk-alice"), r#"{"messages":[]}"#, "400"),
+        (Some("sk-alice"), &format!(r#"{{"model":"chat","x":"{}"}}"#, "y".repeat(5000)), "413"),
+    ];
+    for (key, body, want) in cases {
+        let events = call(&mut vm, "/v1/chat/completions", key, body);
+        assert_eq!(status(&events), want, "key {key:?} body {}", &body[..body.len().min(40)]);
+        let json = reply_json(&events);
+        assert!(json["error"]["message"].is_string(), "{json}");
+        assert!(!events.iter().any(|e| matches!(e, StreamEvent::RequestHeaders { .. })), "nothing goes upstream");
+    }
+}
+
+#[test]
+fn errors_follow_the_callers_dialect() {
+    let (_rt, mut vm) = keyed_vm(CONFIG);
+    let events = call(&mut vm, "/v1/messages", None, "{}");
+    assert_eq!(status(&events), "401");
+    let json = reply_json(&events);
+    assert_eq!(json["type"], "error");
+    assert_eq!(json["error"]["type"], "authentication_error");
+    let events = call(&mut vm, "/v1beta/models/chat:generateContent", None, "{}");
+    let json = reply_json(&events);
+    assert_eq!(json["error"]["code"], 401);
+    assert_eq!(json["error"]["status"], "UNAUTHENTICATED");
+}
+
+#[test]
+fn every_resolution_form_routes() {
+    let (_rt, mut vm) = keyed_vm(CONFIG);
+    for (model, upstream) in [
+        ("chat", "sim-small"),
+        ("default", "sim-small"),       // alias of a granted model
+        ("backup", "sim-tiny"),         // fallback of a granted model
+        ("local/anything", "anything"), // provider/* grant, id passed through
+    ] {
+        let body = format!(r#"{{"model":"{model}","messages":[]}}"#);
+        let events = call(&mut vm, "/v1/chat/completions", Some("sk-alice"), &body);
+        assert_eq!(forwarded_model(&events), upstream, "{model}");
+        let StreamEvent::RequestHeaders { headers, .. } = &events[0] else { panic!("{events:?}") };
+        assert!(headers.get("authorization").is_none(), "the client key never goes upstream");
+    }
+}
+
+#[test]
+fn models_list_is_filtered_per_key() {
+    let (_rt, mut vm) = keyed_vm(CONFIG);
+    let s = new_stream(&mut vm);
+    vm.request_headers(s, req("GET", "/v1/models", &[("x-api-key", "sk-bob")]), true).unwrap();
+    let events = vm.take_events(s);
+    let ids: Vec<String> =
+        reply_json(&events)["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids, ["embed"]);
+}
+
+#[test]
+fn streamed_usage_is_recorded_and_the_injected_chunk_hidden() {
+    let (rt, mut vm) = keyed_vm(CONFIG);
+    let body = r#"{"model":"chat","stream":true,"messages":[]}"#;
+    let s = new_stream(&mut vm);
+    let auth = [("authorization", "Bearer sk-alice"), ("x-request-id", "rid-usage")];
+    vm.request_headers(s, req("POST", "/v1/chat/completions", &auth), false).unwrap();
+    vm.request_data(s, body.as_bytes(), true).unwrap();
+    let events = vm.take_events(s);
+    let forwarded: serde_json::Value = serde_json::from_slice(match &events[1] {
+        StreamEvent::RequestData { data, .. } => data,
+        other => panic!("{other:?}"),
+    })
+    .unwrap();
+    assert_eq!(forwarded["stream_options"]["include_usage"], true, "the gateway asks for usage");
+    vm.response_headers(s, resp("200", &[("content-type", "text/event-stream")]), false).unwrap();
+    let content = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n";
+    let done = "data: [DONE]\n\n";
+    let stream = format!("{content}{usage}{done}");
+    let (a, b) = stream.as_bytes().split_at(content.len() + 10); // split inside the usage event
+    vm.response_data(s, a, false).unwrap();
+    vm.response_data(s, b, true).unwrap();
+    let sent: Vec<u8> = vm
+        .take_events(s)
+        .into_iter()
+        .filter_map(|e| match e {
+            StreamEvent::ResponseData { data, .. } => Some(data),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(String::from_utf8(sent).unwrap(), format!("{content}{done}"), "usage chunk hidden");
+    vm.finish_stream(s, false);
+    let record = dequeue_record(&rt, &mut vm);
+    assert_eq!(record["request_id"], "rid-usage");
+    assert_eq!(record["key"], "alice");
+    assert_eq!(record["groups"], serde_json::json!(["dev"]));
+    assert_eq!(record["prompt_tokens"], 7);
+    assert_eq!(record["completion_tokens"], 3);
+    assert_eq!(record["cost_micro_usd"], 13); // 7 × $1 + 3 × $2 per million tokens
+    assert_eq!(record["streamed"], true);
+    assert_eq!(record["status"], 200);
+}
+
+#[test]
+fn client_disconnect_is_recorded_as_499() {
+    let (rt, mut vm) = keyed_vm(CONFIG);
+    let s = new_stream(&mut vm);
+    vm.request_headers(s, req("POST", "/v1/chat/completions", &[("x-api-key", "sk-alice")]), false).unwrap();
+    vm.request_data(s, br#"{"model":"chat","stream":true}"#, true).unwrap();
+    vm.response_headers(s, resp("200", &[("content-type", "text/event-stream")]), false).unwrap();
+    vm.response_data(s, b"data: {\"choices\":[]}\n\n", false).unwrap();
+    vm.finish_stream(s, true);
+    assert_eq!(dequeue_record(&rt, &mut vm)["status"], 499);
+}
+
+/// Without a sidecar the root logs records; read the one queued line via the host instead.
+fn dequeue_record(rt: &Runtime, vm: &mut Vm) -> serde_json::Value {
+    let line = rt.shared().take_from_queue("ferrogate", "ferrogate.usage").expect("a usage record was queued");
+    let _ = vm.take_logs();
+    serde_json::from_slice(&line).unwrap()
+}
