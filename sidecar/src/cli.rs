@@ -26,7 +26,7 @@ pub enum KeysCommand {
 
 /// Validates a config file; prints every problem, one per line; non-zero exit on error.
 pub fn check(args: &CheckArgs) -> ExitCode {
-    match crate::serve::config::load(&args.config, 16 << 20) {
+    match crate::serve::config::load(&args.config) {
         Ok(loaded) => {
             println!(
                 "{}: ok ({} providers, {} models, {} keys)",

@@ -3,4 +3,5 @@
 
 pub mod cli;
 pub mod serve;
+pub mod services;
 pub mod sim;

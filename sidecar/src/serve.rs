@@ -5,7 +5,6 @@
 //! filter names (its routing header) is where the request goes. Clusters come from the
 //! config's providers. The admin listener serves health and the filter's metrics.
 
-mod admin;
 pub mod body;
 pub mod cluster;
 pub mod config;
@@ -22,6 +21,10 @@ use std::time::Duration;
 
 use ferrogate_host::{PluginSpec, Runtime};
 use tokio::sync::watch;
+
+use crate::services;
+use crate::services::usage::UsageStore;
+use cluster::{Cluster, Clusters};
 
 pub use worker::WorkerConfig;
 
@@ -56,6 +59,9 @@ pub struct ServeArgs {
     /// Largest request body the filter may buffer (Envoy's buffer limit).
     #[arg(long, default_value_t = 16 << 20)]
     pub max_body_bytes: usize,
+    /// Also append usage records to this file as JSON lines.
+    #[arg(long)]
+    pub usage_file: Option<PathBuf>,
 }
 
 /// Errors starting the gateway.
@@ -70,6 +76,12 @@ pub enum ServeError {
     /// The host refused the module or its configuration.
     #[error(transparent)]
     Host(#[from] ferrogate_host::HostError),
+    /// Upstream clusters cannot be built.
+    #[error(transparent)]
+    Cluster(#[from] cluster::ClusterError),
+    /// The admin listener would be unprotected.
+    #[error(transparent)]
+    Admin(#[from] services::admin::AdminError),
     /// Socket or thread trouble.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -82,45 +94,57 @@ pub enum ServeError {
 pub struct Gateway {
     addr: SocketAddr,
     admin_addr: SocketAddr,
+    sidecar_addr: SocketAddr,
     runtime: Runtime,
+    usage: Arc<UsageStore>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
 
+/// Name of the cluster through which the filter reaches the in-process sidecar services.
+pub const SIDECAR_CLUSTER: &str = "ferrogate_sidecar";
+
 impl Gateway {
     /// Loads config and filter, binds the listeners and starts the workers.
     pub async fn start(args: &ServeArgs) -> Result<Gateway, ServeError> {
-        let loaded = config::load(&args.config, args.max_body_bytes)?;
+        let loaded = config::load(&args.config)?;
+        let admin_token = std::env::var("FERROGATE_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
+        services::admin::check_bind(args.admin_listen, admin_token.as_deref())?;
         let wasm_path = find_filter(args.filter.as_deref())?;
-        let wasm = std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
+        let wasm =
+            std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
+        let (shutdown, rx) = watch::channel(false);
+        let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
+        let (sidecar_addr, link) = start_sidecar_listener(args.sidecar_listen, usage.clone(), rx.clone()).await?;
+        let mut clusters = loaded.clusters;
+        clusters.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar_addr.to_string()])?);
+        let clusters = Clusters::new(clusters)?;
         let spec = PluginSpec {
             name: "ferrogate".into(),
             root_id: "ferrogate".into(),
             vm_id: "ferrogate".into(),
-            configuration: loaded.plugin_configuration.clone().into_bytes(),
+            configuration: config::plugin_configuration(&loaded.raw, args.max_body_bytes, Some(&link)).into_bytes(),
             allow_on_headers_stop_iteration: true,
             body_buffer_limit: args.max_body_bytes,
-            clusters: Some(loaded.clusters.names().map(String::from).collect()),
+            clusters: Some(clusters.names().map(String::from).collect()),
             ..PluginSpec::default()
         };
         let runtime = Runtime::new(&wasm, spec)?;
         let listener = std::net::TcpListener::bind(args.listen)?;
         let addr = listener.local_addr()?;
-        let (shutdown, rx) = watch::channel(false);
-        let admin_listener = tokio::net::TcpListener::bind(args.admin_listen).await?;
-        let admin_addr = admin_listener.local_addr()?;
-        tokio::spawn(admin::serve(admin_listener, runtime.clone(), rx.clone()));
+        let admin = services::admin::Admin { runtime: Some(runtime.clone()), usage: usage.clone(), token: admin_token };
+        let admin_addr = spawn_router(args.admin_listen, services::admin::router(admin), rx.clone()).await?;
         let config = Arc::new(WorkerConfig {
             runtime: runtime.clone(),
-            clusters: Arc::new(loaded.clusters),
-            cluster_header: loaded.cluster_header,
+            clusters: Arc::new(clusters),
+            cluster_header: config::CLUSTER_HEADER.to_string(),
             upstream_timeout: (args.upstream_timeout_ms > 0).then(|| Duration::from_millis(args.upstream_timeout_ms)),
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
         });
         let count = args.workers.unwrap_or_else(default_workers).max(1);
         let workers = spawn_workers(count, &config, &listener, &rx)?;
-        tracing::info!(%addr, %admin_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
-        Ok(Gateway { addr, admin_addr, runtime, shutdown, workers })
+        tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
+        Ok(Gateway { addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
     }
 
     /// The gateway listener's address.
@@ -133,9 +157,19 @@ impl Gateway {
         self.admin_addr
     }
 
+    /// The filter-facing sidecar listener's address.
+    pub fn sidecar_addr(&self) -> SocketAddr {
+        self.sidecar_addr
+    }
+
     /// The filter host (metrics, shared data).
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// Usage records received from the filter.
+    pub fn usage(&self) -> &UsageStore {
+        &self.usage
     }
 
     /// Stops accepting, waits for in-flight requests (up to the drain timeout), then returns.
@@ -149,6 +183,42 @@ impl Gateway {
         })
         .await;
     }
+}
+
+/// Binds the filter-facing listener; the internal token comes from
+/// `FERROGATE_INTERNAL_TOKEN` or is generated and shared with the filter in process.
+async fn start_sidecar_listener(
+    addr: SocketAddr,
+    usage: Arc<UsageStore>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(SocketAddr, config::SidecarLink), ServeError> {
+    let token = std::env::var("FERROGATE_INTERNAL_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| hex::encode(rand::random::<[u8; 32]>()));
+    let api = services::filter_api::FilterApi { usage, internal_token: Some(token.clone()) };
+    let bound = spawn_router(addr, services::filter_api::router(api), shutdown).await?;
+    let link = config::SidecarLink { cluster: SIDECAR_CLUSTER.into(), authority: "ferrogate-sidecar".into(), token };
+    Ok((bound, link))
+}
+
+/// Serves `router` on `addr` until shutdown; returns the bound address.
+async fn spawn_router(
+    addr: SocketAddr,
+    router: axum::Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<SocketAddr, ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
+            tracing::error!(error = %e, %bound, "listener failed");
+        }
+    });
+    Ok(bound)
 }
 
 fn spawn_workers(

@@ -77,6 +77,8 @@ async fn start_with_upstream(upstream: &str, serve_extra: &[&str]) -> Setup {
         "127.0.0.1:0",
         "--admin-listen",
         "127.0.0.1:0",
+        "--sidecar-listen",
+        "127.0.0.1:0",
         "--workers",
         "2",
     ];
@@ -108,12 +110,8 @@ fn chat(stream: bool) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_chat_completion_is_routed_and_model_rewritten() {
     let s = start(&[], &[]).await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", s.base))
-        .json(&chat(false))
-        .send()
-        .await
-        .unwrap();
+    let resp =
+        reqwest::Client::new().post(format!("{}/v1/chat/completions", s.base)).json(&chat(false)).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["x-ferrogate-provider"], "local");
     assert!(resp.headers().contains_key("x-request-id"));
@@ -142,12 +140,8 @@ async fn streamed_first_byte_arrives_before_upstream_finishes() {
     // 8 tokens, 150 ms apart: the upstream needs > 1 s to finish.
     let s = start(&["--itl-ms", "150", "--output-tokens", "8"], &[]).await;
     let started = Instant::now();
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", s.base))
-        .json(&chat(true))
-        .send()
-        .await
-        .unwrap();
+    let resp =
+        reqwest::Client::new().post(format!("{}/v1/chat/completions", s.base)).json(&chat(true)).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let mut stream = resp.bytes_stream();
     let mut first = None;
@@ -185,12 +179,8 @@ async fn dead_upstream_is_a_502() {
     // Bind and drop a listener so the port is (almost certainly) closed.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let s = start_with_upstream(&format!("127.0.0.1:{port}"), &[]).await;
-    let resp = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", s.base))
-        .json(&chat(false))
-        .send()
-        .await
-        .unwrap();
+    let resp =
+        reqwest::Client::new().post(format!("{}/v1/chat/completions", s.base)).json(&chat(false)).send().await.unwrap();
     assert_eq!(resp.status(), 502);
     s.gateway.shutdown().await;
 }

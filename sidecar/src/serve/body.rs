@@ -85,10 +85,7 @@ impl Body for ChannelBody {
     type Data = Bytes;
     type Error = BodyAborted;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
         if self.exact_len == Some(0) {
             return Poll::Ready(None);
         }

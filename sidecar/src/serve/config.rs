@@ -10,7 +10,7 @@ use std::path::Path;
 
 use ferrogate_core::config::{Config, ConfigError, RawConfig};
 
-use super::cluster::{Cluster, ClusterError, Clusters};
+use super::cluster::{Cluster, ClusterError};
 
 /// The routing header the filter sets; Envoy configs use it as the route's `cluster_header`.
 pub const CLUSTER_HEADER: &str = "x-ferrogate-cluster";
@@ -51,16 +51,24 @@ pub enum LoadError {
 pub struct Loaded {
     /// Validated config.
     pub config: Config,
-    /// The filter's plugin configuration (JSON).
-    pub plugin_configuration: String,
+    /// The document as parsed, provider keys resolved (what the filter receives).
+    pub raw: RawConfig,
     /// One cluster per provider.
-    pub clusters: Clusters,
-    /// Routing header name.
-    pub cluster_header: String,
+    pub clusters: Vec<Cluster>,
+}
+
+/// How the filter reaches the sidecar services.
+pub struct SidecarLink {
+    /// Cluster name of the sidecar listener.
+    pub cluster: String,
+    /// `:authority` for calls to it.
+    pub authority: String,
+    /// Bearer token the sidecar expects.
+    pub token: String,
 }
 
 /// Reads and validates `path`, resolving provider keys from the environment.
-pub fn load(path: &Path, max_body_bytes: usize) -> Result<Loaded, LoadError> {
+pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: shown.clone(), source })?;
     let mut raw: RawConfig =
@@ -68,17 +76,27 @@ pub fn load(path: &Path, max_body_bytes: usize) -> Result<Loaded, LoadError> {
     raw.resolve_api_keys(|name| std::env::var(name).ok());
     let config = Config::try_from(raw.clone()).map_err(|source| LoadError::Invalid { path: shown, source })?;
     let clusters = clusters_of(&config)?;
-    let plugin_configuration = serde_json::json!({
+    Ok(Loaded { config, raw, clusters })
+}
+
+/// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in
+/// the filter's `configuration` string.
+pub fn plugin_configuration(raw: &RawConfig, max_body_bytes: usize, sidecar: Option<&SidecarLink>) -> String {
+    let mut doc = serde_json::json!({
         "config": raw,
         "cluster_header": CLUSTER_HEADER,
         "max_body_bytes": max_body_bytes,
-    })
-    .to_string();
-    Ok(Loaded { config, plugin_configuration, clusters, cluster_header: CLUSTER_HEADER.to_string() })
+    });
+    if let (Some(link), Some(obj)) = (sidecar, doc.as_object_mut()) {
+        obj.insert("sidecar_cluster".into(), link.cluster.clone().into());
+        obj.insert("sidecar_authority".into(), link.authority.clone().into());
+        obj.insert("internal_token".into(), link.token.clone().into());
+    }
+    doc.to_string()
 }
 
 /// One cluster per provider: its pool when it has one, else its base URL's host and port.
-pub fn clusters_of(config: &Config) -> Result<Clusters, ClusterError> {
+pub fn clusters_of(config: &Config) -> Result<Vec<Cluster>, ClusterError> {
     let mut clusters = Vec::with_capacity(config.providers.len());
     for p in &config.providers {
         let endpoints = if p.endpoints.is_empty() {
@@ -88,7 +106,7 @@ pub fn clusters_of(config: &Config) -> Result<Clusters, ClusterError> {
         };
         clusters.push(Cluster::new(&p.name, p.base_url.scheme.as_str(), endpoints)?);
     }
-    Clusters::new(clusters)
+    Ok(clusters)
 }
 
 fn bracket(host: &str) -> String {

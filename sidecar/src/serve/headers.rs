@@ -96,10 +96,7 @@ pub fn status_of(headers: &Headers) -> StatusCode {
 
 /// Reads `:method` from filter request headers.
 pub fn method_of(headers: &Headers) -> Method {
-    headers
-        .get(":method")
-        .and_then(|m| Method::from_bytes(m).ok())
-        .unwrap_or(Method::GET)
+    headers.get(":method").and_then(|m| Method::from_bytes(m).ok()).unwrap_or(Method::GET)
 }
 
 #[cfg(test)]

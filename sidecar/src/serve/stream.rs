@@ -367,9 +367,7 @@ async fn next_frame(body: &mut Option<Incoming>) -> Option<Result<http_body::Fra
     }
 }
 
-async fn poll_opt(
-    fut: &mut Option<UpstreamFuture>,
-) -> Result<Response<Incoming>, super::upstream::UpstreamError> {
+async fn poll_opt(fut: &mut Option<UpstreamFuture>) -> Result<Response<Incoming>, super::upstream::UpstreamError> {
     match fut {
         Some(f) => f.await,
         None => std::future::pending().await,

@@ -57,7 +57,11 @@ pub struct Upstream {
 
 impl Upstream {
     /// A client over `clusters`; `cluster_header` names the routing header the filter sets.
-    pub fn new(clusters: Arc<Clusters>, cluster_header: String, timeout: Option<Duration>) -> std::io::Result<Upstream> {
+    pub fn new(
+        clusters: Arc<Clusters>,
+        cluster_header: String,
+        timeout: Option<Duration>,
+    ) -> std::io::Result<Upstream> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_native_roots(provider)?
@@ -88,8 +92,14 @@ impl Upstream {
         }))
     }
 
-    fn build(&self, cluster_name: &str, headers: &Headers, body: ChannelBody) -> Result<Request<ChannelBody>, UpstreamError> {
-        let cluster = self.clusters.get(cluster_name).ok_or_else(|| UpstreamError::NoCluster(cluster_name.to_string()))?;
+    fn build(
+        &self,
+        cluster_name: &str,
+        headers: &Headers,
+        body: ChannelBody,
+    ) -> Result<Request<ChannelBody>, UpstreamError> {
+        let cluster =
+            self.clusters.get(cluster_name).ok_or_else(|| UpstreamError::NoCluster(cluster_name.to_string()))?;
         let endpoint = cluster.pick(headers.get_str(ENDPOINT_HEADER));
         let path = headers.get_str(":path").unwrap_or("/");
         let uri = format!("{}://{}{}", cluster.scheme, endpoint, path);

@@ -1,0 +1,82 @@
+//! The admin listener: liveness, readiness, Prometheus metrics and the admin API
+//! (`/api/v1/...`, bearer `FERROGATE_ADMIN_TOKEN`).
+//!
+//! Metrics are the filter's own, named the way Envoy's `/stats/prometheus` names them, so a
+//! dashboard built on `ferrogate serve` keeps working when the filter moves into Envoy.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use ferrogate_host::Runtime;
+
+use super::auth::{bearer_ok, unauthorized};
+use super::usage::{self, UsageStore};
+
+/// Shared state of the admin API.
+#[derive(Clone)]
+pub struct Admin {
+    /// The filter host whose metrics are exported (absent in a standalone sidecar).
+    pub runtime: Option<Runtime>,
+    /// Usage records.
+    pub usage: Arc<UsageStore>,
+    /// Bearer token for `/api/v1/*`; `None` only on loopback binds.
+    pub token: Option<String>,
+}
+
+/// Errors configuring the admin listener.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The admin API would be reachable from other hosts with no token.
+    #[error("refusing to bind the admin API to non-loopback {0} without FERROGATE_ADMIN_TOKEN")]
+    OpenAdmin(SocketAddr),
+}
+
+/// Refuses an admin bind that other hosts could reach when no token protects it.
+pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), AdminError> {
+    if token.is_none() && !addr.ip().is_loopback() {
+        return Err(AdminError::OpenAdmin(addr));
+    }
+    Ok(())
+}
+
+/// The admin routes.
+pub fn router(state: Admin) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(|| async { "ready\n" }))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/usage", get(usage_query))
+        .with_state(state)
+}
+
+async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
+    let text = admin.runtime.as_ref().map(Runtime::prometheus_text).unwrap_or_default();
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+async fn usage_query(State(admin): State<Admin>, headers: HeaderMap, Query(q): Query<usage::Query>) -> Response {
+    if !bearer_ok(&headers, admin.token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    Json(admin.usage.query(&q)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_admin_on_public_address_is_refused() {
+        let public: SocketAddr = "0.0.0.0:9001".parse().unwrap();
+        let local: SocketAddr = "127.0.0.1:9001".parse().unwrap();
+        assert!(check_bind(public, None).is_err());
+        assert!(check_bind(public, Some("t")).is_ok());
+        assert!(check_bind(local, None).is_ok());
+    }
+}
