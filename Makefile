@@ -13,7 +13,7 @@ TESTFILTER_WASM := $(WASM_DIR)/ferrogate_testfilter.wasm
 TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 BIN := target/native/ferrogate
 
-.PHONY: all toolchain wasm build run test test-rust test-envoy bench clean
+.PHONY: all toolchain wasm build run test test-rust test-python test-envoy bench clean
 
 all: build
 
@@ -43,7 +43,7 @@ run: build
 	wait
 
 ## test: everything (CI runs this)
-test: wasm test-rust test-envoy
+test: wasm test-rust test-python test-envoy
 
 ## test-envoy: the shipped Envoy/Istio configs against Envoy's API schema (+ a self-test
 ## proving broken configs are rejected)
@@ -56,6 +56,12 @@ test-rust:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p ferrogate-core -p ferrogate-filter --target $(WASM_TARGET) -- -D warnings
 	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter
+
+## test-python: end-to-end tests with the official OpenAI Python SDK (tests/python) against
+## `ferrogate serve` (debug build, release filter wasm) in front of `ferrogate sim`
+test-python: wasm
+	$(CARGO) build -p ferrogate-sidecar
+	FERROGATE_BIN=$(CURDIR)/target/debug/ferrogate FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/pytest
 
 bench: build
 	scripts/bench
