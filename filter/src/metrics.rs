@@ -22,8 +22,10 @@ pub(crate) struct Observation<'a> {
     pub(crate) tokens: Option<(u64, u64)>,
     /// Total latency.
     pub(crate) latency_ms: u64,
-    /// Time to first response byte, when there was one.
+    /// Time to first token, when there was one.
     pub(crate) ttft_ms: Option<u64>,
+    /// Time spent in this filter's callbacks over the whole stream, in microseconds.
+    pub(crate) filter_us: u64,
 }
 
 /// Metric ids of one VM.
@@ -46,6 +48,8 @@ impl Metrics {
         if let Some(ttft) = o.ttft_ms {
             self.add(MetricType::Histogram, "ferrogate.ttft_ms", ttft);
         }
+        // The response header can only carry the request phase; this covers both phases.
+        self.add(MetricType::Histogram, "ferrogate.filter_us", o.filter_us);
     }
 
     fn add(&mut self, kind: MetricType, name: &str, value: u64) {

@@ -228,3 +228,12 @@ async fn models_list_answered_by_the_filter() {
     assert!(ids.contains(&"chat"), "{body}");
     s.gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_timeout_is_a_504() {
+    let s = start(&["--ttft-ms", "2000"], &["--upstream-timeout-ms", "300"]).await;
+    let resp =
+        reqwest::Client::new().post(format!("{}/v1/chat/completions", s.base)).json(&chat(false)).send().await.unwrap();
+    assert_eq!(resp.status(), 504);
+    s.gateway.shutdown().await;
+}

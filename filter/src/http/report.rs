@@ -10,13 +10,15 @@ use super::Stream;
 use crate::metrics::Observation;
 
 impl Stream {
-    pub(super) fn report(&mut self) {
+    /// Reports the stream; `start_ns` is when `on_log` began, so the record-building time is
+    /// counted in the filter's total.
+    pub(super) fn report_with_overhead(&mut self, start_ns: u64) {
         // Requests that never named a model (401 at the door, model list) are not usage.
         if self.routed.is_none() && self.model_requested.is_empty() {
             return;
         }
-        let now = self.now_nanos();
-        let record = self.record(now);
+        let record = self.record(start_ns);
+        self.overhead_ns += self.now_nanos().saturating_sub(start_ns);
         let ttft_ms = record.ttft_ms;
         self.shared.metrics.borrow_mut().observe(&Observation {
             model: &record.model_requested,
@@ -26,6 +28,7 @@ impl Stream {
                 .then_some((record.prompt_tokens, record.completion_tokens)),
             latency_ms: record.latency_ms,
             ttft_ms,
+            filter_us: self.overhead_ns / 1_000,
         });
         let Some(queue) = self.shared.usage_queue.get() else {
             return;

@@ -208,3 +208,12 @@ fn dequeue_record(rt: &Runtime, vm: &mut Vm) -> serde_json::Value {
     let _ = vm.take_logs();
     serde_json::from_slice(&line).unwrap()
 }
+
+#[test]
+fn no_snapshot_yet_is_503() {
+    // A sidecar-fed filter before its first snapshot.
+    let (_rt, mut vm) = keyed_vm(r#"{"sidecar_cluster":"ferrogate_sidecar"}"#);
+    let events = call(&mut vm, "/v1/chat/completions", Some("sk-alice"), r#"{"model":"chat"}"#);
+    assert_eq!(status(&events), "503");
+    assert!(reply_json(&events)["error"]["message"].as_str().unwrap().contains("snapshot"));
+}
