@@ -10,6 +10,7 @@
 //! only from callbacks that run while the headers are paused, and untrusted values are read
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
+mod head;
 mod report;
 mod response;
 
@@ -28,6 +29,7 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use crate::metrics::Metrics;
+use head::{Head, Present};
 
 /// What the root context shares with every stream of its VM.
 #[derive(Clone)]
@@ -62,6 +64,10 @@ pub(crate) struct Stream {
     path: String,
     content_type: Option<Vec<u8>>,
     request_id: Option<String>,
+    /// The id was made here (the client sent none usable), so the upstream must be told.
+    request_id_generated: bool,
+    /// Request headers that must be removed or overwritten before forwarding.
+    present: Present,
     /// The model name as the client sent it.
     model_requested: String,
     /// Total bytes buffered so far (the last `body_size`).
@@ -91,6 +97,8 @@ impl Stream {
             path: String::new(),
             content_type: None,
             request_id: None,
+            request_id_generated: false,
+            present: Present::default(),
             model_requested: String::new(),
             body_size: 0,
             routed: None,
@@ -124,10 +132,6 @@ impl Stream {
         action
     }
 
-    fn request_header(&self, name: &str) -> Option<String> {
-        self.get_http_request_header_bytes(name).and_then(|v| String::from_utf8(v).ok())
-    }
-
     /// Sends a local JSON reply; the host ignores our return value after this (forced stop).
     fn reply(&mut self, status: u16, body: &[u8]) -> Action {
         let mut hdrs = vec![("content-type", "application/json")];
@@ -146,28 +150,26 @@ impl Stream {
     }
 
     /// Authenticates from the credential headers (before they are removed).
-    fn authenticate(&mut self, config: &ferrogate_core::Config) -> Result<(), ApiError> {
-        let header = |name| self.get_http_request_header_bytes(name);
-        let (auth, x_api, x_goog) = (header("authorization"), header("x-api-key"), header("x-goog-api-key"));
-        let key = extract_key(auth.as_deref(), x_api.as_deref(), x_goog.as_deref());
-        let now_secs = i64::try_from(self.now_nanos() / 1_000_000_000).unwrap_or(i64::MAX);
+    fn authenticate(&mut self, config: &ferrogate_core::Config, head: &Head) -> Result<(), ApiError> {
+        let key = extract_key(head.authorization.as_deref(), head.x_api_key.as_deref(), head.x_goog_api_key.as_deref());
+        let now_secs = i64::try_from(self.started_ns / 1_000_000_000).unwrap_or(i64::MAX);
         self.caller = config.authenticate(key, now_secs)?;
         Ok(())
     }
 
-    fn start(&mut self) {
+    fn start(&mut self, head: &mut Head) {
         self.started_ns = self.now_nanos();
-        self.request_id = self.request_header(headers::REQUEST_ID).filter(|id| usable_request_id(id));
+        self.request_id = head.request_id.take().filter(|id| usable_request_id(id));
         if self.request_id.is_none() {
             self.request_id = Some(headers::generate_request_id(self.started_ns, self.next_seq()));
+            self.request_id_generated = true;
         }
     }
 
     fn on_headers(&mut self, end_of_stream: bool) -> Action {
-        let method = self.request_header(":method").unwrap_or_default();
-        let path = self.request_header(":path").unwrap_or_default();
-        self.dialect = Dialect::from_path(&path);
-        self.start();
+        let mut head = Head::from_pairs(self.get_http_request_headers_bytes());
+        self.dialect = Dialect::from_path(&head.path);
+        self.start(&mut head);
         let Some(plugin) = self.shared.plugin.clone() else {
             return self.reply_error(&ApiError::unavailable("ferrogate is not configured"));
         };
@@ -176,10 +178,10 @@ impl Stream {
         };
         // With keys, every call needs one, even to a path that does not exist: an
         // unauthenticated caller learns nothing about what is served here.
-        if let Err(e) = self.authenticate(config) {
+        if let Err(e) = self.authenticate(config, &head) {
             return self.reply_error(&e);
         }
-        match classify(&method, &path) {
+        match classify(&head.method, &head.path) {
             Endpoint::ListModels => self.reply(200, &openai::models_list_for(config, self.caller)),
             Endpoint::GetModel(id) => match openai::model_entry_for(config, self.caller, id) {
                 Ok(body) => self.reply(200, &body),
@@ -191,12 +193,18 @@ impl Stream {
             }
             Endpoint::Forward(api) => {
                 // The client's key is never sent upstream.
-                for name in CLIENT_CREDENTIALS {
-                    self.set_http_request_header(name, None);
+                let p = head.present;
+                for (name, present) in
+                    CLIENT_CREDENTIALS.into_iter().zip([p.authorization, p.x_api_key, p.x_goog_api_key])
+                {
+                    if present {
+                        self.set_http_request_header(name, None);
+                    }
                 }
+                self.present = p;
                 self.api = Some(api);
-                self.path.clone_from(&path);
-                self.content_type = self.get_http_request_header_bytes("content-type");
+                self.path = head.path;
+                self.content_type = head.content_type;
                 // Hold the headers: with allow_on_headers_stop_iteration the body still arrives here.
                 Action::Pause
             }
@@ -254,7 +262,9 @@ impl Stream {
         if let Some(new_body) = &new_body {
             self.set_http_request_body(0, self.body_size, new_body);
             // Envoy never recomputes framing; a stale length (or chunked plus length) corrupts it.
-            self.set_http_request_header("transfer-encoding", None);
+            if self.present.transfer_encoding {
+                self.set_http_request_header("transfer-encoding", None);
+            }
             self.set_http_request_header("content-length", Some(&new_body.len().to_string()));
         }
         self.set_http_request_header(&plugin.cluster_header, Some(d.provider));
@@ -264,9 +274,13 @@ impl Stream {
             self.set_http_request_header(cred.name, Some(&cred.value));
         }
         // Always overwrite or remove: a client must not pick the endpoint itself.
-        self.set_http_request_header(headers::DESTINATION_ENDPOINT, d.endpoint);
-        if let Some(id) = &self.request_id {
-            self.set_http_request_header(headers::REQUEST_ID, Some(id));
+        if d.endpoint.is_some() || self.present.destination_endpoint {
+            self.set_http_request_header(headers::DESTINATION_ENDPOINT, d.endpoint);
+        }
+        if self.request_id_generated {
+            if let Some(id) = &self.request_id {
+                self.set_http_request_header(headers::REQUEST_ID, Some(id));
+            }
         }
         // Older Envoys lack the function (NotFound); ABI 0.2.1 mutations clear the cache anyway.
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);

@@ -13,10 +13,18 @@ use super::Stream;
 
 impl Stream {
     pub(super) fn on_response_headers(&mut self, end_of_stream: bool) -> Action {
-        self.status = self
-            .get_http_response_header_bytes(":status")
-            .and_then(|s| std::str::from_utf8(&s).ok().and_then(|s| s.parse().ok()))
-            .unwrap_or(0);
+        // One hostcall for the whole map instead of one per header.
+        let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
+        for (name, value) in self.get_http_response_headers_bytes() {
+            match name.as_str() {
+                ":status" => status = std::str::from_utf8(&value).ok().and_then(|s| s.parse().ok()),
+                "content-type" => streaming = value.starts_with(b"text/event-stream"),
+                "content-length" => has_length = true,
+                headers::REQUEST_ID => upstream_id = Some(value),
+                _ => {}
+            }
+        }
+        self.status = status.unwrap_or(0);
         self.response_complete = end_of_stream;
         let overhead_us = (self.overhead_ns / 1_000).to_string();
         self.set_http_response_header(headers::OVERHEAD_US, Some(&overhead_us));
@@ -24,18 +32,15 @@ impl Stream {
             self.set_http_response_header(headers::PROVIDER, Some(&routed.provider));
             self.set_http_response_header(headers::MODEL, Some(&routed.upstream_model));
             // Keep the provider's own id (useful for its support) before ours replaces it.
-            if let Some(upstream_id) = self.get_http_response_header_bytes(headers::REQUEST_ID) {
+            if let Some(upstream_id) = upstream_id {
                 if Some(upstream_id.as_slice()) != self.request_id.as_deref().map(str::as_bytes) {
                     self.set_http_response_header_bytes(headers::UPSTREAM_REQUEST_ID, Some(&upstream_id));
                 }
             }
-            let streaming = self
-                .get_http_response_header_bytes("content-type")
-                .is_some_and(|ct| ct.starts_with(b"text/event-stream"));
             self.streamed = streaming;
             // The upstream dialect: providers reached without translation speak OpenAI here.
             self.tracker = Some(Tracker::new(UsageDialect::OpenAi, streaming, self.hide_usage));
-            if streaming && self.hide_usage {
+            if streaming && self.hide_usage && has_length {
                 // Removing an event changes the length.
                 self.set_http_response_header("content-length", None);
             }
