@@ -135,22 +135,8 @@ pub fn route<'c>(
     counter: u64,
 ) -> Result<RouteDecision<'c>, ApiError> {
     let field = openai::find_model(body)?;
-    let requested = field.value.as_ref();
-    let resolved = config.authorize(caller, requested)?;
-    let (provider, upstream_model, endpoint) =
-        upstream(config, resolved, counter).ok_or_else(|| ApiError::model_not_found(requested))?;
-    check_translation(provider)?;
-    let new_body =
-        (upstream_model != requested).then(|| openai::rewrite_model(body, field.span.clone(), upstream_model));
-    Ok(RouteDecision {
-        provider: &provider.name,
-        authority: &provider.authority,
-        path: upstream_path(provider, api, path),
-        body: new_body,
-        upstream_model: upstream_model.to_string(),
-        endpoint,
-        credential: provider.credential.as_ref(),
-    })
+    let target = Decider { config, caller, api, path, counter };
+    target.decide(field.value.as_ref(), |m| openai::rewrite_model(body, field.span.clone(), m))
 }
 
 /// [`route`] for any forwarded API: multipart forms (`/v1/audio/transcriptions`,
@@ -174,21 +160,38 @@ pub fn route_request<'c>(
     let span = multipart::find_model(body, boundary).map_err(|e| ApiError::bad_model_param(e.to_string()))?;
     let requested = std::str::from_utf8(body.get(span.clone()).unwrap_or_default())
         .map_err(|_| ApiError::bad_model_param("The model form field is not UTF-8."))?;
-    let resolved = config.authorize(caller, requested)?;
-    let (provider, upstream_model, endpoint) =
-        upstream(config, resolved, counter).ok_or_else(|| ApiError::model_not_found(requested))?;
-    check_translation(provider)?;
-    let new_body =
-        (upstream_model != requested).then(|| multipart::rewrite_model(body, span.clone(), upstream_model.as_bytes()));
-    Ok(RouteDecision {
-        provider: &provider.name,
-        authority: &provider.authority,
-        path: upstream_path(provider, api, path),
-        body: new_body,
-        upstream_model: upstream_model.to_string(),
-        endpoint,
-        credential: provider.credential.as_ref(),
-    })
+    let target = Decider { config, caller, api, path, counter };
+    target.decide(requested, |m| multipart::rewrite_model(body, span.clone(), m.as_bytes()))
+}
+
+/// The parts of a routing decision that do not depend on the body's encoding.
+struct Decider<'c, 'p> {
+    config: &'c Config,
+    caller: Caller,
+    api: Api,
+    path: &'p str,
+    counter: u64,
+}
+
+impl<'c> Decider<'c, '_> {
+    /// Resolves and authorizes `requested`, picks the upstream, and rewrites the body with
+    /// `rewrite` only when the upstream model id differs from what the client sent.
+    fn decide(&self, requested: &str, rewrite: impl FnOnce(&str) -> Vec<u8>) -> Result<RouteDecision<'c>, ApiError> {
+        let resolved = self.config.authorize(self.caller, requested)?;
+        let (provider, upstream_model, endpoint) =
+            upstream(self.config, resolved, self.counter).ok_or_else(|| ApiError::model_not_found(requested))?;
+        check_translation(provider)?;
+        let body = (upstream_model != requested).then(|| rewrite(upstream_model));
+        Ok(RouteDecision {
+            provider: &provider.name,
+            authority: &provider.authority,
+            path: upstream_path(provider, self.api, self.path),
+            body,
+            upstream_model: upstream_model.to_string(),
+            endpoint,
+            credential: provider.credential.as_ref(),
+        })
+    }
 }
 
 /// Provider, upstream model id and pool endpoint for a resolved name. `None` only if the

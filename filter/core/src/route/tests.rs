@@ -191,3 +191,31 @@ fn route_applies_grants() {
         assert_eq!(go(caller, body), want, "{caller:?} {body}");
     }
 }
+
+#[test]
+fn multipart_audio_model_field_is_rewritten_in_place() {
+    let c = config();
+    let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nchat\r\n--XyZ\r\n\
+Content-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\nRIFF\x00\x01\r\n--XyZ--\r\n";
+    let ct = Some(&b"multipart/form-data; boundary=XyZ"[..]);
+    let d = route_request(&c, Caller::Open, Api::AudioTranscriptions, "/v1/audio/transcriptions", ct, body, 0).unwrap();
+    let expected = String::from_utf8_lossy(body).replace("\r\n\r\nchat\r\n", "\r\n\r\nsim-small\r\n");
+    assert_eq!(d.body.as_deref(), Some(expected.as_bytes()));
+    assert_eq!(d.path, "/v1/audio/transcriptions");
+    // Without a boundary the body cannot be read: 400, never a guess.
+    let err = route_request(&c, Caller::Open, Api::AudioTranscriptions, "/", Some(b"text/plain"), body, 0);
+    assert_eq!(err.unwrap_err().status, 400);
+    // JSON APIs go through the JSON path.
+    let d = route_request(
+        &c,
+        Caller::Open,
+        Api::ImagesGenerations,
+        "/v1/images/generations",
+        None,
+        br#"{"model":"chat"}"#,
+        0,
+    )
+    .unwrap();
+    assert_eq!(d.path, "/v1/images/generations");
+    assert_eq!(d.body.as_deref(), Some(&br#"{"model":"sim-small"}"#[..]));
+}

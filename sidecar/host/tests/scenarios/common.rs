@@ -109,3 +109,29 @@ pub fn roundtrip(vm: &mut Vm, s: u32, request: Headers) -> Vec<StreamEvent> {
     events.extend(vm.take_events(s));
     events
 }
+
+/// All request body bytes released upstream in `events`, concatenated.
+pub fn request_body(events: &[StreamEvent]) -> Vec<u8> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::RequestData { data, .. } => Some(data.as_slice()),
+            _ => None,
+        })
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// All response body bytes sent to the client in `events`, concatenated.
+pub fn response_body(events: &[StreamEvent]) -> Vec<u8> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ResponseData { data, .. } => Some(data.as_slice()),
+            _ => None,
+        })
+        .flatten()
+        .copied()
+        .collect()
+}

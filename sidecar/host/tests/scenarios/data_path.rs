@@ -56,26 +56,12 @@ fn status(events: &[StreamEvent]) -> String {
 }
 
 fn reply_json(events: &[StreamEvent]) -> serde_json::Value {
-    let body: Vec<u8> = events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::ResponseData { data, .. } => Some(data.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let body = response_body(events);
     serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&body)))
 }
 
 fn forwarded_model(events: &[StreamEvent]) -> String {
-    let body: Vec<u8> = events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::RequestData { data, .. } => Some(data.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let body = request_body(events);
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
     json["model"].as_str().unwrap().to_string()
 }
@@ -168,15 +154,7 @@ fn streamed_usage_is_recorded_and_the_injected_chunk_hidden() {
     let (a, b) = stream.as_bytes().split_at(content.len() + 10); // split inside the usage event
     vm.response_data(s, a, false).unwrap();
     vm.response_data(s, b, true).unwrap();
-    let sent: Vec<u8> = vm
-        .take_events(s)
-        .into_iter()
-        .filter_map(|e| match e {
-            StreamEvent::ResponseData { data, .. } => Some(data),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let sent = response_body(&vm.take_events(s));
     assert_eq!(String::from_utf8(sent).unwrap(), format!("{content}{done}"), "usage chunk hidden");
     vm.finish_stream(s, false);
     let record = dequeue_record(&rt, &mut vm);

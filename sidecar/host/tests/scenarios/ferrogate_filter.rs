@@ -68,15 +68,7 @@ fn released(events: &[StreamEvent]) -> (&Headers, Vec<u8>) {
             _ => None,
         })
         .unwrap_or_else(|| panic!("request headers not released: {events:?}"));
-    let body = events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::RequestData { data, .. } => Some(data.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    (headers, body)
+    (headers, request_body(events))
 }
 
 #[test]
@@ -122,14 +114,7 @@ fn errors_are_local_replies_in_openai_shape() {
         assert!(events.iter().any(|e| matches!(e, StreamEvent::AbortUpstream { .. })), "{events:?}");
         let h = response_headers(&events);
         assert_eq!(header(h, ":status"), status, "{}", String::from_utf8_lossy(body));
-        let reply: Vec<u8> = events
-            .iter()
-            .filter_map(|e| match e {
-                StreamEvent::ResponseData { data, .. } => Some(data.clone()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
+        let reply = response_body(&events);
         let json: serde_json::Value = serde_json::from_slice(&reply).unwrap();
         assert!(json["error"]["message"].is_string(), "{json}");
     }
