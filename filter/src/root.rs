@@ -14,8 +14,8 @@ use crate::http::{Shared, Stream};
 use crate::metrics::Metrics;
 use crate::usage_sink::UsageSink;
 
-/// How often unacknowledged usage records are retried.
-const RETRY_PERIOD: Duration = Duration::from_secs(1);
+/// How often queued usage records are shipped (and unacknowledged ones retried).
+const FLUSH_PERIOD: Duration = Duration::from_secs(1);
 /// Shared-data key marking that the open-gateway warning was logged (once per process).
 const OPEN_WARNED: &str = "ferrogate.open_warned";
 
@@ -49,7 +49,8 @@ impl Context for Root {
             .then(|| self.get_http_call_response_header(":status"))
             .flatten()
             .and_then(|s| s.parse::<u16>().ok());
-        if self.sink.on_response(token_id, status) {
+        // A full batch may be waiting behind the one just acknowledged.
+        if self.sink.on_response(token_id, status) && self.sink.has_full_batch() {
             let sidecar = self.sidecar().cloned();
             self.sink.send(sidecar.as_ref());
         }
@@ -65,10 +66,8 @@ impl RootContext for Root {
         match PluginConfig::from_json_slice(&bytes) {
             Ok(plugin) => {
                 log_loaded(&plugin);
-                if plugin.sidecar.is_some() {
-                    // Retries of usage batches the sidecar did not take.
-                    self.set_tick_period(RETRY_PERIOD);
-                }
+                // The usage queue is drained (and failed batches retried) on this tick.
+                self.set_tick_period(FLUSH_PERIOD);
                 self.shared.plugin = Some(Rc::new(plugin));
                 self.shared.usage_queue.set(self.sink.register());
                 true
@@ -93,7 +92,7 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         let sidecar = self.sidecar().cloned();
-        self.sink.on_queue_ready(sidecar.as_ref());
+        self.sink.on_tick(sidecar.as_ref());
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {

@@ -4,8 +4,9 @@
 //! Streams enqueue one JSON line each on the `ferrogate.usage` shared queue (no network hop on
 //! the request path). Every VM registers the queue; the host notifies the last registrant,
 //! so one root context per process consumes. It posts batches to the sidecar's
-//! `POST /v1/usage` with `dispatch_http_call`, keeps unacknowledged records in a bounded
-//! buffer while the sidecar is away, and retries on its tick. Without a sidecar the records
+//! `POST /v1/usage` with `dispatch_http_call` — a full batch at once, anything else on the next
+//! tick (1 s) — keeps unacknowledged records in a bounded buffer while the sidecar is away,
+//! and retries on its tick. Without a sidecar the records
 //! are written to the proxy's log instead.
 
 use std::collections::VecDeque;
@@ -32,6 +33,8 @@ pub(crate) struct UsageSink {
     /// Token and size of the batch being posted.
     in_flight: Option<(u32, usize)>,
     dropped: u64,
+    /// Records announced by `on_queue_ready` since the last drain.
+    announced: usize,
 }
 
 impl UsageSink {
@@ -44,8 +47,18 @@ impl UsageSink {
         self.queue
     }
 
-    /// Moves queued records into the pending buffer and ships what it can.
+    /// One record was queued. Draining is batched: the queue is read once a batch has
+    /// accumulated, or on the tick, instead of once per request.
     pub(crate) fn on_queue_ready(&mut self, sidecar: Option<&SidecarSettings>) {
+        self.announced += 1;
+        if self.announced >= BATCH {
+            self.drain(sidecar);
+        }
+    }
+
+    /// Moves queued records into the pending buffer and ships full batches.
+    fn drain(&mut self, sidecar: Option<&SidecarSettings>) {
+        self.announced = 0;
         let Some(queue) = self.queue else { return };
         while let Ok(Some(line)) = hostcalls::dequeue_shared_queue(queue) {
             if sidecar.is_none() {
@@ -62,6 +75,16 @@ impl UsageSink {
             log::warn!("usage buffer full: {} records dropped while the sidecar was away", self.dropped);
             self.dropped = 0;
         }
+        // Ship full batches at once; smaller ones wait for the tick, so a busy proxy makes
+        // one sidecar call per batch or per second, not one per request.
+        if self.pending.len() >= BATCH {
+            self.send(sidecar);
+        }
+    }
+
+    /// The periodic flush: whatever is pending goes out (and failed batches are retried).
+    pub(crate) fn on_tick(&mut self, sidecar: Option<&SidecarSettings>) {
+        self.drain(sidecar);
         self.send(sidecar);
     }
 
@@ -91,6 +114,11 @@ impl UsageSink {
             Ok(token) => self.in_flight = Some((token, n)),
             Err(e) => log::warn!("usage: cannot reach sidecar cluster {:?}: {e:?}", sidecar.cluster),
         }
+    }
+
+    /// Whether a whole batch is pending (worth sending before the next tick).
+    pub(crate) fn has_full_batch(&self) -> bool {
+        self.pending.len() >= BATCH
     }
 
     /// Handles the sidecar's answer: acknowledged records leave the buffer. Returns false
