@@ -13,7 +13,7 @@ TESTFILTER_WASM := $(WASM_DIR)/ferrogate_testfilter.wasm
 TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 BIN := target/native/ferrogate
 
-.PHONY: all toolchain wasm build run test test-rust test-python test-envoy bench clean
+.PHONY: all toolchain wasm build run test test-rust test-python test-envoy bench fuzz clean
 
 all: build
 
@@ -65,6 +65,15 @@ test-python: wasm
 
 bench: build
 	scripts/bench
+
+## fuzz: every parser fuzz target for FUZZ_SECONDS each (cargo-fuzz, nightly toolchain)
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	cd fuzz && for t in $$(cargo +nightly fuzz list); do \
+	  mkdir -p corpus/$$t && cargo +nightly fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean
