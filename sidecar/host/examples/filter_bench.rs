@@ -40,7 +40,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("authorization", "Bearer sk-alice"),
         ("x-request-id", "0b6f4a4e-8d1c-4c1e-9a53-3d7c2a1b9e10"),
     ]);
-    let response = Headers::from_pairs([(":status", "200"), ("content-type", "application/json"), ("content-length", "220")]);
+    let response =
+        Headers::from_pairs([(":status", "200"), ("content-type", "application/json"), ("content-length", "220")]);
     let mut run = |count: usize| -> Result<f64, Box<dyn std::error::Error>> {
         let start = Instant::now();
         for _ in 0..count {
