@@ -66,7 +66,8 @@ impl RootContext for Root {
         match PluginConfig::from_json_slice(&bytes) {
             Ok(plugin) => {
                 log_loaded(&plugin);
-                // The usage queue is drained (and failed batches retried) on this tick.
+                // The usage queue is drained (failed batches retried) and counters flushed on
+                // this tick.
                 self.set_tick_period(FLUSH_PERIOD);
                 self.shared.plugin = Some(Rc::new(plugin));
                 self.shared.usage_queue.set(self.sink.register());
@@ -93,6 +94,7 @@ impl RootContext for Root {
     fn on_tick(&mut self) {
         let sidecar = self.sidecar().cloned();
         self.sink.on_tick(sidecar.as_ref());
+        self.shared.metrics.borrow_mut().flush();
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {

@@ -195,3 +195,28 @@ fn no_snapshot_yet_is_503() {
     assert_eq!(status(&events), "503");
     assert!(reply_json(&events)["error"]["message"].as_str().unwrap().contains("snapshot"));
 }
+
+#[test]
+fn metrics_count_requests_tokens_and_times() {
+    let (rt, mut vm) = keyed_vm(CONFIG);
+    let s = new_stream(&mut vm);
+    vm.request_headers(s, req("POST", "/v1/chat/completions", &[("x-api-key", "sk-alice")]), false).unwrap();
+    vm.request_data(s, br#"{"model":"chat"}"#, true).unwrap();
+    vm.response_headers(s, resp("200", &[("content-type", "application/json")]), false).unwrap();
+    vm.response_data(s, br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#, true).unwrap();
+    vm.finish_stream(s, false);
+    let text = rt.prometheus_text();
+    assert!(text.contains("ferrogate_latency_ms_count 1\n"), "histograms are recorded at once: {text}");
+    assert!(text.contains("ferrogate_filter_us_count 1\n"), "{text}");
+    // Counters are summed in the VM and handed over on the tick.
+    vm.on_tick().unwrap();
+    let text = rt.prometheus_text();
+    for line in [
+        "ferrogate_requests_total 1\n",
+        "ferrogate_requests_chat_local_200 1\n",
+        "ferrogate_tokens_in_chat_local 4\n",
+        "ferrogate_tokens_out_chat_local 2\n",
+    ] {
+        assert!(text.contains(line), "{line} missing from {text}");
+    }
+}
