@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use crate::config::Price;
 
 pub use include::{ensure_include_usage, IncludeUsageError};
-pub use record::{Record, STATUS_CLIENT_CLOSED};
+pub use record::{LineError, Record, STATUS_CLIENT_CLOSED};
 pub use tracker::Tracker;
 
 /// Bodies up to this size are parsed whole at the end of a JSON response.

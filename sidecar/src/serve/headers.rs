@@ -57,6 +57,13 @@ pub fn response_to_filter(status: StatusCode, headers: &HeaderMap) -> Headers {
     out
 }
 
+/// Builds the filter's view of trailers (either direction).
+pub fn trailers_to_filter(trailers: &HeaderMap) -> Headers {
+    let mut out = Headers::new();
+    append_regular(&mut out, trailers, &[]);
+    out
+}
+
 fn append_regular(out: &mut Headers, headers: &HeaderMap, skip: &[&str]) {
     for (name, value) in headers {
         let name = name.as_str();

@@ -20,7 +20,7 @@ use hyper::body::Incoming;
 use tokio::sync::{oneshot, Notify};
 
 use super::body::{BodySender, ChannelBody};
-use super::headers::{response_to_filter, status_of, to_header_map};
+use super::headers::{response_to_filter, status_of, to_header_map, trailers_to_filter};
 use super::upstream::{router_reply, UpstreamFuture};
 use super::worker::{ConnInfo, VmRef, Worker};
 
@@ -159,7 +159,7 @@ impl Driver {
                 Err(frame) => {
                     self.request_body = None;
                     self.request_eos_sent = true;
-                    let trailers = frame.into_trailers().map(|t| response_to_trailers(&t)).unwrap_or_default();
+                    let trailers = frame.into_trailers().map(|t| trailers_to_filter(&t)).unwrap_or_default();
                     self.call(|vm, id| vm.request_trailers(id, trailers));
                 }
             },
@@ -231,7 +231,7 @@ impl Driver {
                 Err(frame) => {
                     self.response_body = None;
                     self.response_eos_sent = true;
-                    let trailers = frame.into_trailers().map(|t| response_to_trailers(&t)).unwrap_or_default();
+                    let trailers = frame.into_trailers().map(|t| trailers_to_filter(&t)).unwrap_or_default();
                     self.call(|vm, id| vm.response_trailers(id, trailers));
                 }
             },
@@ -350,14 +350,6 @@ impl Driver {
         self.vm.borrow_mut().finish_stream(self.id, self.reset);
         self.worker.pump(&self.vm);
     }
-}
-
-fn response_to_trailers(map: &http::HeaderMap) -> Headers {
-    let mut out = Headers::new();
-    for (k, v) in map {
-        out.add(k.as_str(), v.as_bytes());
-    }
-    out
 }
 
 async fn next_frame(body: &mut Option<Incoming>) -> Option<Result<http_body::Frame<Bytes>, hyper::Error>> {

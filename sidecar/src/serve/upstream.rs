@@ -22,7 +22,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::body::ChannelBody;
 use super::cluster::{Clusters, ENDPOINT_HEADER};
-use super::headers::{method_of, response_to_filter, to_header_map};
+use super::headers::{method_of, response_to_filter, to_header_map, trailers_to_filter};
 
 /// Largest callout response body kept (Envoy's async client buffers the whole response).
 const CALLOUT_BODY_LIMIT: usize = 16 << 20;
@@ -135,7 +135,7 @@ impl Upstream {
         };
         match outcome {
             Ok((parts, Ok(collected))) => {
-                let trailers = collected.trailers().map(trailers_of).unwrap_or_default();
+                let trailers = collected.trailers().map(trailers_to_filter).unwrap_or_default();
                 let body = collected.to_bytes().to_vec();
                 Some(HttpCallResponse { headers: response_to_filter(parts.status, &parts.headers), body, trailers })
             }
@@ -152,14 +152,6 @@ fn http_connector() -> HttpConnector {
     http.set_connect_timeout(Some(Duration::from_secs(5)));
     http.set_keepalive(Some(Duration::from_secs(60)));
     http
-}
-
-fn trailers_of(map: &http::HeaderMap) -> Headers {
-    let mut out = Headers::new();
-    for (k, v) in map {
-        out.add(k.as_str(), v.as_bytes());
-    }
-    out
 }
 
 fn reply_to_callout(e: &UpstreamError) -> HttpCallResponse {

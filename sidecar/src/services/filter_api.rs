@@ -34,19 +34,12 @@ async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bo
     if !bearer_ok(&headers, api.internal_token.as_deref()) {
         return unauthorized().into_response();
     }
-    let mut batch = Vec::new();
-    for (i, line) in body.split(|b| *b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+    let batch = match Record::parse_lines(&body) {
+        Ok(batch) => batch,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": e.to_string()}))).into_response();
         }
-        match serde_json::from_slice::<Record>(line) {
-            Ok(r) => batch.push(r),
-            Err(e) => {
-                let msg = format!("line {}: {e}", i + 1);
-                return (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": msg}))).into_response();
-            }
-        }
-    }
+    };
     match api.usage.add(batch) {
         Ok(n) => Json(serde_json::json!({"stored": n})).into_response(),
         Err(e) => {

@@ -78,7 +78,21 @@ impl Record {
     }
 
     /// Parses newline-delimited records (blank lines skipped), e.g. a `POST /v1/usage` body.
-    pub fn parse_lines(text: &str) -> Result<Vec<Record>, serde_json::Error> {
-        text.lines().filter(|l| !l.trim().is_empty()).map(serde_json::from_str).collect()
+    pub fn parse_lines(text: &[u8]) -> Result<Vec<Record>, LineError> {
+        text.split(|b| *b == b'\n')
+            .enumerate()
+            .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
+            .map(|(i, l)| serde_json::from_slice(l).map_err(|source| LineError { line: i + 1, source }))
+            .collect()
     }
+}
+
+/// A line of a record batch that is not a record.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {source}")]
+pub struct LineError {
+    /// 1-based line number in the batch.
+    pub line: usize,
+    /// What is wrong with it.
+    pub source: serde_json::Error,
 }

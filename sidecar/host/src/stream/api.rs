@@ -22,53 +22,39 @@ impl Vm {
 
     /// Request headers from the client.
     pub fn request_headers(&mut self, s: StreamId, headers: Headers, end_of_stream: bool) -> Result<(), HostError> {
-        if self.begin(s)? {
-            self.on_headers(s, Side::Request, headers, end_of_stream);
-        }
-        self.settle(Some(s));
-        Ok(())
+        self.input(s, |vm| vm.on_headers(s, Side::Request, headers, end_of_stream))
     }
 
     /// A request body chunk from the client (`end_of_stream` only if no trailers follow).
     pub fn request_data(&mut self, s: StreamId, data: &[u8], end_of_stream: bool) -> Result<(), HostError> {
-        if self.begin(s)? {
-            self.on_data(s, Side::Request, data.to_vec(), end_of_stream);
-        }
-        self.settle(Some(s));
-        Ok(())
+        self.input(s, |vm| vm.on_data(s, Side::Request, data.to_vec(), end_of_stream))
     }
 
     /// Request trailers from the client (end of the request).
     pub fn request_trailers(&mut self, s: StreamId, trailers: Headers) -> Result<(), HostError> {
-        if self.begin(s)? {
-            self.on_trailers(s, Side::Request, trailers);
-        }
-        self.settle(Some(s));
-        Ok(())
+        self.input(s, |vm| vm.on_trailers(s, Side::Request, trailers))
     }
 
     /// Response headers from the upstream (ignored after a local reply replaced it).
     pub fn response_headers(&mut self, s: StreamId, headers: Headers, end_of_stream: bool) -> Result<(), HostError> {
-        if self.begin(s)? {
-            self.on_headers(s, Side::Response, headers, end_of_stream);
-        }
-        self.settle(Some(s));
-        Ok(())
+        self.input(s, |vm| vm.on_headers(s, Side::Response, headers, end_of_stream))
     }
 
     /// A response body chunk from the upstream.
     pub fn response_data(&mut self, s: StreamId, data: &[u8], end_of_stream: bool) -> Result<(), HostError> {
-        if self.begin(s)? {
-            self.on_data(s, Side::Response, data.to_vec(), end_of_stream);
-        }
-        self.settle(Some(s));
-        Ok(())
+        self.input(s, |vm| vm.on_data(s, Side::Response, data.to_vec(), end_of_stream))
     }
 
     /// Response trailers from the upstream.
     pub fn response_trailers(&mut self, s: StreamId, trailers: Headers) -> Result<(), HostError> {
+        self.input(s, |vm| vm.on_trailers(s, Side::Response, trailers))
+    }
+
+    /// Runs one downstream/upstream input on stream `s` (unless it already ended), then
+    /// settles deferred actions.
+    fn input(&mut self, s: StreamId, run: impl FnOnce(&mut Self)) -> Result<(), HostError> {
         if self.begin(s)? {
-            self.on_trailers(s, Side::Response, trailers);
+            run(self);
         }
         self.settle(Some(s));
         Ok(())

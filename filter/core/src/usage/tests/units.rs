@@ -59,7 +59,10 @@ fn record_json_line_round_trip() {
     let line = r.to_json_line();
     assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
     let two = format!("{line}\n{line}");
-    assert_eq!(Record::parse_lines(&two).unwrap(), vec![r.clone(), r.clone()]);
+    assert_eq!(Record::parse_lines(two.as_bytes()).unwrap(), vec![r.clone(), r.clone()]);
+    // A bad line is named by its 1-based number in the batch (blank lines still count).
+    let bad = format!("{line}\n{{\"request_id\":1}}\n");
+    assert_eq!(Record::parse_lines(bad.as_bytes()).unwrap_err().line, 3);
     assert_eq!(r.usage().total_tokens(), 15);
     // Optional fields may be absent and unknown ones are ignored (version skew).
     let minimal = r#"{"request_id":"x","model_requested":"m","provider":"p","upstream_model":"u",
