@@ -47,6 +47,11 @@ impl Runtime {
     pub fn new(wasm: &[u8], spec: PluginSpec) -> Result<Runtime, HostError> {
         let mut config = Config::new();
         config.epoch_interruption(true);
+        // `FERROGATE_WASM_PROFILER=perfmap` names the guest's compiled functions for `perf`
+        // (/tmp/perf-<pid>.map), so a profile shows filter code instead of anonymous JIT.
+        if std::env::var_os("FERROGATE_WASM_PROFILER").is_some_and(|v| v == "perfmap") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(module_err)?;
         let module = Module::new(&engine, wasm).map_err(module_err)?;
         let mut linker = Linker::new(&engine);

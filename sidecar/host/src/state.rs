@@ -242,8 +242,9 @@ pub(crate) struct HostState {
 pub(crate) struct GuestExports {
     /// `memory`.
     pub(crate) memory: Option<wasmtime::Memory>,
-    /// `proxy_on_memory_allocate`, else `malloc`.
-    pub(crate) alloc: Option<wasmtime::TypedFunc<i32, i32>>,
+    /// `proxy_on_memory_allocate`, else `malloc`; shared because a clone of the typed function
+    /// itself is costly.
+    pub(crate) alloc: Option<std::sync::Arc<wasmtime::TypedFunc<i32, i32>>>,
 }
 
 impl HostState {

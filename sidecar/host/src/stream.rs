@@ -67,8 +67,9 @@ impl Vm {
         if side == Side::Request && !self.ensure_created(s) {
             return;
         }
-        let f = self.guest.headers(side == Side::Request);
-        let Ok(ret) = self.call(f.as_ref(), s, (s as i32, n, i32::from(eos))) else {
+        let g = std::sync::Arc::clone(&self.guest);
+        let f = g.headers(side == Side::Request);
+        let Ok(ret) = self.call(f, s, (s as i32, n, i32::from(eos))) else {
             return;
         };
         self.after_headers(s, side, ret.unwrap_or(0));
@@ -135,8 +136,9 @@ impl Vm {
             dir.chunk = Some(data);
         }
         let size = len_i32(dir.body_view().map_or(0, |b| b.len()));
-        let f = self.guest.body(side == Side::Request);
-        let Ok(ret) = self.call(f.as_ref(), s, (s as i32, size, i32::from(eos))) else {
+        let g = std::sync::Arc::clone(&self.guest);
+        let f = g.body(side == Side::Request);
+        let Ok(ret) = self.call(f, s, (s as i32, size, i32::from(eos))) else {
             return;
         };
         self.after_body(s, side, ret.unwrap_or(0), eos);
@@ -228,8 +230,9 @@ impl Vm {
         dir.trailers_unseen = false;
         dir.trailers_live = true;
         let n = len_i32(dir.trailers.as_ref().map_or(0, Headers::len));
-        let f = self.guest.trailers(side == Side::Request);
-        let Ok(ret) = self.call(f.as_ref(), s, (s as i32, n)) else {
+        let g = std::sync::Arc::clone(&self.guest);
+        let f = g.trailers(side == Side::Request);
+        let Ok(ret) = self.call(f, s, (s as i32, n)) else {
             return;
         };
         self.after_trailers(s, side, ret.unwrap_or(0));

@@ -71,25 +71,27 @@ impl Guest {
     }
 
     /// `proxy_on_{request,response}_headers`.
-    pub(crate) fn headers(&self, request: bool) -> Option<Cb3R> {
-        (if request { &self.request_headers } else { &self.response_headers }).clone()
+    pub(crate) fn headers(&self, request: bool) -> Option<&Cb3R> {
+        (if request { &self.request_headers } else { &self.response_headers }).as_ref()
     }
 
     /// `proxy_on_{request,response}_body`.
-    pub(crate) fn body(&self, request: bool) -> Option<Cb3R> {
-        (if request { &self.request_body } else { &self.response_body }).clone()
+    pub(crate) fn body(&self, request: bool) -> Option<&Cb3R> {
+        (if request { &self.request_body } else { &self.response_body }).as_ref()
     }
 
     /// `proxy_on_{request,response}_trailers`.
-    pub(crate) fn trailers(&self, request: bool) -> Option<Cb2R> {
-        (if request { &self.request_trailers } else { &self.response_trailers }).clone()
+    pub(crate) fn trailers(&self, request: bool) -> Option<&Cb2R> {
+        (if request { &self.request_trailers } else { &self.response_trailers }).as_ref()
     }
 }
 
 /// One VM (one Envoy worker's thread-local clone). Send, not Sync; one thread drives it.
 pub struct Vm {
     pub(crate) store: Store<HostState>,
-    pub(crate) guest: Guest,
+    /// Shared so a callback can be called while `self` is borrowed mutably, without cloning
+    /// the typed function (a clone re-registers its type: measurable per request).
+    pub(crate) guest: Arc<Guest>,
     worker: usize,
     /// Trap text once the VM failed; no guest code runs afterwards.
     pub(crate) failed: Option<String>,
@@ -117,10 +119,11 @@ impl Vm {
         let alloc = instance
             .get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate")
             .or_else(|_| instance.get_typed_func::<i32, i32>(&mut store, "malloc"))
-            .ok();
+            .ok()
+            .map(Arc::new);
         store.data_mut().exports = crate::state::GuestExports { memory, alloc };
         rt.shared.add_vm(uid);
-        let mut vm = Vm { store, guest, worker, failed: None, deadline_ticks };
+        let mut vm = Vm { store, guest: Arc::new(guest), worker, failed: None, deadline_ticks };
         vm.start_root()?;
         Ok(vm)
     }
@@ -129,17 +132,20 @@ impl Vm {
     fn start_root(&mut self) -> Result<(), HostError> {
         let root = self.root();
         let spec = self.store.data().rt.spec.clone();
-        let create = self.guest.context_create.clone();
-        self.call(create.as_ref(), root, (root as i32, 0)).map_err(HostError::Trap)?;
+        let g = Arc::clone(&self.guest);
+        let create = g.context_create.as_ref();
+        self.call(create, root, (root as i32, 0)).map_err(HostError::Trap)?;
         self.store.data_mut().phase = Phase::VmStart;
-        let f = self.guest.vm_start.clone();
-        let started = self.call(f.as_ref(), root, (root as i32, len_i32(spec.vm_configuration.len())));
+        let g = Arc::clone(&self.guest);
+        let f = g.vm_start.as_ref();
+        let started = self.call(f, root, (root as i32, len_i32(spec.vm_configuration.len())));
         self.store.data_mut().phase = Phase::Configure;
         let configured = match started {
             Ok(Some(0)) => Ok(Some(0)),
             Ok(_) => {
-                let f = self.guest.configure.clone();
-                self.call(f.as_ref(), root, (root as i32, len_i32(spec.configuration.len())))
+                let g = Arc::clone(&self.guest);
+                let f = g.configure.as_ref();
+                self.call(f, root, (root as i32, len_i32(spec.configuration.len())))
             }
             Err(e) => Err(e),
         };
@@ -231,8 +237,9 @@ impl Vm {
         };
         state.call_response = response;
         let root = self.root();
-        let f = self.guest.http_call_response.clone();
-        let r = self.call(f.as_ref(), root, (root as i32, token as i32, counts.0, counts.1, counts.2));
+        let g = Arc::clone(&self.guest);
+        let f = g.http_call_response.as_ref();
+        let r = self.call(f, root, (root as i32, token as i32, counts.0, counts.1, counts.2));
         self.store.data_mut().call_response = None;
         self.settle(None);
         r.map(|_| ()).map_err(HostError::Trap)
@@ -250,8 +257,9 @@ impl Vm {
             return Err(HostError::VmFailed);
         }
         let root = self.root();
-        let f = self.guest.tick.clone();
-        let r = self.call(f.as_ref(), root, root as i32);
+        let g = Arc::clone(&self.guest);
+        let f = g.tick.as_ref();
+        let r = self.call(f, root, root as i32);
         self.settle(None);
         r.map(|_| ()).map_err(HostError::Trap)
     }
@@ -264,10 +272,11 @@ impl Vm {
         }
         let state = self.store.data();
         let pending = state.rt.shared.take_notifications(state.vm_uid);
-        let f = self.guest.queue_ready.clone();
+        let g = Arc::clone(&self.guest);
+        let f = g.queue_ready.as_ref();
         let mut delivered = 0;
         for (root, token) in pending {
-            let r = self.call(f.as_ref(), root, (root as i32, token as i32));
+            let r = self.call(f, root, (root as i32, token as i32));
             if let Err(e) = r {
                 self.settle(None);
                 return Err(HostError::Trap(e));

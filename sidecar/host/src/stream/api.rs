@@ -111,8 +111,9 @@ impl Vm {
             return true;
         }
         let root = self.root();
-        let f = self.guest.context_create.clone();
-        self.call(f.as_ref(), s, (s as i32, root as i32)).is_ok()
+        let g = std::sync::Arc::clone(&self.guest);
+        let f = g.context_create.as_ref();
+        self.call(f, s, (s as i32, root as i32)).is_ok()
     }
 
     /// on_log, on_done, on_delete; maps are readable again in on_log (access-log copies).
@@ -123,15 +124,13 @@ impl Vm {
         if let Some(st) = self.st(s) {
             st.in_log = true;
         }
-        let log = self.guest.log.clone();
-        if self.call(log.as_ref(), s, s as i32).is_err() {
+        let g = std::sync::Arc::clone(&self.guest);
+        if self.call(g.log.as_ref(), s, s as i32).is_err() {
             return;
         }
-        let done = self.guest.done.clone();
-        if self.call(done.as_ref(), s, s as i32).is_err() {
+        if self.call(g.done.as_ref(), s, s as i32).is_err() {
             return;
         }
-        let delete = self.guest.delete.clone();
-        let _ = self.call(delete.as_ref(), s, s as i32);
+        let _ = self.call(g.delete.as_ref(), s, s as i32);
     }
 }
