@@ -24,11 +24,12 @@ use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
-use ferrogate_core::usage::{ensure_include_usage, Tracker};
+use ferrogate_core::usage::{ensure_include_usage_in_valid, Tracker};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use crate::metrics::Metrics;
+use crate::usage_sink::Outbox;
 use head::{Head, Present};
 
 /// What the root context shares with every stream of its VM.
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) seq: Rc<Cell<u64>>,
     /// The usage queue id, once registered.
     pub(crate) usage_queue: Rc<Cell<Option<u32>>>,
+    /// Usage records of this VM not yet on the queue.
+    pub(crate) outbox: Rc<RefCell<Outbox>>,
     /// Metric ids of this VM.
     pub(crate) metrics: Rc<RefCell<Metrics>>,
 }
@@ -236,8 +239,8 @@ impl Stream {
         let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
         let ct = self.content_type.take();
         match route_request(config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
-            Ok(decision) => {
-                self.model_requested = requested_model(&body, api);
+            Ok(mut decision) => {
+                self.model_requested = std::mem::take(&mut decision.requested);
                 self.apply(plugin, api, &body, decision);
                 Action::Continue
             }
@@ -253,8 +256,9 @@ impl Stream {
         if api.is_generation() {
             // Ask for usage on streams so every request is accounted; the client that did not
             // ask never sees the extra chunk.
+            // The router validated the client's JSON and a model rewrite keeps it valid.
             let current = new_body.as_deref().unwrap_or(original);
-            if let Ok(Some(with_usage)) = ensure_include_usage(current) {
+            if let Ok(Some(with_usage)) = ensure_include_usage_in_valid(current) {
                 new_body = Some(with_usage);
                 self.hide_usage = true;
             }
@@ -289,7 +293,8 @@ impl Stream {
     }
 }
 
-/// The model the client named (for records and metrics); empty when it cannot be read.
+/// The model the client named, for the records and metrics of a request routing refused;
+/// empty when it cannot be read.
 fn requested_model(body: &[u8], api: Api) -> String {
     if api.is_multipart() {
         return String::new();

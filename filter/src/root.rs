@@ -12,7 +12,7 @@ use proxy_wasm::types::ContextType;
 
 use crate::http::{Shared, Stream};
 use crate::metrics::Metrics;
-use crate::usage_sink::UsageSink;
+use crate::usage_sink::{Outbox, UsageSink};
 
 /// How often queued usage records are shipped (and unacknowledged ones retried).
 const FLUSH_PERIOD: Duration = Duration::from_secs(1);
@@ -31,6 +31,7 @@ impl Default for Root {
             plugin: None,
             seq: Rc::new(Cell::new(0)),
             usage_queue: Rc::new(Cell::new(None)),
+            outbox: Rc::new(RefCell::new(Outbox::default())),
             metrics: Rc::new(RefCell::new(Metrics::default())),
         };
         Self { shared, sink: UsageSink::default() }
@@ -92,6 +93,9 @@ impl RootContext for Root {
     }
 
     fn on_tick(&mut self) {
+        if let Some(queue) = self.shared.usage_queue.get() {
+            self.shared.outbox.borrow_mut().post(queue);
+        }
         let sidecar = self.sidecar().cloned();
         self.sink.on_tick(sidecar.as_ref());
         self.shared.metrics.borrow_mut().flush();

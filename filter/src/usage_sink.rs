@@ -1,18 +1,22 @@
-//! Where usage records go after a stream ends: a shared queue, drained by one root context
-//! per process and shipped to the sidecar in batches.
+//! Where usage records go after a stream ends: a per-VM outbox, a shared queue drained by one
+//! root context per process, and the sidecar, in batches at every step.
 //!
-//! Streams enqueue one JSON line each on the `ferrogate.usage` shared queue (no network hop on
-//! the request path). Every VM registers the queue; the host notifies the last registrant,
-//! so one root context per process consumes. It posts batches to the sidecar's
-//! `POST /v1/usage` with `dispatch_http_call` — a full batch at once, anything else on the next
-//! tick (1 s) — keeps unacknowledged records in a bounded buffer while the sidecar is away,
-//! and retries on its tick. Without a sidecar the records
-//! are written to the proxy's log instead.
+//! A stream appends its record as one JSON line to its VM's [`Outbox`] (no hostcall, no
+//! network hop on the request path). The outbox goes onto the `ferrogate.usage` shared queue
+//! as one item once it holds [`OUTBOX_RECORDS`] records, and on every tick (1 s): one queue
+//! post and one cross-thread notification per batch instead of per request. Every VM
+//! registers the queue; the host notifies the last registrant, so one root context per process
+//! consumes. It posts batches to the sidecar's `POST /v1/usage` with `dispatch_http_call` — a
+//! full batch at once, anything else on the next tick — keeps unacknowledged records in a
+//! bounded buffer while the sidecar is away, and retries on its tick. Without a sidecar the
+//! records are written to the proxy's log instead. A VM that dies loses at most its outbox
+//! (under a second of records).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use ferrogate_core::plugin::SidecarSettings;
+use ferrogate_core::usage::RecordView;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Bytes;
 
@@ -22,6 +26,8 @@ pub(crate) const QUEUE: &str = "ferrogate.usage";
 const MAX_PENDING: usize = 10_000;
 /// Records per POST.
 const BATCH: usize = 500;
+/// Records a VM's outbox collects before it becomes one queue item.
+pub(crate) const OUTBOX_RECORDS: usize = 64;
 /// Callout timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -29,12 +35,47 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub(crate) struct UsageSink {
     queue: Option<u32>,
-    pending: VecDeque<Bytes>,
-    /// Token and size of the batch being posted.
+    /// Queue items (newline-terminated record lines) waiting for the sidecar, oldest first.
+    pending: VecDeque<Chunk>,
+    /// Records in `pending`.
+    pending_records: usize,
+    /// Token and number of chunks of the batch being posted.
     in_flight: Option<(u32, usize)>,
-    dropped: u64,
-    /// Records announced by `on_queue_ready` since the last drain.
-    announced: usize,
+    dropped: usize,
+}
+
+/// One queue item: a VM's outbox, kept whole (no per-record copy).
+struct Chunk {
+    lines: Bytes,
+    records: usize,
+}
+
+/// One VM's records not yet on the shared queue: newline-terminated JSON lines.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    lines: Vec<u8>,
+    records: usize,
+}
+
+impl Outbox {
+    /// Appends one record; returns true when the outbox is full and should be posted.
+    pub(crate) fn push(&mut self, record: &RecordView<'_>) -> bool {
+        record.write_json_line(&mut self.lines);
+        self.records += 1;
+        self.records >= OUTBOX_RECORDS
+    }
+
+    /// Posts everything collected as one item on the usage queue.
+    pub(crate) fn post(&mut self, queue: u32) {
+        if self.records == 0 {
+            return;
+        }
+        if let Err(e) = hostcalls::enqueue_shared_queue(queue, Some(&self.lines)) {
+            log::warn!("{} usage records not queued: {e:?}", self.records);
+        }
+        self.lines.clear();
+        self.records = 0;
+    }
 }
 
 impl UsageSink {
@@ -47,29 +88,16 @@ impl UsageSink {
         self.queue
     }
 
-    /// One record was queued. Draining is batched: the queue is read once a batch has
-    /// accumulated, or on the tick, instead of once per request.
+    /// A batch of records was queued (by any VM): take it, ship full batches.
     pub(crate) fn on_queue_ready(&mut self, sidecar: Option<&SidecarSettings>) {
-        self.announced += 1;
-        if self.announced >= BATCH {
-            self.drain(sidecar);
-        }
+        self.drain(sidecar);
     }
 
     /// Moves queued records into the pending buffer and ships full batches.
     fn drain(&mut self, sidecar: Option<&SidecarSettings>) {
-        self.announced = 0;
         let Some(queue) = self.queue else { return };
-        while let Ok(Some(line)) = hostcalls::dequeue_shared_queue(queue) {
-            if sidecar.is_none() {
-                log::info!("usage {}", String::from_utf8_lossy(&line));
-                continue;
-            }
-            if self.pending.len() == MAX_PENDING {
-                self.pending.pop_front();
-                self.dropped += 1;
-            }
-            self.pending.push_back(line);
+        while let Ok(Some(item)) = hostcalls::dequeue_shared_queue(queue) {
+            self.keep(item, sidecar.is_some());
         }
         if self.dropped > 0 {
             log::warn!("usage buffer full: {} records dropped while the sidecar was away", self.dropped);
@@ -77,8 +105,32 @@ impl UsageSink {
         }
         // Ship full batches at once; smaller ones wait for the tick, so a busy proxy makes
         // one sidecar call per batch or per second, not one per request.
-        if self.pending.len() >= BATCH {
+        if self.has_full_batch() {
             self.send(sidecar);
+        }
+    }
+
+    /// Holds one queue item for the sidecar (or logs its records when there is none); past
+    /// [`MAX_PENDING`] records the oldest items are dropped.
+    fn keep(&mut self, mut lines: Bytes, to_sidecar: bool) {
+        if !to_sidecar {
+            for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                log::info!("usage {}", String::from_utf8_lossy(line));
+            }
+            return;
+        }
+        if lines.last().is_some_and(|&b| b != b'\n') {
+            lines.push(b'\n');
+        }
+        let records = lines.iter().filter(|&&b| b == b'\n').count();
+        self.pending_records += records;
+        self.pending.push_back(Chunk { lines, records });
+        // Never drop the batch in flight: its acknowledgement removes it by count.
+        let keep_front = self.in_flight.map_or(0, |(_, n)| n);
+        while self.pending_records > MAX_PENDING && self.pending.len() > keep_front + 1 {
+            let Some(old) = self.pending.remove(keep_front) else { break };
+            self.pending_records = self.pending_records.saturating_sub(old.records);
+            self.dropped += old.records;
         }
     }
 
@@ -94,11 +146,15 @@ impl UsageSink {
         if self.in_flight.is_some() || self.pending.is_empty() {
             return;
         }
-        let n = self.pending.len().min(BATCH);
+        // Whole chunks until the batch holds BATCH records (one chunk at least).
         let mut body = Vec::new();
-        for line in self.pending.iter().take(n) {
-            body.extend_from_slice(line);
-            body.push(b'\n');
+        let (mut n, mut records) = (0, 0);
+        for chunk in &self.pending {
+            if n > 0 && records + chunk.records > BATCH {
+                break;
+            }
+            body.extend_from_slice(&chunk.lines);
+            (n, records) = (n + 1, records + chunk.records);
         }
         let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
         let mut headers = vec![
@@ -118,7 +174,7 @@ impl UsageSink {
 
     /// Whether a whole batch is pending (worth sending before the next tick).
     pub(crate) fn has_full_batch(&self) -> bool {
-        self.pending.len() >= BATCH
+        self.pending_records >= BATCH
     }
 
     /// Handles the sidecar's answer: acknowledged records leave the buffer. Returns false
@@ -131,9 +187,11 @@ impl UsageSink {
         self.in_flight = None;
         match status {
             Some(s) if (200..300).contains(&s) => {
-                self.pending.drain(..n.min(self.pending.len()));
+                for chunk in self.pending.drain(..n.min(self.pending.len())) {
+                    self.pending_records = self.pending_records.saturating_sub(chunk.records);
+                }
             }
-            other => log::warn!("usage: sidecar answered {other:?}; {} records kept for retry", self.pending.len()),
+            other => log::warn!("usage: sidecar answered {other:?}; {} records kept for retry", self.pending_records),
         }
         true
     }

@@ -118,6 +118,8 @@ pub struct RouteDecision<'c> {
     pub endpoint: Option<&'c str>,
     /// Credential header to send (replacing whatever the client sent).
     pub credential: Option<&'c Credential>,
+    /// The model name as the client sent it (for usage records and metrics).
+    pub requested: String,
 }
 
 /// Decides the upstream for a buffered OpenAI-dialect request from an authenticated caller.
@@ -190,6 +192,7 @@ impl<'c> Decider<'c, '_> {
             upstream_model: upstream_model.to_string(),
             endpoint,
             credential: provider.credential.as_ref(),
+            requested: requested.to_string(),
         })
     }
 }

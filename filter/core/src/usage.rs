@@ -30,8 +30,8 @@ use std::collections::BTreeMap;
 
 use crate::config::Price;
 
-pub use include::{ensure_include_usage, IncludeUsageError};
-pub use record::{LineError, Record, STATUS_CLIENT_CLOSED};
+pub use include::{ensure_include_usage, ensure_include_usage_in_valid, IncludeUsageError};
+pub use record::{LineError, Record, RecordView, STATUS_CLIENT_CLOSED};
 pub use tracker::Tracker;
 
 /// Bodies up to this size are parsed whole at the end of a JSON response.

@@ -6,7 +6,7 @@
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::json::{escaped_quote, find, object_value_after_key};
+use super::json::{escaped_quote, find, object_value_after_key, rfind};
 use super::{Usage, UsageDialect};
 
 /// OpenAI usage; the `input_*` aliases are the Responses API spelling.
@@ -193,17 +193,14 @@ fn usage_key(dialect: UsageDialect) -> &'static [u8] {
     }
 }
 
-/// Reads the last usage object in a tail of a body (bytes before it may be cut mid-token).
+/// Reads the last usage object in a tail of a body (bytes before it may be cut mid-token), or
+/// in a whole body, where the top-level usage is the last one written.
 pub(crate) fn tail(dialect: UsageDialect, tail: &[u8], acc: &mut Acc) -> bool {
     let key = usage_key(dialect);
-    let mut hits = Vec::new();
-    let mut from = 0;
-    while let Some(at) = find(tail, key, from) {
-        hits.push(at);
-        from = at + 1;
-    }
     // Last occurrence first: usage sits at the end; earlier hits are tried if it is cut short.
-    for at in hits.into_iter().rev() {
+    let mut before = tail.len();
+    while let Some(at) = rfind(tail, key, before) {
+        before = at;
         if escaped_quote(tail, at) {
             continue;
         }

@@ -26,6 +26,12 @@ pub enum IncludeUsageError {
 pub fn ensure_include_usage(body: &[u8]) -> Result<Option<Vec<u8>>, IncludeUsageError> {
     std::str::from_utf8(body).map_err(|e| IncludeUsageError::NotJson(e.to_string()))?;
     serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| IncludeUsageError::NotJson(e.to_string()))?;
+    ensure_include_usage_in_valid(body)
+}
+
+/// [`ensure_include_usage`] for a body already known to be valid JSON (the router validated
+/// it), skipping the second validation pass on the request path.
+pub fn ensure_include_usage_in_valid(body: &[u8]) -> Result<Option<Vec<u8>>, IncludeUsageError> {
     let top = object_at(body, 0).ok_or(IncludeUsageError::NotObject)?;
     let streaming = top.last(body, "stream").is_some_and(|m| body.get(m.value.clone()) == Some(b"true".as_slice()));
     if !streaming {

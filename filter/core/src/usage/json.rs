@@ -81,6 +81,19 @@ pub(crate) fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// Last occurrence of `needle` that starts before `before` (a backwards [`find`]).
+pub(crate) fn rfind(hay: &[u8], needle: &[u8], before: usize) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut end = before.min(hay.len());
+    while let Some(at) = hay.get(..end)?.iter().rposition(|&b| b == first) {
+        if hay.get(at..at + needle.len()) == Some(needle) {
+            return Some(at);
+        }
+        end = at;
+    }
+    None
+}
+
 /// If `pos` starts `ws* : ws* {`, the position of that `{`.
 pub(crate) fn object_value_after_key(b: &[u8], pos: usize) -> Option<usize> {
     let mut c = Cursor { b, pos };

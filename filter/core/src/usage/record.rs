@@ -71,10 +71,9 @@ impl Record {
 
     /// The record as one line of JSON, newline included.
     pub fn to_json_line(&self) -> String {
-        // Strings, integers and booleans always serialise; the fallback is unreachable.
-        let mut line = serde_json::to_string(self).unwrap_or_default();
-        line.push('\n');
-        line
+        let mut line = Vec::with_capacity(256);
+        self.view().write_json_line(&mut line);
+        String::from_utf8(line).unwrap_or_default()
     }
 
     /// Parses newline-delimited records (blank lines skipped), e.g. a `POST /v1/usage` body.
@@ -84,6 +83,69 @@ impl Record {
             .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
             .map(|(i, l)| serde_json::from_slice(l).map_err(|source| LineError { line: i + 1, source }))
             .collect()
+    }
+
+    /// The record borrowed, in the shape it is written.
+    pub fn view(&self) -> RecordView<'_> {
+        RecordView {
+            request_id: &self.request_id,
+            key: self.key.as_deref(),
+            groups: self.groups.iter().map(String::as_str).collect(),
+            model_requested: &self.model_requested,
+            provider: &self.provider,
+            upstream_model: &self.upstream_model,
+            status: self.status,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.cached_tokens,
+            cost_micro_usd: self.cost_micro_usd,
+            latency_ms: self.latency_ms,
+            ttft_ms: self.ttft_ms,
+            started_at_unix_ms: self.started_at_unix_ms,
+            streamed: self.streamed,
+        }
+    }
+}
+
+/// A [`Record`] made of borrowed parts, so the filter writes one per request without copying
+/// its strings. Same fields, same JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[allow(missing_docs)] // field for field the documented `Record`
+pub struct RecordView<'a> {
+    pub request_id: &'a str,
+    pub key: Option<&'a str>,
+    pub groups: Vec<&'a str>,
+    pub model_requested: &'a str,
+    pub provider: &'a str,
+    pub upstream_model: &'a str,
+    pub status: u16,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    pub cost_micro_usd: Option<u64>,
+    pub latency_ms: u64,
+    pub ttft_ms: Option<u64>,
+    pub started_at_unix_ms: u64,
+    pub streamed: bool,
+}
+
+impl RecordView<'_> {
+    /// Copies the token counts of `usage` into the record.
+    pub fn set_usage(&mut self, usage: &Usage) {
+        self.prompt_tokens = usage.prompt_tokens;
+        self.completion_tokens = usage.completion_tokens;
+        self.cached_tokens = usage.cached_tokens;
+    }
+
+    /// Appends the record as one line of JSON, newline included, to `out` (a batch buffer).
+    pub fn write_json_line(&self, out: &mut Vec<u8>) {
+        let mark = out.len();
+        // Strings, integers and booleans always serialise; never leave half a line anyway.
+        if serde_json::to_writer(&mut *out, self).is_err() {
+            out.truncate(mark);
+            return;
+        }
+        out.push(b'\n');
     }
 }
 

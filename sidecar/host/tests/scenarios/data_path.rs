@@ -180,11 +180,90 @@ fn client_disconnect_is_recorded_as_499() {
     assert_eq!(dequeue_record(&rt, &mut vm)["status"], 499);
 }
 
-/// Without a sidecar the root logs records; read the one queued line via the host instead.
+/// Records wait in the VM's outbox until a full batch or the tick; without a sidecar the
+/// root then logs them. Nothing reaches the queue before the tick.
 fn dequeue_record(rt: &Runtime, vm: &mut Vm) -> serde_json::Value {
-    let line = rt.shared().take_from_queue("ferrogate", "ferrogate.usage").expect("a usage record was queued");
-    let _ = vm.take_logs();
-    serde_json::from_slice(&line).unwrap()
+    assert!(rt.shared().take_from_queue("ferrogate", "ferrogate.usage").is_none(), "one record is not a batch yet");
+    vm.on_tick().unwrap();
+    let logs = vm.take_logs();
+    let lines: Vec<&str> = logs.iter().filter_map(|(_, m)| m.strip_prefix("usage ")).collect();
+    assert_eq!(lines.len(), 1, "{logs:?}");
+    serde_json::from_str(lines[0]).unwrap()
+}
+
+#[test]
+fn usage_records_reach_the_queue_in_batches_of_64() {
+    let (rt, mut vm) = keyed_vm(CONFIG);
+    let queued = || rt.shared().take_from_queue("ferrogate", "ferrogate.usage");
+    for i in 0..64 {
+        assert!(queued().is_none(), "record {i} posted before the batch was full");
+        let s = new_stream(&mut vm);
+        let headers = req("POST", "/v1/chat/completions", &[("authorization", "Bearer sk-alice")]);
+        vm.request_headers(s, headers, false).unwrap();
+        vm.request_data(s, br#"{"model":"chat"}"#, true).unwrap();
+        vm.finish_stream(s, true);
+    }
+    let batch = queued().expect("a full outbox is one queue item");
+    let lines: Vec<&[u8]> = batch.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 64);
+    for line in lines {
+        let record: serde_json::Value = serde_json::from_slice(line).unwrap();
+        assert_eq!(record["key"], "alice");
+    }
+    assert!(queued().is_none());
+}
+
+/// Runs `n` routed requests whose clients go away (one 499 record each).
+fn abandoned_requests(vm: &mut Vm, n: usize) {
+    for _ in 0..n {
+        let s = new_stream(vm);
+        let headers = req("POST", "/v1/chat/completions", &[("authorization", "Bearer sk-alice")]);
+        vm.request_headers(s, headers, false).unwrap();
+        vm.request_data(s, br#"{"model":"chat"}"#, true).unwrap();
+        vm.finish_stream(s, true);
+    }
+}
+
+/// The one sidecar call the tick made: its token and how many records it carried.
+fn usage_post(vm: &mut Vm) -> (u32, usize) {
+    let calls = vm.take_http_calls();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = &calls[0];
+    assert_eq!(call.cluster, "ferrogate_sidecar");
+    assert_eq!(header(&call.headers, ":path"), "/v1/usage");
+    assert_eq!(header(&call.headers, "authorization"), "Bearer t0k");
+    (call.token, call.body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count())
+}
+
+fn sidecar_answer(status: &str) -> Option<ferrogate_host::HttpCallResponse> {
+    Some(ferrogate_host::HttpCallResponse {
+        headers: ferrogate_host::Headers::from_pairs([(":status", status)]),
+        body: Vec::new(),
+        trailers: ferrogate_host::Headers::new(),
+    })
+}
+
+#[test]
+fn usage_batches_are_posted_to_the_sidecar_and_kept_until_acknowledged() {
+    let with_sidecar = CONFIG.replace(
+        r#""max_body_bytes":4096}"#,
+        r#""max_body_bytes":4096,"sidecar_cluster":"ferrogate_sidecar","internal_token":"t0k"}"#,
+    );
+    let (_rt, mut vm) = keyed_vm(&with_sidecar);
+    abandoned_requests(&mut vm, 3);
+    assert!(vm.take_http_calls().is_empty(), "nothing is posted before the tick");
+    vm.on_tick().unwrap();
+    let (token, records) = usage_post(&mut vm);
+    assert_eq!(records, 3);
+    // The sidecar is down: the records stay and go again on the next tick.
+    vm.http_call_response(token, sidecar_answer("503")).unwrap();
+    vm.on_tick().unwrap();
+    let (token, records) = usage_post(&mut vm);
+    assert_eq!(records, 3, "the failed batch is retried whole");
+    abandoned_requests(&mut vm, 2);
+    vm.http_call_response(token, sidecar_answer("200")).unwrap();
+    vm.on_tick().unwrap();
+    assert_eq!(usage_post(&mut vm).1, 2, "acknowledged records are not sent again");
 }
 
 #[test]

@@ -58,6 +58,8 @@ fn record_json_line_round_trip() {
     r.set_usage(&Usage { prompt_tokens: 10, completion_tokens: 5, cached_tokens: 2 });
     let line = r.to_json_line();
     assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+    // The borrowed view the filter writes is byte-identical to the owned record's JSON.
+    assert_eq!(line, format!("{}\n", serde_json::to_string(&r).unwrap()));
     let two = format!("{line}\n{line}");
     assert_eq!(Record::parse_lines(two.as_bytes()).unwrap(), vec![r.clone(), r.clone()]);
     // A bad line is named by its 1-based number in the batch (blank lines still count).
