@@ -5,6 +5,7 @@
 //! filter names (its routing header) is where the request goes. Clusters come from the
 //! config's providers. The admin listener serves health and the filter's metrics.
 
+pub mod balance;
 pub mod body;
 pub mod cluster;
 pub mod config;
@@ -142,7 +143,10 @@ impl Gateway {
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
         });
         let count = args.workers.unwrap_or_else(default_workers).max(1);
-        let workers = spawn_workers(count, &config, &listener, &rx)?;
+        let (balancer, inboxes) = balance::balancer(count);
+        let workers = spawn_workers(&config, inboxes, &rx)?;
+        listener.set_nonblocking(true)?;
+        tokio::spawn(balancer.run(tokio::net::TcpListener::from_std(listener)?, rx.clone()));
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
         Ok(Gateway { addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
     }
@@ -222,18 +226,17 @@ async fn spawn_router(
 }
 
 fn spawn_workers(
-    count: usize,
     config: &Arc<WorkerConfig>,
-    listener: &std::net::TcpListener,
+    inboxes: Vec<balance::Inbox>,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, ServeError> {
-    let mut handles = Vec::with_capacity(count);
-    for index in 0..count {
+    let mut handles = Vec::with_capacity(inboxes.len());
+    for (index, inbox) in inboxes.into_iter().enumerate() {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (config, listener, shutdown) = (config.clone(), listener.try_clone()?, shutdown.clone());
+        let (config, shutdown) = (config.clone(), shutdown.clone());
         let handle = std::thread::Builder::new()
             .name(format!("ferrogate-worker-{index}"))
-            .spawn(move || worker::run_worker(index, config, listener, shutdown, ready_tx))?;
+            .spawn(move || worker::run_worker(index, config, inbox, shutdown, ready_tx))?;
         match ready_rx.recv() {
             Ok(Ok(())) => handles.push(handle),
             Ok(Err(e)) => return Err(ServeError::Worker(e)),

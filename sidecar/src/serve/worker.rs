@@ -1,7 +1,8 @@
 //! Worker threads of `ferrogate serve`, modelled on Envoy's workers.
 //!
 //! Each worker is an OS thread with a single-threaded tokio runtime and its own filter VM
-//! (Envoy's thread-local VM clone), accepting connections from the shared listener. VMs share
+//! (Envoy's thread-local VM clone), serving the connections the acceptor hands it
+//! ([`super::balance`]). VMs share
 //! only what Envoy's share: shared data, shared queues and metrics, all inside the host
 //! [`Runtime`]. A VM that traps is replaced by a fresh one for new streams (Envoy's
 //! `FAIL_RELOAD` policy); streams already on the failed VM finish with its failure replies.
@@ -19,6 +20,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::sync::{watch, Notify};
 
+use super::balance::Inbox;
 use super::stream;
 use super::upstream::Upstream;
 
@@ -199,7 +201,7 @@ where
 pub fn run_worker(
     index: usize,
     config: Arc<WorkerConfig>,
-    listener: std::net::TcpListener,
+    inbox: Inbox,
     shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
@@ -219,32 +221,22 @@ pub fn run_worker(
                 return;
             }
         };
-        let listener = match listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener)) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = ready.send(Err(e.to_string()));
-                return;
-            }
-        };
         let _ = ready.send(Ok(()));
         tokio::task::spawn_local(tick_loop(worker.clone()));
         tokio::task::spawn_local(queue_loop(worker.clone()));
-        accept_loop(worker, listener, shutdown, config.drain_timeout).await;
+        accept_loop(worker, inbox, shutdown, config.drain_timeout).await;
     });
 }
 
-async fn accept_loop(
-    worker: Rc<Worker>,
-    listener: tokio::net::TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-    drain: Duration,
-) {
+async fn accept_loop(worker: Rc<Worker>, mut inbox: Inbox, mut shutdown: watch::Receiver<bool>, drain: Duration) {
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(LocalExec);
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((tcp, peer)) = accepted else { continue };
+            handed = inbox.next() => {
+                let Some((tcp, open)) = handed else { break };
+                let Ok(tcp) = tokio::net::TcpStream::from_std(tcp) else { continue };
+                let Ok(peer) = tcp.peer_addr() else { continue };
                 let _ = tcp.set_nodelay(true);
                 let local = tcp.local_addr().unwrap_or(peer);
                 let conn = Rc::new(ConnInfo { peer, local, id: CONNECTION_IDS.fetch_add(1, Ordering::Relaxed) });
@@ -256,12 +248,13 @@ async fn accept_loop(
                     if let Err(e) = watched.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    drop(open);
                 });
             }
             _ = shutdown.changed() => break,
         }
     }
-    drop(listener);
+    drop(inbox);
     if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
         tracing::warn!(worker = worker.index, "drain timeout: closing remaining connections");
     }
