@@ -2,7 +2,8 @@
 //! one thread, the full data path (virtual key, grants, resolution, body rewrite, usage
 //! tracking of a JSON answer, usage record, metrics).
 //!
-//! `cargo run --release -p ferrogate-host --example filter_bench [-- N]` (after `make wasm`).
+//! `cargo run --release -p ferrogate-host --example filter_bench [-- N]` (after `make wasm`);
+//! `REF_FILTER=$(scripts/reference-filter)` measures the foundation's filter instead.
 //! Prints the mean wall time per request: the filter's guest code plus the host's hostcalls.
 
 use std::time::Instant;
@@ -16,15 +17,25 @@ const CONFIG: &str = r#"{"config":{
   "keys":[{"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"]}],
   "pricing":{"sim-small":{"input_per_mtok":0.1,"output_per_mtok":0.4}}}}"#;
 
+/// The reference filter (scripts/reference-filter) predates keys and pricing: open config.
+const REF_CONFIG: &str = r#"{"config":{
+  "providers":[{"name":"local","kind":"openai_compatible","base_url":"http://127.0.0.1:8000"}],
+  "models":[{"name":"chat","targets":[{"provider":"local","model":"sim-small"}]}]}}"#;
 const BODY: &[u8] = br#"{"model":"chat","messages":[{"role":"user","content":"ping"}],"max_tokens":4}"#;
 const ANSWER: &[u8] = br#"{"id":"x","object":"chat.completion","created":0,"model":"sim-small","choices":[{"index":0,"message":{"role":"assistant","content":"pong"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let wasm = std::fs::read(root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"))?;
+    // REF_FILTER=<wasm> measures another build (the foundation's filter) the same way.
+    let reference = std::env::var_os("REF_FILTER");
+    let path = reference.clone().map_or_else(
+        || root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"),
+        std::path::PathBuf::from,
+    );
+    let wasm = std::fs::read(path)?;
     let spec = PluginSpec {
-        configuration: CONFIG.as_bytes().to_vec(),
+        configuration: if reference.is_some() { REF_CONFIG } else { CONFIG }.as_bytes().to_vec(),
         allow_on_headers_stop_iteration: true,
         ..PluginSpec::default()
     };
@@ -59,6 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     run(n / 10)?; // warm-up
     let us = run(n)?;
-    println!("filter_bench: {n} requests, {us:.2} µs per request (filter + host, one thread)");
+    let which = if reference.is_some() { "reference filter" } else { "filter" };
+    println!("filter_bench: {n} requests, {us:.2} µs per request ({which} + host, one thread)");
     Ok(())
 }
