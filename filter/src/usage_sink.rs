@@ -22,10 +22,11 @@ use proxy_wasm::types::Bytes;
 
 /// Queue name, shared by every VM with the same `vm_id`.
 pub(crate) const QUEUE: &str = "ferrogate.usage";
-/// Records held while the sidecar is unreachable; beyond this the oldest are dropped.
-const MAX_PENDING: usize = 10_000;
-/// Records per POST.
-const BATCH: usize = 500;
+/// Record bytes held while the sidecar is unreachable (about 13,000 records); beyond this the
+/// oldest are dropped. Bytes, not records: counting lines would cost a scan of every batch.
+const MAX_PENDING: usize = 4 << 20;
+/// Bytes per POST (about 400 records).
+const BATCH: usize = 128 << 10;
 /// Records a VM's outbox collects before it becomes one queue item.
 pub(crate) const OUTBOX_RECORDS: usize = 64;
 /// Callout timeout.
@@ -37,8 +38,8 @@ pub(crate) struct UsageSink {
     queue: Option<u32>,
     /// Queue items (newline-terminated record lines) waiting for the sidecar, oldest first.
     pending: VecDeque<Chunk>,
-    /// Records in `pending`.
-    pending_records: usize,
+    /// Bytes in `pending`.
+    pending_bytes: usize,
     /// Token and number of chunks of the batch being posted.
     in_flight: Option<(u32, usize)>,
     dropped: usize,
@@ -47,7 +48,6 @@ pub(crate) struct UsageSink {
 /// One queue item: a VM's outbox, kept whole (no per-record copy).
 struct Chunk {
     lines: Bytes,
-    records: usize,
 }
 
 /// One VM's records not yet on the shared queue: newline-terminated JSON lines.
@@ -111,7 +111,7 @@ impl UsageSink {
     }
 
     /// Holds one queue item for the sidecar (or logs its records when there is none); past
-    /// [`MAX_PENDING`] records the oldest items are dropped.
+    /// [`MAX_PENDING`] bytes the oldest items are dropped.
     fn keep(&mut self, mut lines: Bytes, to_sidecar: bool) {
         if !to_sidecar {
             for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -122,15 +122,14 @@ impl UsageSink {
         if lines.last().is_some_and(|&b| b != b'\n') {
             lines.push(b'\n');
         }
-        let records = lines.iter().filter(|&&b| b == b'\n').count();
-        self.pending_records += records;
-        self.pending.push_back(Chunk { lines, records });
+        self.pending_bytes += lines.len();
+        self.pending.push_back(Chunk { lines });
         // Never drop the batch in flight: its acknowledgement removes it by count.
         let keep_front = self.in_flight.map_or(0, |(_, n)| n);
-        while self.pending_records > MAX_PENDING && self.pending.len() > keep_front + 1 {
+        while self.pending_bytes > MAX_PENDING && self.pending.len() > keep_front + 1 {
             let Some(old) = self.pending.remove(keep_front) else { break };
-            self.pending_records = self.pending_records.saturating_sub(old.records);
-            self.dropped += old.records;
+            self.pending_bytes = self.pending_bytes.saturating_sub(old.lines.len());
+            self.dropped += old.lines.iter().filter(|&&b| b == b'\n').count();
         }
     }
 
@@ -146,15 +145,15 @@ impl UsageSink {
         if self.in_flight.is_some() || self.pending.is_empty() {
             return;
         }
-        // Whole chunks until the batch holds BATCH records (one chunk at least).
+        // Whole chunks until the batch holds BATCH bytes (one chunk at least).
         let mut body = Vec::new();
-        let (mut n, mut records) = (0, 0);
+        let mut n = 0;
         for chunk in &self.pending {
-            if n > 0 && records + chunk.records > BATCH {
+            if n > 0 && body.len() + chunk.lines.len() > BATCH {
                 break;
             }
             body.extend_from_slice(&chunk.lines);
-            (n, records) = (n + 1, records + chunk.records);
+            n += 1;
         }
         let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
         let mut headers = vec![
@@ -174,7 +173,7 @@ impl UsageSink {
 
     /// Whether a whole batch is pending (worth sending before the next tick).
     pub(crate) fn has_full_batch(&self) -> bool {
-        self.pending_records >= BATCH
+        self.pending_bytes >= BATCH
     }
 
     /// Handles the sidecar's answer: acknowledged records leave the buffer. Returns false
@@ -188,10 +187,12 @@ impl UsageSink {
         match status {
             Some(s) if (200..300).contains(&s) => {
                 for chunk in self.pending.drain(..n.min(self.pending.len())) {
-                    self.pending_records = self.pending_records.saturating_sub(chunk.records);
+                    self.pending_bytes = self.pending_bytes.saturating_sub(chunk.lines.len());
                 }
             }
-            other => log::warn!("usage: sidecar answered {other:?}; {} records kept for retry", self.pending_records),
+            other => {
+                log::warn!("usage: sidecar answered {other:?}; {} bytes of records kept for retry", self.pending_bytes)
+            }
         }
         true
     }

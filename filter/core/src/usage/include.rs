@@ -4,7 +4,7 @@
 //! The request is edited by splicing bytes: key order, whitespace, number spellings and fields
 //! the gateway does not know reach the provider unchanged.
 
-use super::json::{object_at, Object};
+use super::json::{find, object_at, Object};
 
 /// Why a request body could not be inspected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +32,15 @@ pub fn ensure_include_usage(body: &[u8]) -> Result<Option<Vec<u8>>, IncludeUsage
 /// [`ensure_include_usage`] for a body already known to be valid JSON (the router validated
 /// it), skipping the second validation pass on the request path.
 pub fn ensure_include_usage_in_valid(body: &[u8]) -> Result<Option<Vec<u8>>, IncludeUsageError> {
+    // Most requests do not stream: without a `"stream"` key they need no member scan. A key
+    // can be spelled with escapes (`"str\u0065am"`), so any backslash means scanning anyway;
+    // otherwise a streamed request could dodge usage accounting.
+    if !body.contains(&b'\\') && find(body, b"\"stream\"", 0).is_none() {
+        return match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => Ok(None),
+            _ => Err(IncludeUsageError::NotObject),
+        };
+    }
     let top = object_at(body, 0).ok_or(IncludeUsageError::NotObject)?;
     let streaming = top.last(body, "stream").is_some_and(|m| body.get(m.value.clone()) == Some(b"true".as_slice()));
     if !streaming {

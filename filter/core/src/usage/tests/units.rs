@@ -73,8 +73,11 @@ fn record_json_line_round_trip() {
     assert_eq!((parsed.key, parsed.cost_micro_usd, parsed.streamed), (None, None, false));
 }
 
+/// Both variants: the checked one, and the request path's (body already validated).
 fn include(body: &str) -> Option<String> {
-    ensure_include_usage(body.as_bytes()).unwrap().map(|b| String::from_utf8(b).unwrap())
+    let checked = ensure_include_usage(body.as_bytes()).unwrap();
+    assert_eq!(ensure_include_usage_in_valid(body.as_bytes()).unwrap(), checked, "variants differ on {body}");
+    checked.map(|b| String::from_utf8(b).unwrap())
 }
 
 #[test]
@@ -101,6 +104,11 @@ fn include_usage_splices_bytes() {
     );
     // Escaped keys are the same keys to the provider.
     assert_eq!(include(r#"{"str\u0065am":true,"stream_options":{"include_usag\u0065":true}}"#), None);
+    // ...and a stream asked for with an escaped key is still metered.
+    assert_eq!(
+        include(r#"{"str\u0065am":true}"#).as_deref(),
+        Some(r#"{"str\u0065am":true,"stream_options":{"include_usage":true}}"#)
+    );
     let out = include(r#"{"messages":[{"content":"\"stream\": true"}],"stream":true}"#).unwrap();
     assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["stream_options"]["include_usage"] == true);
 }
