@@ -28,68 +28,125 @@ pub(crate) struct Observation<'a> {
     pub(crate) filter_us: u64,
 }
 
+/// Counter increments of one (model, provider, status), summed until the tick.
+struct Tally {
+    model: String,
+    provider: String,
+    status: u16,
+    requests: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+}
+
+/// Distinct (model, provider, status) tallies a VM keeps between ticks; past this it flushes
+/// early rather than grow (a flood of made-up model names cannot use up memory).
+const MAX_TALLIES: usize = 256;
+
 /// Metric ids of one VM, and counter increments not yet handed to the host.
+///
+/// Per request this allocates nothing and hashes nothing in the steady state: the request's
+/// tally is found by comparing names (a VM sees few combinations per second), histogram ids
+/// are cached in fields, and counter names are formatted once per tick in [`Metrics::flush`].
 #[derive(Default)]
 pub(crate) struct Metrics {
     ids: HashMap<String, u32>,
-    /// Counters are summed here and flushed on the root's tick: one hostcall per counter per
-    /// second instead of four per request. Histograms need each value and are recorded at once.
-    pending: HashMap<String, u64>,
+    requests_total: u64,
+    tallies: Vec<Tally>,
+    latency_ms: Option<u32>,
+    ttft_ms: Option<u32>,
+    filter_us: Option<u32>,
 }
 
 impl Metrics {
     /// Records one finished request.
     pub(crate) fn observe(&mut self, o: &Observation<'_>) {
-        let (model, provider) = (segment(o.model), segment(o.provider));
-        self.count("ferrogate.requests_total".to_string(), 1);
-        self.count(format!("ferrogate.requests.{model}.{provider}.{}", o.status), 1);
-        if let Some((input, output)) = o.tokens {
-            self.count(format!("ferrogate.tokens_in.{model}.{provider}"), input);
-            self.count(format!("ferrogate.tokens_out.{model}.{provider}"), output);
+        self.requests_total += 1;
+        if let Some(tally) = self.tally(o.model, o.provider, o.status) {
+            tally.requests += 1;
+            if let Some((input, output)) = o.tokens {
+                tally.tokens_in += input;
+                tally.tokens_out += output;
+            }
         }
-        self.add(MetricType::Histogram, "ferrogate.latency_ms", o.latency_ms);
+        // Histograms need each value: recorded at once, ids cached after the first use.
+        let id = cached(&mut self.ids, &mut self.latency_ms, "ferrogate.latency_ms");
+        record(id, o.latency_ms);
         if let Some(ttft) = o.ttft_ms {
-            self.add(MetricType::Histogram, "ferrogate.ttft_ms", ttft);
+            record(cached(&mut self.ids, &mut self.ttft_ms, "ferrogate.ttft_ms"), ttft);
         }
         // The response header can only carry the request phase; this covers both phases.
-        self.add(MetricType::Histogram, "ferrogate.filter_us", o.filter_us);
+        record(cached(&mut self.ids, &mut self.filter_us, "ferrogate.filter_us"), o.filter_us);
     }
 
-    fn count(&mut self, name: String, value: u64) {
-        *self.pending.entry(name).or_default() += value;
+    fn tally(&mut self, model: &str, provider: &str, status: u16) -> Option<&mut Tally> {
+        let found = self.tallies.iter().position(|t| t.status == status && t.model == model && t.provider == provider);
+        let at = match found {
+            Some(at) => at,
+            None => {
+                if self.tallies.len() >= MAX_TALLIES {
+                    self.flush();
+                }
+                let (model, provider) = (model.to_string(), provider.to_string());
+                self.tallies.push(Tally { model, provider, status, requests: 0, tokens_in: 0, tokens_out: 0 });
+                self.tallies.len() - 1
+            }
+        };
+        self.tallies.get_mut(at)
     }
 
-    /// Hands the summed counter increments to the host (called on the root's tick).
+    /// Hands the summed counter increments to the host (called on the root's tick): one
+    /// hostcall per counter per second instead of several per request.
     pub(crate) fn flush(&mut self) {
-        let pending = std::mem::take(&mut self.pending);
-        for (name, value) in pending {
-            self.add(MetricType::Counter, &name, value);
+        let total = std::mem::take(&mut self.requests_total);
+        self.count("ferrogate.requests_total", total);
+        for t in std::mem::take(&mut self.tallies) {
+            let (model, provider) = (segment(&t.model), segment(&t.provider));
+            self.count(&format!("ferrogate.requests.{model}.{provider}.{}", t.status), t.requests);
+            self.count(&format!("ferrogate.tokens_in.{model}.{provider}"), t.tokens_in);
+            self.count(&format!("ferrogate.tokens_out.{model}.{provider}"), t.tokens_out);
         }
     }
 
-    fn add(&mut self, kind: MetricType, name: &str, value: u64) {
-        if kind == MetricType::Counter && value == 0 {
+    fn count(&mut self, name: &str, value: u64) {
+        if value == 0 {
             return; // Envoy rejects zero increments.
         }
-        let id = match self.ids.get(name) {
-            Some(id) => *id,
-            None => match hostcalls::define_metric(kind, name) {
-                Ok(id) => {
-                    self.ids.insert(name.to_string(), id);
-                    id
-                }
-                Err(e) => {
-                    log::debug!("define_metric({name}): {e:?}");
-                    return;
-                }
-            },
-        };
-        let result = match kind {
-            MetricType::Histogram => hostcalls::record_metric(id, value),
-            _ => hostcalls::increment_metric(id, i64::try_from(value).unwrap_or(i64::MAX)),
-        };
-        if let Err(e) = result {
+        let Some(id) = define(&mut self.ids, MetricType::Counter, name) else { return };
+        if let Err(e) = hostcalls::increment_metric(id, i64::try_from(value).unwrap_or(i64::MAX)) {
             log::debug!("metric {name}: {e:?}");
+        }
+    }
+}
+
+/// The id of histogram `name`, from `slot` or defined (once) and cached there.
+fn cached(ids: &mut HashMap<String, u32>, slot: &mut Option<u32>, name: &str) -> Option<u32> {
+    if slot.is_none() {
+        *slot = define(ids, MetricType::Histogram, name);
+    }
+    *slot
+}
+
+fn record(id: Option<u32>, value: u64) {
+    if let Some(id) = id {
+        if let Err(e) = hostcalls::record_metric(id, value) {
+            log::debug!("metric {id}: {e:?}");
+        }
+    }
+}
+
+/// The id of metric `name`, defined with the host on first use.
+fn define(ids: &mut HashMap<String, u32>, kind: MetricType, name: &str) -> Option<u32> {
+    if let Some(id) = ids.get(name) {
+        return Some(*id);
+    }
+    match hostcalls::define_metric(kind, name) {
+        Ok(id) => {
+            ids.insert(name.to_string(), id);
+            Some(id)
+        }
+        Err(e) => {
+            log::debug!("define_metric({name}): {e:?}");
+            None
         }
     }
 }
