@@ -24,8 +24,8 @@ impl Headers {
 
     /// First value of `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        let name = name.to_ascii_lowercase();
-        self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_slice())
+        // Stored keys are lower-case: compare without making a lower-case copy of `name`.
+        self.0.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
     }
 
     /// First value of `name` if it is valid UTF-8.
@@ -35,8 +35,13 @@ impl Headers {
 
     /// Appends another entry (pseudo-headers go after the existing pseudo-headers).
     pub fn add(&mut self, name: &str, value: impl Into<Vec<u8>>) {
-        let name = name.to_ascii_lowercase();
-        let entry = (name, value.into());
+        self.add_lowercase(name.to_ascii_lowercase(), value.into());
+    }
+
+    /// [`Headers::add`] for a name the caller already lower-cased (the hostcalls do), without
+    /// another copy.
+    pub(crate) fn add_lowercase(&mut self, name: String, value: Vec<u8>) {
+        let entry = (name, value);
         if entry.0.starts_with(':') {
             let at = self.0.iter().take_while(|(k, _)| k.starts_with(':')).count();
             self.0.insert(at, entry);
@@ -53,8 +58,7 @@ impl Headers {
 
     /// Removes every entry of `name` (no-op when absent).
     pub fn remove(&mut self, name: &str) {
-        let name = name.to_ascii_lowercase();
-        self.0.retain(|(k, _)| *k != name);
+        self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
     }
 
     /// Iterates over all entries in order.

@@ -3,7 +3,7 @@
 //! pairs and every other operation is BadArgument. In `on_log` maps are readable again
 //! (access-log copies, request trailers excluded) but not writable. Keys are lower-cased.
 
-use super::memory::{give, read, read_str, write_u32};
+use super::memory::{give, read, write_u32};
 use super::status;
 use crate::codec::{deserialize_headers, serialize_headers};
 use crate::state::{HostState, Status};
@@ -52,8 +52,11 @@ fn with_map(state: &mut HostState, ty: i32, f: impl FnOnce(&mut Headers)) -> Res
     Ok(())
 }
 
+/// A header name from guest memory, lower-cased in place: one allocation per hostcall.
 fn key(c: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Result<String, Status> {
-    read_str(c, ptr, len).map(|k| k.to_ascii_lowercase())
+    let mut bytes = read(c, ptr, len)?;
+    bytes.make_ascii_lowercase();
+    Ok(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -106,7 +109,7 @@ fn add_mutators(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, HostState>, ty: i32, kp: i32, kl: i32, vp: i32, vl: i32| -> wasmtime::Result<i32> {
             let r = key(&mut c, kp, kl).and_then(|k| {
                 let v = read(&mut c, vp, vl)?;
-                with_map(c.data_mut(), ty, |h| h.add(&k, v))
+                with_map(c.data_mut(), ty, |h| h.add_lowercase(k, v))
             });
             Ok(status(r))
         },
@@ -117,7 +120,10 @@ fn add_mutators(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, HostState>, ty: i32, kp: i32, kl: i32, vp: i32, vl: i32| -> wasmtime::Result<i32> {
             let r = key(&mut c, kp, kl).and_then(|k| {
                 let v = read(&mut c, vp, vl)?;
-                with_map(c.data_mut(), ty, |h| h.set(&k, v))
+                with_map(c.data_mut(), ty, |h| {
+                    h.remove(&k);
+                    h.add_lowercase(k, v);
+                })
             });
             Ok(status(r))
         },
