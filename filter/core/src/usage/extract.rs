@@ -6,7 +6,7 @@
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::json::{escaped_quote, find, object_value_after_key, rfind};
+use super::json::{escaped_quote, find, object_value_after_key, rfind, top_level_object};
 use super::{Usage, UsageDialect};
 
 /// OpenAI usage; the `input_*` aliases are the Responses API spelling.
@@ -211,6 +211,17 @@ pub(crate) fn tail(dialect: UsageDialect, tail: &[u8], acc: &mut Acc) -> bool {
         }
     }
     false
+}
+
+/// Reads usage from a whole body's top-level usage member alone, skipping everything else
+/// without parsing it; false when there is none the quick way (the caller parses in full).
+pub(crate) fn top_level(dialect: UsageDialect, body: &[u8], acc: &mut Acc) -> bool {
+    let key = usage_key(dialect);
+    let name = key.get(1..key.len().saturating_sub(1)).unwrap_or_default();
+    match top_level_object(body, name) {
+        Some(at) => tail_value(dialect, body.get(at..).unwrap_or_default(), acc),
+        None => false,
+    }
 }
 
 /// Parses the first JSON value of `bytes` (trailing bytes ignored) as the dialect's usage.

@@ -103,6 +103,65 @@ pub(crate) fn object_value_after_key(b: &[u8], pos: usize) -> Option<usize> {
     (c.peek()? == b'{').then_some(c.pos)
 }
 
+/// Where the value of the last top-level member `key` of the JSON object `body` starts, when
+/// that value is an object: one pass that only follows strings and nesting (no validation, no
+/// allocation). `None` when there is no such member, the body is not an object, or a
+/// top-level key is written with escapes (the caller then parses the whole body).
+pub(crate) fn top_level_object(body: &[u8], key: &[u8]) -> Option<usize> {
+    let first = body.iter().position(|b| !b.is_ascii_whitespace())?;
+    if body.get(first) != Some(&b'{') {
+        return None;
+    }
+    let (mut depth, mut expect_key, mut found, mut i) = (0usize, false, None, first);
+    while let Some(&b) = body.get(i) {
+        match b {
+            b'"' => {
+                let (end, escaped) = string_end(body, i + 1)?;
+                if depth == 1 && expect_key {
+                    if escaped {
+                        return None;
+                    }
+                    if body.get(i + 1..end) == Some(key) {
+                        found = object_value_after_key(body, end + 1);
+                    }
+                    expect_key = false;
+                }
+                i = end + 1;
+                continue;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break; // the end of the top-level object; whatever follows is not it
+                }
+            }
+            b',' => expect_key = depth == 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The closing quote of the string whose content starts at `from`, and whether it holds escapes.
+fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
+    let (mut i, mut escaped) = (from, false);
+    loop {
+        match b.get(i)? {
+            b'"' => return Some((i, escaped)),
+            b'\\' => {
+                escaped = true;
+                i += 2;
+            }
+            _ => i += 1,
+        }
+    }
+}
+
 /// Whether the quote at `at` is escaped (preceded by an odd number of backslashes).
 pub(crate) fn escaped_quote(b: &[u8], at: usize) -> bool {
     let before = b.get(..at).unwrap_or_default();

@@ -243,8 +243,13 @@ impl Tracker {
             return;
         }
         if !self.streaming {
+            // The top-level usage member alone when it can be found in one light pass; the
+            // full parse for anything unusual; the tail for bodies too big to hold.
             let whole = self.seen <= WHOLE_BODY_MAX;
-            if !(whole && extract::object(self.dialect, &self.buf, &mut self.acc).usage) {
+            let found = whole
+                && (extract::top_level(self.dialect, &self.buf, &mut self.acc)
+                    || extract::object(self.dialect, &self.buf, &mut self.acc).usage);
+            if !found {
                 extract::tail(self.dialect, &self.buf, &mut self.acc);
             }
         } else if self.seen > EVENT_MAX {

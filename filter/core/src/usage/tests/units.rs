@@ -1,6 +1,7 @@
 //! Unit tests: cost, records, `include_usage` splicing, SSE framing details and the memory
 //! bounds of the tracker.
 
+use super::super::json::top_level_object;
 use super::super::sse::{event_data, Splitter};
 use super::*;
 
@@ -36,6 +37,34 @@ fn cost_is_exact_then_rounded_up() {
     let huge = Usage { prompt_tokens: u64::MAX, completion_tokens: u64::MAX, cached_tokens: 0 };
     let pricey = BTreeMap::from([("m".to_string(), price(1e30, 1e30, 1e30))]);
     assert_eq!(cost_micro_usd(&pricey, "p", "m", &huge), Some(u64::MAX));
+}
+
+#[test]
+fn hand_written_record_json_matches_serde() {
+    let awkward = "q\"b\\s/\n\r\t\u{8}\u{c}\u{0}\u{1f}\u{7f}é✓";
+    let records = [
+        Record::default(),
+        Record {
+            request_id: awkward.into(),
+            key: Some(awkward.into()),
+            groups: vec!["a".into(), awkward.into(), String::new()],
+            model_requested: awkward.into(),
+            provider: "p".into(),
+            upstream_model: "org/model:v1".into(),
+            status: 65535,
+            prompt_tokens: u64::MAX,
+            completion_tokens: 10,
+            cached_tokens: 9,
+            cost_micro_usd: Some(0),
+            latency_ms: 1,
+            ttft_ms: Some(u64::MAX),
+            started_at_unix_ms: 1_700_000_000_123,
+            streamed: true,
+        },
+    ];
+    for r in records {
+        assert_eq!(r.to_json_line(), format!("{}\n", serde_json::to_string(&r).unwrap()));
+    }
 }
 
 #[test]
@@ -236,4 +265,25 @@ fn on_end_appends_flushed_bytes() {
     assert_eq!(t.on_chunk(b"late"), Chunk::Forward);
     let mut t = Tracker::new(UsageDialect::OpenAi, true, false);
     assert_eq!(t.on_end(b"data: x"), Chunk::Forward);
+}
+
+#[test]
+fn top_level_member_scan_skips_nested_values_and_strings() {
+    fn at(body: &str) -> Option<&str> {
+        top_level_object(body.as_bytes(), b"usage").map(|i| &body[i..])
+    }
+    assert_eq!(at(r#"{"usage":{"a":1}}"#), Some(r#"{"a":1}}"#));
+    // Nested members, strings with braces, quotes and escapes do not count.
+    let body = r#"{"s":"}\"usage\":{","c":[{"usage":{"x":1}}],"o":{"usage":{}}, "usage" : {"b":2}}"#;
+    assert_eq!(at(body), Some(r#"{"b":2}}"#));
+    assert_eq!(
+        at(r#"{"usage":{"a":1},"content":[{"input":{"usage":{"a":9}}}]}"#),
+        Some(r#"{"a":1},"content":[{"input":{"usage":{"a":9}}}]}"#)
+    );
+    // Not an object value, not an object body, an escaped key, trailing objects: no quick answer.
+    assert_eq!(at(r#"{"usage":null}"#), None);
+    assert_eq!(at(r#"[{"usage":{}}]"#), None);
+    assert_eq!(at(r#"{"us\u0061ge":{"a":1}}"#), None);
+    assert_eq!(at(r#"{"a":1} {"usage":{"a":1}}"#), None);
+    assert_eq!(at(r#"{"unterminated"#), None);
 }
