@@ -26,7 +26,7 @@ use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
 use ferrogate_core::usage::{ensure_include_usage_in_valid, Tracker};
 use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::Action;
+use proxy_wasm::types::{Action, MapType};
 
 use crate::metrics::Metrics;
 use crate::usage_sink::Outbox;
@@ -170,7 +170,7 @@ impl Stream {
     }
 
     fn on_headers(&mut self, end_of_stream: bool) -> Action {
-        let mut head = Head::from_pairs(self.get_http_request_headers_bytes());
+        let mut head = Head::from_map(&crate::raw::header_map(MapType::HttpRequestHeaders));
         self.dialect = Dialect::from_path(&head.path);
         self.start(&mut head);
         let Some(plugin) = self.shared.plugin.clone() else {

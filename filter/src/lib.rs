@@ -7,6 +7,7 @@
 
 mod http;
 mod metrics;
+mod raw;
 mod root;
 mod usage_sink;
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod dialect;
 pub mod error;
 pub mod grants;
+pub mod header_map;
 pub mod headers;
 pub mod multipart;
 pub mod openai;

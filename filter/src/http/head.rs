@@ -1,8 +1,10 @@
-//! The request head, read with one hostcall.
+//! The request head, read with one hostcall and parsed in place.
 //!
 //! Each header lookup is a hostcall (and a guest allocation for the answer); reading the whole
 //! map once and picking the few headers routing needs is cheaper than asking for each.
 
+use ferrogate_core::header_map;
+use ferrogate_core::headers::DESTINATION_ENDPOINT;
 use proxy_wasm::types::Bytes;
 
 /// What the filter needs from the request headers.
@@ -31,29 +33,31 @@ pub(super) struct Present {
 }
 
 impl Head {
-    /// Picks the headers of interest out of the full map (names are lower-case in proxy-wasm).
-    pub(super) fn from_pairs(pairs: Vec<(String, Bytes)>) -> Head {
+    /// Picks the headers of interest out of the serialized map (names are lower-case in
+    /// proxy-wasm), copying only the values kept.
+    pub(super) fn from_map(map: &[u8]) -> Head {
         let mut head = Head::default();
-        for (name, value) in pairs {
-            match name.as_str() {
-                ":method" => head.method = String::from_utf8(value).unwrap_or_default(),
-                ":path" => head.path = String::from_utf8(value).unwrap_or_default(),
-                "x-request-id" => head.request_id = String::from_utf8(value).ok(),
-                "authorization" => {
+        let text = |v: &[u8]| std::str::from_utf8(v).ok().map(str::to_string);
+        for (name, value) in header_map::pairs(map) {
+            match name {
+                b":method" => head.method = text(value).unwrap_or_default(),
+                b":path" => head.path = text(value).unwrap_or_default(),
+                b"x-request-id" => head.request_id = text(value),
+                b"authorization" => {
                     head.present.authorization = true;
-                    head.authorization.get_or_insert(value);
+                    head.authorization.get_or_insert_with(|| value.to_vec());
                 }
-                "x-api-key" => {
+                b"x-api-key" => {
                     head.present.x_api_key = true;
-                    head.x_api_key.get_or_insert(value);
+                    head.x_api_key.get_or_insert_with(|| value.to_vec());
                 }
-                "x-goog-api-key" => {
+                b"x-goog-api-key" => {
                     head.present.x_goog_api_key = true;
-                    head.x_goog_api_key.get_or_insert(value);
+                    head.x_goog_api_key.get_or_insert_with(|| value.to_vec());
                 }
-                "content-type" => head.content_type = Some(value),
-                "transfer-encoding" => head.present.transfer_encoding = true,
-                ferrogate_core::headers::DESTINATION_ENDPOINT => head.present.destination_endpoint = true,
+                b"content-type" => head.content_type = Some(value.to_vec()),
+                b"transfer-encoding" => head.present.transfer_encoding = true,
+                name if name == DESTINATION_ENDPOINT.as_bytes() => head.present.destination_endpoint = true,
                 _ => {}
             }
         }

@@ -4,10 +4,10 @@
 //! or the one SSE event in progress). The only rewrite is removing the usage chunk the gateway
 //! asked for on the client's behalf, which the client did not request.
 
-use ferrogate_core::headers;
 use ferrogate_core::usage::{Chunk, Tracker, UsageDialect};
+use ferrogate_core::{header_map, headers};
 use proxy_wasm::traits::HttpContext;
-use proxy_wasm::types::Action;
+use proxy_wasm::types::{Action, MapType};
 
 use super::Stream;
 
@@ -15,12 +15,13 @@ impl Stream {
     pub(super) fn on_response_headers(&mut self, end_of_stream: bool) -> Action {
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
-        for (name, value) in self.get_http_response_headers_bytes() {
-            match name.as_str() {
-                ":status" => status = std::str::from_utf8(&value).ok().and_then(|s| s.parse().ok()),
-                "content-type" => streaming = value.starts_with(b"text/event-stream"),
-                "content-length" => has_length = true,
-                headers::REQUEST_ID => upstream_id = Some(value),
+        let map = crate::raw::header_map(MapType::HttpResponseHeaders);
+        for (name, value) in header_map::pairs(&map) {
+            match name {
+                b":status" => status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()),
+                b"content-type" => streaming = value.starts_with(b"text/event-stream"),
+                b"content-length" => has_length = true,
+                name if name == headers::REQUEST_ID.as_bytes() => upstream_id = Some(value),
                 _ => {}
             }
         }
@@ -33,8 +34,8 @@ impl Stream {
             self.set_http_response_header(headers::MODEL, Some(&routed.upstream_model));
             // Keep the provider's own id (useful for its support) before ours replaces it.
             if let Some(upstream_id) = upstream_id {
-                if Some(upstream_id.as_slice()) != self.request_id.as_deref().map(str::as_bytes) {
-                    self.set_http_response_header_bytes(headers::UPSTREAM_REQUEST_ID, Some(&upstream_id));
+                if Some(upstream_id) != self.request_id.as_deref().map(str::as_bytes) {
+                    self.set_http_response_header_bytes(headers::UPSTREAM_REQUEST_ID, Some(upstream_id));
                 }
             }
             self.streamed = streaming;
