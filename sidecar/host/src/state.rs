@@ -6,6 +6,7 @@ use crate::metrics::MetricIds;
 use crate::runtime::RuntimeInner;
 use crate::{Headers, HttpCallRequest, HttpCallResponse, LogLevel, StreamEvent, StreamInfo};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use wasmtime::StoreLimits;
@@ -223,7 +224,7 @@ pub(crate) struct HostState {
     /// A local reply was requested in the running VM call: the callback's return value is
     /// overridden by a forced stop (Envoy keeps this flag per VM and per call too).
     pub(crate) stop_next: bool,
-    pub(crate) streams: HashMap<u32, StreamState>,
+    pub(crate) streams: HashMap<u32, StreamState, ContextIds>,
     /// The callout response, readable only during `on_http_call_response`.
     pub(crate) call_response: Option<HttpCallResponse>,
     pub(crate) calls: Calls,
@@ -259,7 +260,7 @@ impl HostState {
             effective: None,
             phase: Phase::Other,
             stop_next: false,
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             call_response: None,
             calls: Calls::default(),
             status: (0, Vec::new()),
@@ -286,5 +287,30 @@ impl HostState {
         if let Some(s) = self.stream() {
             s.deferred.push(action);
         }
+    }
+}
+
+/// Hashing for context-id keys: nearly every hostcall looks up the current stream, and SipHash
+/// (DoS-resistant, for keys an attacker picks) is wasted on ids the host hands out itself.
+pub(crate) type ContextIds = BuildHasherDefault<ContextIdHasher>;
+
+/// Fibonacci hashing of one integer key (spreads sequential ids over the table's bits).
+#[derive(Default)]
+pub(crate) struct ContextIdHasher(u64);
+
+impl Hasher for ContextIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by `u32` keys; kept correct for any other key type all the same.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
