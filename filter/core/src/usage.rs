@@ -101,7 +101,7 @@ pub fn cost_micro_usd(
     upstream_model: &str,
     usage: &Usage,
 ) -> Option<u64> {
-    let price = pricing.get(&format!("{provider}/{upstream_model}")).or_else(|| pricing.get(upstream_model))?;
+    let price = qualified_price(pricing, provider, upstream_model).or_else(|| pricing.get(upstream_model))?;
     let cached = usage.cached_tokens.min(usage.prompt_tokens);
     let uncached = usage.prompt_tokens - cached;
     // USD per million tokens is micro-USD per token. Prices become integers of 1e-6 micro-USD
@@ -112,6 +112,24 @@ pub fn cost_micro_usd(
         .saturating_add(part(usage.completion_tokens, price.output_per_mtok));
     let micro = pico.div_ceil(1_000_000);
     Some(u64::try_from(micro).unwrap_or(u64::MAX))
+}
+
+/// The `provider/model` price entry, looked up without building the key on the heap when it
+/// is short (this runs once per request).
+fn qualified_price<'p>(pricing: &'p BTreeMap<String, Price>, provider: &str, model: &str) -> Option<&'p Price> {
+    let mut buf = [0u8; 256];
+    let len = provider.len() + 1 + model.len();
+    let Some(key) = buf.get_mut(..len) else {
+        return pricing.get(&format!("{provider}/{model}"));
+    };
+    let (head, rest) = key.split_at_mut(provider.len());
+    head.copy_from_slice(provider.as_bytes());
+    if let Some((slash, tail)) = rest.split_first_mut() {
+        *slash = b'/';
+        tail.copy_from_slice(model.as_bytes());
+    }
+    // Concatenated UTF-8 with an ASCII slash is UTF-8.
+    pricing.get(std::str::from_utf8(key).ok()?)
 }
 
 /// A USD-per-million-tokens price as 1e-6 micro-USD per token (negative or NaN prices: 0).

@@ -19,6 +19,10 @@ fn cost_prefers_provider_qualified_price_and_bills_cache() {
     assert_eq!(cost_micro_usd(&pricing, "openai", "gpt-4o", &usage), Some(1_500_000 + 500_000 + 1_000_000));
     assert_eq!(cost_micro_usd(&pricing, "azure", "gpt-4o", &usage), Some(5_000_000 + 1_500_000));
     assert_eq!(cost_micro_usd(&pricing, "openai", "unpriced", &usage), None);
+    // Names too long for the stack key still find their qualified price.
+    let long = "m".repeat(300);
+    pricing.insert(format!("azure/{long}"), price(5.0, 15.0, 5.0));
+    assert_eq!(cost_micro_usd(&pricing, "azure", &long, &usage), Some(5_000_000 + 1_500_000));
 }
 
 #[test]
