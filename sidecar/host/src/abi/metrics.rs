@@ -4,25 +4,20 @@
 
 use super::memory::{read_str, write_u32, write_u64};
 use super::status;
-use crate::metrics::{Kind, MetricError};
+use crate::metrics::{Kind, MetricError, Stat};
 use crate::state::{HostState, Status};
 use wasmtime::{Caller, Linker};
 
 fn to_status(e: MetricError) -> Status {
     match e {
-        MetricError::NotFound => Status::NotFound,
         MetricError::BadArgument => Status::BadArgument,
     }
 }
 
 /// Runs `f` on the stat behind metric id `id` of this VM.
-fn with_stat<T>(
-    state: &HostState,
-    id: i32,
-    f: impl FnOnce(&crate::metrics::Registry, &str) -> Result<T, MetricError>,
-) -> Result<T, Status> {
-    let name = state.metric_ids.name(id as u32).ok_or(Status::NotFound)?;
-    f(&state.rt.metrics, name).map_err(to_status)
+fn with_stat<T>(state: &HostState, id: i32, f: impl FnOnce(&Stat) -> Result<T, MetricError>) -> Result<T, Status> {
+    let stat = state.metric_ids.stat(id as u32).ok_or(Status::NotFound)?;
+    f(stat).map_err(to_status)
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -33,8 +28,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
             let r = read_str(&mut c, np, nl).and_then(|name| {
                 let kind = Kind::from_abi(ty).ok_or(Status::BadArgument)?;
                 let state = c.data_mut();
-                state.rt.metrics.define(kind, &name);
-                let id = state.metric_ids.allocate(kind, &name);
+                let stat = state.rt.metrics.define(kind, &name);
+                let id = state.metric_ids.allocate(kind, stat);
                 write_u32(&mut c, ret, id)
             });
             Ok(status(r))
@@ -44,21 +39,21 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         "env",
         "proxy_increment_metric",
         |c: Caller<'_, HostState>, id: i32, offset: i64| -> wasmtime::Result<i32> {
-            Ok(status(with_stat(c.data(), id, |r, n| r.increment(n, offset))))
+            Ok(status(with_stat(c.data(), id, |s| s.increment(offset))))
         },
     )?;
     linker.func_wrap(
         "env",
         "proxy_record_metric",
         |c: Caller<'_, HostState>, id: i32, value: i64| -> wasmtime::Result<i32> {
-            Ok(status(with_stat(c.data(), id, |r, n| r.record(n, value as u64))))
+            Ok(status(with_stat(c.data(), id, |s| s.record(value as u64))))
         },
     )?;
     linker.func_wrap(
         "env",
         "proxy_get_metric",
         |mut c: Caller<'_, HostState>, id: i32, ret: i32| -> wasmtime::Result<i32> {
-            let r = with_stat(c.data(), id, |r, n| r.get(n));
+            let r = with_stat(c.data(), id, Stat::get);
             Ok(status(r.and_then(|v| write_u64(&mut c, ret, v))))
         },
     )?;
