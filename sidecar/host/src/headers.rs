@@ -52,8 +52,13 @@ impl Headers {
 
     /// Replaces every entry of `name` by one entry with `value`.
     pub fn set(&mut self, name: &str, value: impl Into<Vec<u8>>) {
-        self.remove(name);
-        self.add(name, value);
+        self.set_lowercase(name.to_ascii_lowercase(), value.into());
+    }
+
+    /// [`Headers::set`] for a name the caller already lower-cased.
+    pub(crate) fn set_lowercase(&mut self, name: String, value: Vec<u8>) {
+        self.remove(&name);
+        self.add_lowercase(name, value);
     }
 
     /// Removes every entry of `name` (no-op when absent).

@@ -109,7 +109,7 @@ impl Record {
 
 /// A [`Record`] made of borrowed parts, so the filter writes one per request without copying
 /// its strings. Same fields, same JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[allow(missing_docs)] // field for field the documented `Record`
 pub struct RecordView<'a> {
     pub request_id: &'a str,

@@ -120,10 +120,7 @@ fn add_mutators(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         |mut c: Caller<'_, HostState>, ty: i32, kp: i32, kl: i32, vp: i32, vl: i32| -> wasmtime::Result<i32> {
             let r = key(&mut c, kp, kl).and_then(|k| {
                 let v = read(&mut c, vp, vl)?;
-                with_map(c.data_mut(), ty, |h| {
-                    h.remove(&k);
-                    h.add_lowercase(k, v);
-                })
+                with_map(c.data_mut(), ty, |h| h.set_lowercase(k, v))
             });
             Ok(status(r))
         },
