@@ -16,9 +16,8 @@ mod response;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::UNIX_EPOCH;
 
-use ferrogate_core::auth::{extract_key, Caller};
+use ferrogate_core::auth::{extract_key, Caller, KeyMemo};
 use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::openai::{self, ApiError};
@@ -45,6 +44,27 @@ pub(crate) struct Shared {
     pub(crate) outbox: Rc<RefCell<Outbox>>,
     /// Metric ids of this VM.
     pub(crate) metrics: Rc<RefCell<Metrics>>,
+    /// Keys this VM accepted recently, for the configuration they were accepted under.
+    pub(crate) keys: Rc<RefCell<KnownKeys>>,
+}
+
+/// A [`KeyMemo`] tied to the plugin configuration it was filled under: holding a `Weak` keeps
+/// that allocation's address from being reused, so a different configuration never matches.
+#[derive(Default)]
+pub(crate) struct KnownKeys {
+    owner: std::rc::Weak<PluginConfig>,
+    memo: KeyMemo,
+}
+
+impl KnownKeys {
+    /// The memo for `plugin`, emptied first if it was filled under another configuration.
+    fn for_plugin(&mut self, plugin: &Rc<PluginConfig>) -> &mut KeyMemo {
+        if !std::ptr::eq(self.owner.as_ptr(), Rc::as_ptr(plugin)) {
+            self.memo.clear();
+            self.owner = Rc::downgrade(plugin);
+        }
+        &mut self.memo
+    }
 }
 
 /// Where a routed request went.
@@ -87,6 +107,8 @@ pub(crate) struct Stream {
     response_complete: bool,
     /// Time spent inside this filter's callbacks.
     overhead_ns: u64,
+    /// When the running callback started (see `timed`).
+    callback_start_ns: u64,
 }
 
 impl Stream {
@@ -113,12 +135,12 @@ impl Stream {
             status: 0,
             response_complete: false,
             overhead_ns: 0,
+            callback_start_ns: 0,
         }
     }
 
     fn now_nanos(&self) -> u64 {
-        let since_epoch = self.get_current_time().duration_since(UNIX_EPOCH).unwrap_or_default();
-        u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
+        crate::raw::now_nanos()
     }
 
     fn next_seq(&self) -> u64 {
@@ -130,6 +152,7 @@ impl Stream {
     /// Runs `f`, adding its duration to the overhead reported in `x-ferrogate-overhead-us`.
     fn timed(&mut self, f: impl FnOnce(&mut Self) -> Action) -> Action {
         let start = self.now_nanos();
+        self.callback_start_ns = start;
         let action = f(self);
         self.overhead_ns += self.now_nanos().saturating_sub(start);
         action
@@ -153,15 +176,22 @@ impl Stream {
     }
 
     /// Authenticates from the credential headers (before they are removed).
-    fn authenticate(&mut self, config: &ferrogate_core::Config, head: &Head) -> Result<(), ApiError> {
+    fn authenticate(
+        &mut self,
+        plugin: &Rc<PluginConfig>,
+        config: &ferrogate_core::Config,
+        head: &Head,
+    ) -> Result<(), ApiError> {
         let key = extract_key(head.authorization.as_deref(), head.x_api_key.as_deref(), head.x_goog_api_key.as_deref());
         let now_secs = i64::try_from(self.started_ns / 1_000_000_000).unwrap_or(i64::MAX);
-        self.caller = config.authenticate(key, now_secs)?;
+        let mut known = self.shared.keys.borrow_mut();
+        self.caller = config.authenticate_memo(key, now_secs, known.for_plugin(plugin))?;
         Ok(())
     }
 
     fn start(&mut self, head: &mut Head) {
-        self.started_ns = self.now_nanos();
+        // The request starts when its first callback did.
+        self.started_ns = self.callback_start_ns;
         self.request_id = head.request_id.take().filter(|id| usable_request_id(id));
         if self.request_id.is_none() {
             self.request_id = Some(headers::generate_request_id(self.started_ns, self.next_seq()));
@@ -181,7 +211,7 @@ impl Stream {
         };
         // With keys, every call needs one, even to a path that does not exist: an
         // unauthenticated caller learns nothing about what is served here.
-        if let Err(e) = self.authenticate(config, &head) {
+        if let Err(e) = self.authenticate(&plugin, config, &head) {
             return self.reply_error(&e);
         }
         match classify(&head.method, &head.path) {

@@ -10,7 +10,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
-use crate::http::{Shared, Stream};
+use crate::http::{KnownKeys, Shared, Stream};
 use crate::metrics::Metrics;
 use crate::usage_sink::{Outbox, UsageSink};
 
@@ -33,6 +33,7 @@ impl Default for Root {
             usage_queue: Rc::new(Cell::new(None)),
             outbox: Rc::new(RefCell::new(Outbox::default())),
             metrics: Rc::new(RefCell::new(Metrics::default())),
+            keys: Rc::new(RefCell::new(KnownKeys::default())),
         };
         Self { shared, sink: UsageSink::default() }
     }

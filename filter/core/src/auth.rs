@@ -178,5 +178,8 @@ impl Config {
     }
 }
 
+mod memo;
+pub use memo::KeyMemo;
+
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@ pub mod usage;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use auth::{extract_key, AuthError, Caller};
+pub use auth::{extract_key, AuthError, Caller, KeyMemo};
 pub use config::{Config, ConfigError, Problem, RawConfig};
 pub use dialect::Dialect;
 pub use error::ApiError;

@@ -19,7 +19,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::hint::black_box;
 
-use ferrogate_core::{extract_key, Caller, Config, RawConfig};
+use ferrogate_core::{extract_key, Caller, Config, KeyMemo, RawConfig};
 
 struct Counting;
 
@@ -109,6 +109,27 @@ fn steady_state_auth_path_does_not_allocate() {
         assert_eq!(n, 0, "{model}: {n} allocation(s) in 100 requests");
     }
     assert_eq!(config.authenticate(Some(b"sk-alice"), 0), Ok(Caller::Key(0)));
+}
+
+/// The filter's form: the per-VM key memo in front of SHA-256. Once a key is remembered the
+/// path must stay allocation-free too (a miss stores the key, which allocates, once).
+#[test]
+fn steady_state_memo_auth_path_does_not_allocate() {
+    let config = keys_config().unwrap();
+    let mut memo = KeyMemo::default();
+    let keys = [b"sk-alice".as_slice(), b"sk-bob".as_slice()];
+    for key in keys {
+        assert!(config.authenticate_memo(Some(key), 0, &mut memo).is_ok());
+    }
+    for key in keys {
+        let n = allocations_in(|| {
+            for _ in 0..100 {
+                let caller = config.authenticate_memo(black_box(Some(key)), black_box(0), &mut memo);
+                black_box(caller.is_ok_and(|c| config.authorize(c, black_box("chat")).is_ok()));
+            }
+        });
+        assert_eq!(n, 0, "{n} allocation(s) in 100 requests");
+    }
 }
 
 #[test]

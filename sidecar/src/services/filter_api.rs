@@ -11,10 +11,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use ferrogate_core::usage::Record;
 
 use super::auth::{bearer_ok, unauthorized};
-use super::usage::UsageStore;
+use super::usage::{AddError, UsageStore};
 
 /// Shared state of the filter-facing API.
 #[derive(Clone)]
@@ -34,14 +33,11 @@ async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bo
     if !bearer_ok(&headers, api.internal_token.as_deref()) {
         return unauthorized().into_response();
     }
-    let batch = match Record::parse_lines(&body) {
-        Ok(batch) => batch,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": e.to_string()}))).into_response();
-        }
-    };
-    match api.usage.add(batch) {
+    match api.usage.add(body) {
         Ok(n) => Json(serde_json::json!({"stored": n})).into_response(),
+        Err(e @ AddError::BadLine { .. }) => {
+            (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": e.to_string()}))).into_response()
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot store usage records");
             (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"error": "usage store unavailable"})))

@@ -1,19 +1,40 @@
 //! Usage records received from filters: a bounded in-memory store with the queries the
 //! admin API answers (by key, model and time range).
 //!
-//! This is the file-store flavour: records are also appended as JSON lines to a file when one
-//! is configured, so they survive a restart; the Postgres table comes with the store work.
+//! Records are kept as the JSON lines the filters sent: ingestion splits a batch into lines
+//! (slices of the request body, no copy, no parse) and a query parses only the lines it
+//! reads. In `ferrogate serve` ingestion shares the cores with the data path at every
+//! request rate, queries are rare admin calls. Each line is checked to be one JSON object
+//! at ingestion, so a garbled batch is refused whole (400) rather than stored.
+//!
+//! This is the file-store flavour: lines are also appended to a file when one is configured,
+//! so they survive a restart; the Postgres table comes with the store work.
 
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use bytes::Bytes;
 use ferrogate_core::usage::Record;
 use serde::{Deserialize, Serialize};
 
 /// Records kept in memory for queries; older ones are dropped first.
 const MEMORY_LIMIT: usize = 100_000;
+
+/// Why a batch was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum AddError {
+    /// The sender's fault (400): a line is not a JSON object.
+    #[error("line {line}: not a usage record (one JSON object per line expected)")]
+    BadLine {
+        /// 1-based line number in the batch.
+        line: usize,
+    },
+    /// Ours (503): the usage file cannot be written.
+    #[error("usage file: {0}")]
+    Io(#[from] std::io::Error),
+}
 
 /// Filters of a usage query; every field is optional.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -51,60 +72,101 @@ pub struct Answer {
     pub totals: Totals,
     /// The newest matches, up to the limit.
     pub records: Vec<Record>,
+    /// Stored lines that could not be read as records (skipped).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unreadable: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Thread-safe usage store.
 #[derive(Debug, Default)]
 pub struct UsageStore {
-    records: Mutex<VecDeque<Record>>,
+    /// One JSON record per entry, oldest first.
+    lines: Mutex<VecDeque<Bytes>>,
     file: Option<PathBuf>,
 }
 
 impl UsageStore {
     /// A store, appending JSON lines to `file` when given.
     pub fn new(file: Option<PathBuf>) -> UsageStore {
-        UsageStore { records: Mutex::new(VecDeque::new()), file }
+        UsageStore { lines: Mutex::new(VecDeque::new()), file }
     }
 
-    /// Adds records; returns how many were stored.
-    pub fn add(&self, batch: Vec<Record>) -> std::io::Result<usize> {
+    /// Adds a batch of JSON lines (blank lines ignored); returns how many records were stored.
+    /// Nothing is stored when any line is not a JSON object.
+    pub fn add(&self, batch: Bytes) -> Result<usize, AddError> {
+        let lines = split_lines(&batch)?;
+        if lines.is_empty() {
+            return Ok(0);
+        }
         if let Some(path) = &self.file {
             let mut out = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-            let mut buf = Vec::new();
-            for r in &batch {
-                serde_json::to_writer(&mut buf, r).map_err(std::io::Error::other)?;
-                buf.push(b'\n');
+            let mut text = Vec::with_capacity(batch.len() + 1);
+            for line in &lines {
+                text.extend_from_slice(line);
+                text.push(b'\n');
             }
-            out.write_all(&buf)?;
+            out.write_all(&text)?;
         }
-        let n = batch.len();
-        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for r in batch {
-            if records.len() == MEMORY_LIMIT {
-                records.pop_front();
+        let n = lines.len();
+        let mut stored = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for line in lines {
+            if stored.len() == MEMORY_LIMIT {
+                stored.pop_front();
             }
-            records.push_back(r);
+            stored.push_back(line);
         }
         Ok(n)
     }
 
-    /// Runs a query.
+    /// Runs a query, parsing stored lines newest first.
     pub fn query(&self, q: &Query) -> Answer {
         let limit = q.limit.unwrap_or(100).min(10_000);
-        let records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut totals = Totals::default();
-        let mut page = Vec::new();
-        for r in records.iter().rev().filter(|r| matches(q, r)) {
-            totals.requests += 1;
-            totals.prompt_tokens += r.prompt_tokens;
-            totals.completion_tokens += r.completion_tokens;
-            totals.cost_micro_usd += r.cost_micro_usd.unwrap_or(0);
-            if page.len() < limit {
-                page.push(r.clone());
+        // Parse outside the lock: ingestion must not wait for a long query.
+        let snapshot: Vec<Bytes> =
+            self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
+        let mut answer = Answer { totals: Totals::default(), records: Vec::new(), unreadable: 0 };
+        for line in snapshot.iter().rev() {
+            let Ok(r) = serde_json::from_slice::<Record>(line) else {
+                answer.unreadable += 1;
+                continue;
+            };
+            if !matches(q, &r) {
+                continue;
+            }
+            let t = &mut answer.totals;
+            t.requests += 1;
+            t.prompt_tokens += r.prompt_tokens;
+            t.completion_tokens += r.completion_tokens;
+            t.cost_micro_usd += r.cost_micro_usd.unwrap_or(0);
+            if answer.records.len() < limit {
+                answer.records.push(r);
             }
         }
-        Answer { totals, records: page }
+        answer
     }
+}
+
+/// The batch's non-blank lines, trimmed, as slices of it; each must look like one JSON object.
+fn split_lines(batch: &Bytes) -> Result<Vec<Bytes>, AddError> {
+    let mut lines = Vec::new();
+    let mut from = 0;
+    for (i, raw) in batch.split(|b| *b == b'\n').enumerate() {
+        let start = from + raw.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let end = from + raw.len() - raw.iter().rev().take_while(|b| b.is_ascii_whitespace()).count();
+        from += raw.len() + 1;
+        if start >= end {
+            continue;
+        }
+        if batch[start] != b'{' || batch[end - 1] != b'}' {
+            return Err(AddError::BadLine { line: i + 1 });
+        }
+        lines.push(batch.slice(start..end));
+    }
+    Ok(lines)
 }
 
 fn matches(q: &Query, r: &Record) -> bool {
@@ -112,4 +174,72 @@ fn matches(q: &Query, r: &Record) -> bool {
         && q.model.as_deref().is_none_or(|m| r.model_requested == m)
         && q.since.is_none_or(|s| r.started_at_unix_ms >= s)
         && q.until.is_none_or(|u| r.started_at_unix_ms < u)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(key: &str, model: &str, at: u64, prompt: u64) -> String {
+        format!(
+            r#"{{"request_id":"r{at}","key":"{key}","groups":[],"model_requested":"{model}","provider":"p","upstream_model":"u","status":200,"prompt_tokens":{prompt},"completion_tokens":1,"cached_tokens":0,"cost_micro_usd":3,"latency_ms":1,"ttft_ms":null,"started_at_unix_ms":{at},"streamed":false}}"#
+        )
+    }
+
+    #[test]
+    fn stores_lines_and_answers_queries_newest_first() {
+        let store = UsageStore::new(None);
+        let batch = format!("{}\n\n  {}\r\n{}\n", line("a", "m", 1, 10), line("b", "m", 2, 20), line("a", "n", 3, 30));
+        assert_eq!(store.add(Bytes::from(batch)).unwrap(), 3);
+        let all = store.query(&Query::default());
+        assert_eq!(all.totals.requests, 3);
+        assert_eq!(all.records.iter().map(|r| r.started_at_unix_ms).collect::<Vec<_>>(), [3, 2, 1]);
+        let a = store.query(&Query { key: Some("a".into()), ..Query::default() });
+        assert_eq!((a.totals.requests, a.totals.prompt_tokens, a.totals.cost_micro_usd), (2, 40, 6));
+        let window = store.query(&Query { since: Some(2), until: Some(3), ..Query::default() });
+        assert_eq!(window.records.len(), 1);
+        assert_eq!(window.records[0].key.as_deref(), Some("b"));
+        let model = store.query(&Query { model: Some("n".into()), limit: Some(0), ..Query::default() });
+        assert_eq!((model.totals.requests, model.records.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_garbled_batch_is_refused_whole() {
+        let store = UsageStore::new(None);
+        let batch = format!("{}\nnot json\n", line("a", "m", 1, 10));
+        assert!(matches!(store.add(Bytes::from(batch)), Err(AddError::BadLine { line: 2 })));
+        assert_eq!(store.query(&Query::default()).totals.requests, 0);
+    }
+
+    #[test]
+    fn unreadable_lines_are_counted_not_returned() {
+        let store = UsageStore::new(None);
+        store.add(Bytes::from(format!("{}\n{{\"status\":\"x\"}}", line("a", "m", 1, 10)))).unwrap();
+        let answer = store.query(&Query::default());
+        assert_eq!((answer.totals.requests, answer.unreadable), (1, 1));
+    }
+
+    #[test]
+    fn memory_keeps_the_newest_records() {
+        let store = UsageStore::new(None);
+        let one = line("a", "m", 1, 1);
+        let batch = format!("{one}\n").repeat(MEMORY_LIMIT);
+        store.add(Bytes::from(batch)).unwrap();
+        store.add(Bytes::from(line("a", "m", 2, 1))).unwrap();
+        let answer = store.query(&Query { limit: Some(1), ..Query::default() });
+        assert_eq!(answer.totals.requests, MEMORY_LIMIT as u64);
+        assert_eq!(answer.records[0].started_at_unix_ms, 2);
+    }
+
+    #[test]
+    fn the_file_gets_every_line() {
+        let dir = std::env::temp_dir().join(format!("fg-usage-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("usage.jsonl");
+        let store = UsageStore::new(Some(path.clone()));
+        store.add(Bytes::from(format!("{}\n{}", line("a", "m", 1, 1), line("b", "m", 2, 1)))).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Record::parse_lines(text.as_bytes()).unwrap().len(), 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
