@@ -18,6 +18,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use ferrogate_core::auth::{extract_key, Caller, KeyMemo};
+use ferrogate_core::config::Config;
 use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::openai::{self, ApiError};
@@ -36,6 +37,9 @@ use head::{Head, Present};
 pub(crate) struct Shared {
     /// Parsed plugin configuration.
     pub(crate) plugin: Option<Rc<PluginConfig>>,
+    /// The configuration new requests start with: the inline one, then each snapshot from
+    /// the sidecar (see `snapshot_feed`). A request keeps the one it started with.
+    pub(crate) active: Rc<RefCell<Option<Rc<Config>>>>,
     /// Drives round-robin choices and request-id generation.
     pub(crate) seq: Rc<Cell<u64>>,
     /// The usage queue id, once registered.
@@ -48,20 +52,20 @@ pub(crate) struct Shared {
     pub(crate) keys: Rc<RefCell<KnownKeys>>,
 }
 
-/// A [`KeyMemo`] tied to the plugin configuration it was filled under: holding a `Weak` keeps
-/// that allocation's address from being reused, so a different configuration never matches.
+/// A [`KeyMemo`] tied to the configuration it was filled under: holding a `Weak` keeps that
+/// allocation's address from being reused, so a different configuration never matches.
 #[derive(Default)]
 pub(crate) struct KnownKeys {
-    owner: std::rc::Weak<PluginConfig>,
+    owner: std::rc::Weak<Config>,
     memo: KeyMemo,
 }
 
 impl KnownKeys {
-    /// The memo for `plugin`, emptied first if it was filled under another configuration.
-    fn for_plugin(&mut self, plugin: &Rc<PluginConfig>) -> &mut KeyMemo {
-        if !std::ptr::eq(self.owner.as_ptr(), Rc::as_ptr(plugin)) {
+    /// The memo for `config`, emptied first if it was filled under another configuration.
+    fn for_config(&mut self, config: &Rc<Config>) -> &mut KeyMemo {
+        if !std::ptr::eq(self.owner.as_ptr(), Rc::as_ptr(config)) {
             self.memo.clear();
-            self.owner = Rc::downgrade(plugin);
+            self.owner = Rc::downgrade(config);
         }
         &mut self.memo
     }
@@ -77,6 +81,8 @@ pub(crate) struct Routed {
 pub(crate) struct Stream {
     id: u32,
     shared: Shared,
+    /// The configuration this request started with.
+    config: Option<Rc<Config>>,
     /// Set while a forwarded request waits for its body.
     api: Option<Api>,
     /// Error body shape, from the client path.
@@ -116,6 +122,7 @@ impl Stream {
         Self {
             id,
             shared,
+            config: None,
             api: None,
             dialect: Dialect::OpenAi,
             caller: Caller::Open,
@@ -176,16 +183,11 @@ impl Stream {
     }
 
     /// Authenticates from the credential headers (before they are removed).
-    fn authenticate(
-        &mut self,
-        plugin: &Rc<PluginConfig>,
-        config: &ferrogate_core::Config,
-        head: &Head,
-    ) -> Result<(), ApiError> {
+    fn authenticate(&mut self, config: &Rc<Config>, head: &Head) -> Result<(), ApiError> {
         let key = extract_key(head.authorization.as_deref(), head.x_api_key.as_deref(), head.x_goog_api_key.as_deref());
         let now_secs = i64::try_from(self.started_ns / 1_000_000_000).unwrap_or(i64::MAX);
         let mut known = self.shared.keys.borrow_mut();
-        self.caller = config.authenticate_memo(key, now_secs, known.for_plugin(plugin))?;
+        self.caller = config.authenticate_memo(key, now_secs, known.for_config(config))?;
         Ok(())
     }
 
@@ -203,15 +205,17 @@ impl Stream {
         let mut head = Head::from_map(&crate::raw::header_map(MapType::HttpRequestHeaders));
         self.dialect = Dialect::from_path(&head.path);
         self.start(&mut head);
-        let Some(plugin) = self.shared.plugin.clone() else {
+        if self.shared.plugin.is_none() {
             return self.reply_error(&ApiError::unavailable("ferrogate is not configured"));
-        };
-        let Some(config) = plugin.config.as_ref() else {
+        }
+        let Some(config) = self.shared.active.borrow().clone() else {
             return self.reply_error(&ApiError::unavailable("no configuration snapshot yet"));
         };
+        self.config = Some(config.clone());
+        let config = &config;
         // With keys, every call needs one, even to a path that does not exist: an
         // unauthenticated caller learns nothing about what is served here.
-        if let Err(e) = self.authenticate(&plugin, config, &head) {
+        if let Err(e) = self.authenticate(config, &head) {
             return self.reply_error(&e);
         }
         match classify(&head.method, &head.path) {
@@ -263,12 +267,12 @@ impl Stream {
 
     /// The whole body is buffered: route it and apply the decision, or reply with the error.
     fn finish(&mut self, plugin: &PluginConfig) -> Action {
-        let (Some(api), Some(config)) = (self.api.take(), plugin.config.as_ref()) else {
+        let (Some(api), Some(config)) = (self.api.take(), self.config.clone()) else {
             return Action::Continue;
         };
         let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
         let ct = self.content_type.take();
-        match route_request(config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
+        match route_request(&config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
                 self.apply(plugin, api, &body, decision);

@@ -9,6 +9,7 @@ mod http;
 mod metrics;
 mod raw;
 mod root;
+mod snapshot_feed;
 mod usage_sink;
 
 /// The module entry point: `_initialize` registers the root context factory.

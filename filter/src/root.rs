@@ -1,5 +1,6 @@
-//! Root context: owns the parsed plugin configuration, the usage queue's consuming side and
-//! the VM's metrics, and creates one [`Stream`] per HTTP request.
+//! Root context: owns the parsed plugin configuration, the configuration feed from the sidecar,
+//! the usage queue's consuming side and the VM's metrics, and creates one [`Stream`] per HTTP
+//! request.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -12,6 +13,7 @@ use proxy_wasm::types::ContextType;
 
 use crate::http::{KnownKeys, Shared, Stream};
 use crate::metrics::Metrics;
+use crate::snapshot_feed::SnapshotFeed;
 use crate::usage_sink::{Outbox, UsageSink};
 
 /// How often queued usage records are shipped (and unacknowledged ones retried).
@@ -23,19 +25,21 @@ const OPEN_WARNED: &str = "ferrogate.open_warned";
 pub(crate) struct Root {
     shared: Shared,
     sink: UsageSink,
+    feed: SnapshotFeed,
 }
 
 impl Default for Root {
     fn default() -> Self {
         let shared = Shared {
             plugin: None,
+            active: Rc::new(RefCell::new(None)),
             seq: Rc::new(Cell::new(0)),
             usage_queue: Rc::new(Cell::new(None)),
             outbox: Rc::new(RefCell::new(Outbox::default())),
             metrics: Rc::new(RefCell::new(Metrics::default())),
             keys: Rc::new(RefCell::new(KnownKeys::default())),
         };
-        Self { shared, sink: UsageSink::default() }
+        Self { shared, sink: UsageSink::default(), feed: SnapshotFeed::default() }
     }
 }
 
@@ -46,11 +50,16 @@ impl Root {
 }
 
 impl Context for Root {
-    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, _body: usize, _trailers: usize) {
+    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
         let status = (num_headers > 0)
             .then(|| self.get_http_call_response_header(":status"))
             .flatten()
             .and_then(|s| s.parse::<u16>().ok());
+        if self.feed.is_waiting_for(token_id) {
+            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            self.feed.on_response(token_id, status, body, &self.shared.active);
+            return;
+        }
         // A full batch may be waiting behind the one just acknowledged.
         if self.sink.on_response(token_id, status) && self.sink.has_full_batch() {
             let sidecar = self.sidecar().cloned();
@@ -66,11 +75,13 @@ impl RootContext for Root {
             return false;
         };
         match PluginConfig::from_json_slice(&bytes) {
-            Ok(plugin) => {
+            Ok(mut plugin) => {
                 log_loaded(&plugin);
-                // The usage queue is drained (failed batches retried) and counters flushed on
-                // this tick.
-                self.set_tick_period(FLUSH_PERIOD);
+                // The usage queue is drained (failed batches retried), counters flushed and the
+                // snapshot polled on this tick.
+                let poll = plugin.sidecar.as_ref().map(|s| Duration::from_millis(s.poll_interval_ms.max(100)));
+                self.set_tick_period(poll.map_or(FLUSH_PERIOD, |p| p.min(FLUSH_PERIOD)));
+                *self.shared.active.borrow_mut() = plugin.config.take().map(Rc::new);
                 self.shared.plugin = Some(Rc::new(plugin));
                 self.shared.usage_queue.set(self.sink.register());
                 true
@@ -98,6 +109,10 @@ impl RootContext for Root {
             self.shared.outbox.borrow_mut().post(queue);
         }
         let sidecar = self.sidecar().cloned();
+        if let Some(sidecar) = &sidecar {
+            let now_ns = crate::raw::now_nanos();
+            self.feed.on_tick(now_ns, sidecar, &self.shared.active);
+        }
         self.sink.on_tick(sidecar.as_ref());
         self.shared.metrics.borrow_mut().flush();
     }

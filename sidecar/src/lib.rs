@@ -1,7 +1,9 @@
-//! The `ferrogate` binary's library: the standalone gateway (`serve`), the simulated engine
-//! (`sim`) and the small commands (`check`, `keys`).
+//! The `ferrogate` binary's library: the standalone gateway (`serve`), the sidecar of a filter
+//! running in Envoy (`standalone`, the `sidecar` command), the services both run
+//! (`services`), the simulated engine (`sim`) and the small commands (`check`, `keys`).
 
 pub mod cli;
 pub mod serve;
 pub mod services;
 pub mod sim;
+pub mod standalone;

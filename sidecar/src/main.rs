@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 // (scripts/bench measures it).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use ferrogate_sidecar::{cli, serve, sim};
+use ferrogate_sidecar::{cli, serve, sim, standalone};
 
 /// ferrogate — an OpenAI/Anthropic/Gemini-compatible AI gateway built as a proxy-wasm filter.
 #[derive(Parser, Debug)]
@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Standalone gateway: the filter in an embedded proxy-wasm host, forwarding to upstreams.
     Serve(serve::ServeArgs),
+    /// Companion of a filter running in Envoy/Istio: config snapshots, usage, admin API.
+    Sidecar(standalone::SidecarArgs),
     /// Simulated OpenAI-compatible engine (vLLM-like) for demos, tests and benchmarks.
     Sim(sim::SimArgs),
     /// Validate a configuration file and print every problem.
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Keys { command } => cli::keys(&command),
         Command::Serve(args) => block_on(async move { run_serve(args).await }),
         Command::Sim(args) => block_on(async move { run_sim(args).await }),
+        Command::Sidecar(args) => block_on(async move { run_sidecar(args).await }),
     }
 }
 
@@ -73,6 +76,19 @@ async fn run_serve(args: serve::ServeArgs) -> ExitCode {
     cli::shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn run_sidecar(args: standalone::SidecarArgs) -> ExitCode {
+    let sidecar = match standalone::Sidecar::start(&args).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ferrogate sidecar: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    cli::shutdown_signal().await;
+    sidecar.shutdown();
     ExitCode::SUCCESS
 }
 

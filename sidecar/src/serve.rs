@@ -24,8 +24,10 @@ use ferrogate_host::{PluginSpec, Runtime};
 use tokio::sync::watch;
 
 use crate::services;
+use crate::services::snapshot::{Served, Snapshots};
+use crate::services::store::FileStore;
 use crate::services::usage::UsageStore;
-use cluster::{Cluster, Clusters};
+use cluster::{Cluster, Clusters, LiveClusters};
 
 pub use worker::WorkerConfig;
 
@@ -63,6 +65,14 @@ pub struct ServeArgs {
     /// Also append usage records to this file as JSON lines.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
+    /// How often the config file is checked for edits and the filter polls for a new
+    /// snapshot, in milliseconds: an edit is served within about twice this.
+    #[arg(long, default_value_t = 1_000)]
+    pub poll_interval_ms: u64,
+    /// Keep the last good snapshot in this file (restored by `ferrogate sidecar` when its
+    /// store is unreachable at start).
+    #[arg(long)]
+    pub snapshot_cache: Option<PathBuf>,
 }
 
 /// Errors starting the gateway.
@@ -83,6 +93,9 @@ pub enum ServeError {
     /// The admin listener would be unprotected.
     #[error(transparent)]
     Admin(#[from] services::admin::AdminError),
+    /// The filter-facing API would be unprotected.
+    #[error("refusing to bind the filter-facing API to non-loopback {0} without FERROGATE_INTERNAL_TOKEN")]
+    OpenSidecar(SocketAddr),
     /// Socket or thread trouble.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -116,10 +129,22 @@ impl Gateway {
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
         let (shutdown, rx) = watch::channel(false);
         let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
-        let (sidecar_addr, link) = start_sidecar_listener(args.sidecar_listen, usage.clone(), rx.clone()).await?;
+        // The file was validated above; edits from now on are published as snapshots.
+        let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
+        snapshots
+            .publish(loaded.raw.clone())
+            .map_err(|source| config::LoadError::Invalid { path: args.config.display().to_string(), source })?;
+        let poll = Duration::from_millis(args.poll_interval_ms.max(100));
+        tokio::spawn(FileStore::new(&args.config, poll).watch(snapshots.clone(), rx.clone()));
+        let (sidecar_addr, mut link) =
+            start_sidecar_listener(args.sidecar_listen, usage.clone(), snapshots.clone(), rx.clone()).await?;
+        link.poll_interval_ms = args.poll_interval_ms;
+        let sidecar_cluster = Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar_addr.to_string()])?;
         let mut clusters = loaded.clusters;
-        clusters.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar_addr.to_string()])?);
-        let clusters = Clusters::new(clusters)?;
+        clusters.push(sidecar_cluster);
+        let clusters = Arc::new(LiveClusters::new(Clusters::new(clusters)?));
+        tokio::spawn(follow_providers(snapshots.subscribe(), clusters.clone(), sidecar_addr, rx.clone()));
+        let clusters_now = clusters.load();
         let spec = PluginSpec {
             name: "ferrogate".into(),
             root_id: "ferrogate".into(),
@@ -127,17 +152,22 @@ impl Gateway {
             configuration: config::plugin_configuration(&loaded.raw, args.max_body_bytes, Some(&link)).into_bytes(),
             allow_on_headers_stop_iteration: true,
             body_buffer_limit: args.max_body_bytes,
-            clusters: Some(clusters.names().map(String::from).collect()),
+            clusters: Some(clusters_now.names().map(String::from).collect()),
             ..PluginSpec::default()
         };
         let runtime = Runtime::new(&wasm, spec)?;
         let listener = std::net::TcpListener::bind(args.listen)?;
         let addr = listener.local_addr()?;
-        let admin = services::admin::Admin { runtime: Some(runtime.clone()), usage: usage.clone(), token: admin_token };
+        let admin = services::admin::Admin {
+            runtime: Some(runtime.clone()),
+            usage: usage.clone(),
+            snapshots: snapshots.clone(),
+            token: admin_token,
+        };
         let admin_addr = spawn_router(args.admin_listen, services::admin::router(admin), rx.clone()).await?;
         let config = Arc::new(WorkerConfig {
             runtime: runtime.clone(),
-            clusters: Arc::new(clusters),
+            clusters,
             cluster_header: config::CLUSTER_HEADER.to_string(),
             upstream_timeout: (args.upstream_timeout_ms > 0).then(|| Duration::from_millis(args.upstream_timeout_ms)),
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
@@ -194,20 +224,51 @@ impl Gateway {
 async fn start_sidecar_listener(
     addr: SocketAddr,
     usage: Arc<UsageStore>,
+    snapshots: Arc<Snapshots>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, config::SidecarLink), ServeError> {
     let token = std::env::var("FERROGATE_INTERNAL_TOKEN")
         .ok()
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| hex::encode(rand::random::<[u8; 32]>()));
-    let api = services::filter_api::FilterApi { usage, internal_token: Some(token.clone()) };
+    let api = services::filter_api::FilterApi { usage, snapshots, internal_token: Some(token.clone()) };
     let bound = spawn_router(addr, services::filter_api::router(api), shutdown).await?;
-    let link = config::SidecarLink { cluster: SIDECAR_CLUSTER.into(), authority: "ferrogate-sidecar".into(), token };
+    let link = config::SidecarLink {
+        cluster: SIDECAR_CLUSTER.into(),
+        authority: "ferrogate-sidecar".into(),
+        token,
+        poll_interval_ms: ferrogate_core::plugin::DEFAULT_POLL_INTERVAL_MS,
+    };
     Ok((bound, link))
 }
 
+/// Rebuilds the upstream clusters whenever a snapshot changes the providers, so a provider
+/// added at runtime is reachable as soon as the filter routes to it.
+async fn follow_providers(
+    mut snapshots: watch::Receiver<Option<Arc<Served>>>,
+    clusters: Arc<LiveClusters>,
+    sidecar: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            changed = snapshots.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+        let Some(served) = snapshots.borrow_and_update().clone() else { continue };
+        let built = config::clusters_of(&served.config).and_then(|mut all| {
+            all.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar.to_string()])?);
+            Clusters::new(all)
+        });
+        match built {
+            Ok(set) => clusters.store(set),
+            Err(e) => tracing::error!(error = %e, "snapshot {} not applied to the upstream clusters", served.version),
+        }
+    }
+}
+
 /// Serves `router` on `addr` until shutdown; returns the bound address.
-async fn spawn_router(
+pub(crate) async fn spawn_router(
     addr: SocketAddr,
     router: axum::Router,
     mut shutdown: watch::Receiver<bool>,

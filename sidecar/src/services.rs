@@ -1,8 +1,11 @@
 //! Services of the sidecar, shared by `ferrogate serve` (in process) and the standalone
-//! sidecar: the filter-facing API (usage ingestion) and the admin API (usage queries,
+//! `ferrogate sidecar`: the configuration snapshot and the store it is built from, the
+//! filter-facing API (snapshot, usage ingestion) and the admin API (usage queries, problems,
 //! health, metrics), plus the token checks that guard them.
 
 pub mod admin;
 pub mod auth;
 pub mod filter_api;
+pub mod snapshot;
+pub mod store;
 pub mod usage;

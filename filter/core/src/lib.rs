@@ -13,6 +13,7 @@ pub mod multipart;
 pub mod openai;
 pub mod plugin;
 pub mod route;
+pub mod snapshot;
 pub mod usage;
 
 #[cfg(test)]

@@ -18,9 +18,8 @@ impl Stream {
             return;
         }
         let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
-        let plugin = self.shared.plugin.clone();
-        let config = plugin.as_ref().and_then(|p| p.config.as_ref());
-        let record = self.record(config, &usage, start_ns);
+        let config = self.config.clone();
+        let record = self.record(config.as_deref(), &usage, start_ns);
         let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
         self.shared.metrics.borrow_mut().observe(&Observation {
             model: record.model_requested,

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// Header the filter sets to pick a replica of a pool (Gateway API Inference Extension).
 pub const ENDPOINT_HEADER: &str = "x-gateway-destination-endpoint";
@@ -119,5 +120,27 @@ mod tests {
         assert!(Cluster::new("x", "http", vec![]).is_err());
         let dup = Clusters::new(vec![pool(), pool()]);
         assert!(matches!(dup, Err(ClusterError::Duplicate(_))));
+    }
+}
+
+/// The cluster set in use, replaced as a whole when a new snapshot changes the providers (as
+/// Envoy's CDS swaps clusters): requests in flight keep the set they started with.
+#[derive(Debug, Default)]
+pub struct LiveClusters(RwLock<Arc<Clusters>>);
+
+impl LiveClusters {
+    /// Starts with `clusters`.
+    pub fn new(clusters: Clusters) -> LiveClusters {
+        LiveClusters(RwLock::new(Arc::new(clusters)))
+    }
+
+    /// The current set.
+    pub fn load(&self) -> Arc<Clusters> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the set.
+    pub fn store(&self, clusters: Clusters) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(clusters);
     }
 }

@@ -65,18 +65,27 @@ pub struct SidecarLink {
     pub authority: String,
     /// Bearer token the sidecar expects.
     pub token: String,
+    /// How often the filter polls for a new snapshot.
+    pub poll_interval_ms: u64,
 }
 
 /// Reads and validates `path`, resolving provider keys from the environment.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: shown.clone(), source })?;
-    let mut raw: RawConfig =
-        serde_yaml::from_str(&text).map_err(|e| LoadError::Syntax { path: shown.clone(), message: e.to_string() })?;
-    raw.resolve_api_keys(|name| std::env::var(name).ok());
+    let raw = read_raw(path)?;
     let config = Config::try_from(raw.clone()).map_err(|source| LoadError::Invalid { path: shown, source })?;
     let clusters = clusters_of(&config)?;
     Ok(Loaded { config, raw, clusters })
+}
+
+/// Reads and parses `path`, resolving provider keys from the environment; not validated.
+pub fn read_raw(path: &Path) -> Result<RawConfig, LoadError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: shown.clone(), source })?;
+    let mut raw: RawConfig =
+        serde_yaml::from_str(&text).map_err(|e| LoadError::Syntax { path: shown, message: e.to_string() })?;
+    raw.resolve_api_keys(|name| std::env::var(name).ok());
+    Ok(raw)
 }
 
 /// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in
@@ -91,6 +100,7 @@ pub fn plugin_configuration(raw: &RawConfig, max_body_bytes: usize, sidecar: Opt
         obj.insert("sidecar_cluster".into(), link.cluster.clone().into());
         obj.insert("sidecar_authority".into(), link.authority.clone().into());
         obj.insert("internal_token".into(), link.token.clone().into());
+        obj.insert("poll_interval_ms".into(), link.poll_interval_ms.into());
     }
     doc.to_string()
 }

@@ -21,7 +21,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use super::body::ChannelBody;
-use super::cluster::{Clusters, ENDPOINT_HEADER};
+use super::cluster::{LiveClusters, ENDPOINT_HEADER};
 use super::headers::{method_of, response_to_filter, to_header_map, trailers_to_filter};
 
 /// Largest callout response body kept (Envoy's async client buffers the whole response).
@@ -50,7 +50,7 @@ pub enum UpstreamError {
 /// Per-worker upstream client.
 pub struct Upstream {
     client: Client<HttpsConnector<HttpConnector>, ChannelBody>,
-    clusters: Arc<Clusters>,
+    clusters: Arc<LiveClusters>,
     cluster_header: String,
     timeout: Option<Duration>,
 }
@@ -58,7 +58,7 @@ pub struct Upstream {
 impl Upstream {
     /// A client over `clusters`; `cluster_header` names the routing header the filter sets.
     pub fn new(
-        clusters: Arc<Clusters>,
+        clusters: Arc<LiveClusters>,
         cluster_header: String,
         timeout: Option<Duration>,
     ) -> std::io::Result<Upstream> {
@@ -98,8 +98,8 @@ impl Upstream {
         headers: &Headers,
         body: ChannelBody,
     ) -> Result<Request<ChannelBody>, UpstreamError> {
-        let cluster =
-            self.clusters.get(cluster_name).ok_or_else(|| UpstreamError::NoCluster(cluster_name.to_string()))?;
+        let clusters = self.clusters.load();
+        let cluster = clusters.get(cluster_name).ok_or_else(|| UpstreamError::NoCluster(cluster_name.to_string()))?;
         let endpoint = cluster.pick(headers.get_str(ENDPOINT_HEADER));
         let path = headers.get_str(":path").unwrap_or("/");
         let uri = format!("{}://{}{}", cluster.scheme, endpoint, path);

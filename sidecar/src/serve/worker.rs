@@ -32,7 +32,7 @@ pub struct WorkerConfig {
     /// The compiled filter and its process-wide state.
     pub runtime: Runtime,
     /// Upstream clusters.
-    pub clusters: Arc<super::cluster::Clusters>,
+    pub clusters: Arc<super::cluster::LiveClusters>,
     /// Routing header the filter sets.
     pub cluster_header: String,
     /// Route timeout (None: none, fit for long generations).

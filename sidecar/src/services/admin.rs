@@ -16,6 +16,7 @@ use axum::{Json, Router};
 use ferrogate_host::Runtime;
 
 use super::auth::{bearer_ok, unauthorized};
+use super::snapshot::Snapshots;
 use super::usage::{self, UsageStore};
 
 /// Shared state of the admin API.
@@ -25,6 +26,8 @@ pub struct Admin {
     pub runtime: Option<Runtime>,
     /// Usage records.
     pub usage: Arc<UsageStore>,
+    /// The configuration snapshot (for `config/problems`).
+    pub snapshots: Arc<Snapshots>,
     /// Bearer token for `/api/v1/*`; `None` only on loopback binds.
     pub token: Option<String>,
 }
@@ -49,10 +52,19 @@ pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), AdminErro
 pub fn router(state: Admin) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(|| async { "ready\n" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/api/v1/usage", get(usage_query))
+        .route("/api/v1/config/problems", get(config_problems))
         .with_state(state)
+}
+
+/// Ready once a snapshot exists (built from the store, or restored from the cache).
+async fn readyz(State(admin): State<Admin>) -> Response {
+    match admin.snapshots.current() {
+        Some(s) => format!("ready {}\n", s.version).into_response(),
+        None => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "no configuration snapshot yet\n").into_response(),
+    }
 }
 
 async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
@@ -65,6 +77,13 @@ async fn usage_query(State(admin): State<Admin>, headers: HeaderMap, Query(q): Q
         return unauthorized().into_response();
     }
     Json(admin.usage.query(&q)).into_response()
+}
+
+async fn config_problems(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if !bearer_ok(&headers, admin.token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    Json(admin.snapshots.report()).into_response()
 }
 
 #[cfg(test)]

@@ -16,6 +16,11 @@ pub fn bearer_ok(headers: &HeaderMap, expected: Option<&str>) -> bool {
     constant_time_eq(token, expected.as_bytes())
 }
 
+/// A listener other hosts could reach, with no token to guard it.
+pub fn non_loopback_without_token(addr: std::net::SocketAddr, token: Option<&str>) -> bool {
+    token.is_none() && !addr.ip().is_loopback()
+}
+
 /// Compares two byte strings without an early exit on the first difference.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = u8::from(a.len() != b.len());

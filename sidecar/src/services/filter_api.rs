@@ -1,18 +1,23 @@
 //! The filter-facing listener: what filters reach through `dispatch_http_call` on the
 //! sidecar cluster. Guarded by the internal bearer token.
 //!
-//! `POST /v1/usage` takes a batch of usage records as JSON lines (one record per line), the
-//! format the filter's queue consumer sends.
+//! - `GET /v1/snapshot`: the configuration snapshot, with `ETag`; `If-None-Match` with the
+//!   current version → 304 (a filter polls every few seconds and usually gets 304); 503 until
+//!   a first snapshot exists.
+//! - `POST /v1/usage`: a batch of usage records as JSON lines (one record per line), the format
+//!   the filter's queue consumer sends.
 
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::http::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::auth::{bearer_ok, unauthorized};
+use super::snapshot::Snapshots;
 use super::usage::{AddError, UsageStore};
 
 /// Shared state of the filter-facing API.
@@ -20,13 +25,37 @@ use super::usage::{AddError, UsageStore};
 pub struct FilterApi {
     /// Where usage goes.
     pub usage: Arc<UsageStore>,
+    /// The configuration snapshot served.
+    pub snapshots: Arc<Snapshots>,
     /// The internal token filters must present.
     pub internal_token: Option<String>,
 }
 
 /// The filter-facing routes.
 pub fn router(state: FilterApi) -> Router {
-    Router::new().route("/v1/usage", post(ingest)).with_state(state)
+    Router::new().route("/v1/usage", post(ingest)).route("/v1/snapshot", get(snapshot)).with_state(state)
+}
+
+async fn snapshot(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let Some(served) = api.snapshots.current() else {
+        let body = Json(serde_json::json!({"error": "no configuration snapshot yet"}));
+        return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    };
+    let etag = format!("\"{}\"", served.version);
+    let fresh = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| etag_matches(v, &etag));
+    if fresh {
+        return (StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response();
+    }
+    (StatusCode::OK, [(ETAG, etag), (CONTENT_TYPE, "application/json".to_string())], served.body.clone())
+        .into_response()
+}
+
+/// `If-None-Match` holds `*` or a list of (possibly weak) entity tags (RFC 9110 §13.1.2).
+fn etag_matches(header: &str, etag: &str) -> bool {
+    header.split(',').map(str::trim).any(|t| t == "*" || t.trim_start_matches("W/") == etag)
 }
 
 async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {

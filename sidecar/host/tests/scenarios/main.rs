@@ -13,3 +13,4 @@ mod ferrogate_filter;
 mod local_reply;
 mod properties;
 mod shared_state;
+mod snapshot_feed;

@@ -1,0 +1,112 @@
+//! Snapshot building: rows dropped with their original paths, cascades, structural failures.
+
+use super::*;
+
+fn raw(yaml: &str) -> RawConfig {
+    serde_yaml::from_str(yaml).unwrap()
+}
+
+const DIGEST_A: &str = "sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c";
+const DIGEST_B: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const DIGEST_C: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+#[test]
+fn a_valid_document_is_kept_whole() {
+    let doc = raw(r#"
+providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }]
+models: [{ name: chat, targets: [{ provider: local, model: m }] }]
+"#);
+    let built = build(doc.clone()).unwrap();
+    assert!(built.problems.is_empty());
+    assert_eq!(built.raw, doc);
+    assert_eq!(built.config.models.len(), 1);
+}
+
+#[test]
+fn unservable_rows_are_dropped_with_cascades_and_original_paths() {
+    let doc = raw(&format!(
+        r#"
+providers:
+  - {{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }}
+models:
+  - {{ name: gone, targets: [{{ provider: nowhere, model: m }}] }}
+  - {{ name: chat, targets: [{{ provider: local, model: m }}] }}
+aliases: {{ old: gone, default: chat }}
+groups:
+  - {{ name: dev, models: ["chat"] }}
+keys:
+  - {{ name: a, digest: "{DIGEST_A}", groups: [nobody] }}
+  - {{ name: b, digest: "{DIGEST_B}", groups: [dev] }}
+  - {{ name: c, digest: "{DIGEST_C}", groups: [ghosts] }}
+"#
+    ));
+    let built = build(doc).unwrap();
+    let names: Vec<&str> = built.raw.models.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["chat"]);
+    assert_eq!(built.raw.aliases.keys().collect::<Vec<_>>(), ["default"]);
+    assert_eq!(built.raw.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["b"]);
+    let paths: Vec<&str> = built.problems.iter().map(|p| p.path.as_str()).collect();
+    // The alias dangles only once its model is gone: found in the second round, still named.
+    for want in ["models[0].targets[0].provider", "keys[0].groups[0]", "keys[2].groups[0]", "aliases.old"] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+    assert!(built.problems.iter().all(|p| p.message.ends_with("(row dropped)")));
+    assert!(built.config.authenticate(Some(b"sk-alice"), 0).is_err(), "key a was dropped");
+}
+
+#[test]
+fn a_dropped_provider_takes_its_models_along() {
+    let doc = raw(r#"
+providers:
+  - { name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }
+  - { name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8001" }
+  - { name: broken, kind: teapot, base_url: "http://127.0.0.1:8002" }
+models:
+  - { name: chat, targets: [{ provider: local, model: m }] }
+  - { name: tea, targets: [{ provider: broken, model: m }] }
+pricing:
+  gpt-4.1: { input_per_mtok: -1, output_per_mtok: 1 }
+  m: { input_per_mtok: 1, output_per_mtok: 1 }
+"#);
+    let built = build(doc).unwrap();
+    assert_eq!(built.raw.providers.len(), 1);
+    assert_eq!(built.raw.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["chat"]);
+    assert_eq!(built.raw.pricing.keys().collect::<Vec<_>>(), ["m"], "a dotted pricing name is one row");
+    let paths: Vec<&str> = built.problems.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"providers[1].name"), "{paths:?}");
+    assert!(paths.contains(&"providers[2].kind"), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with("models[1].")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with("pricing.gpt-4.1.")), "{paths:?}");
+}
+
+#[test]
+fn a_problem_outside_the_rows_fails_the_build() {
+    let doc = raw(r#"
+providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }]
+models: [{ name: chat, targets: [{ provider: nowhere, model: m }] }]
+store: { kind: etcd }
+"#);
+    let err = build(doc).unwrap_err();
+    assert!(err.problems.iter().any(|p| p.path == "store.kind"), "{err}");
+}
+
+#[test]
+fn snapshots_round_trip_and_versions_follow_content() {
+    let doc = raw(r#"
+providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }]
+models: [{ name: chat, targets: [{ provider: local, model: m }] }]
+"#);
+    let json = serde_json::to_vec(&doc).unwrap();
+    let v1 = content_version(&json);
+    assert_eq!(v1, content_version(&json));
+    assert_ne!(v1, content_version(b"{}"));
+    let snap =
+        Snapshot { version: v1, config: doc, problems: vec![WireProblem { path: "x".into(), message: "y".into() }] };
+    let body = serde_json::to_vec(&snap).unwrap();
+    let (back, config) = Snapshot::parse(&body).unwrap();
+    assert_eq!(back, snap);
+    assert_eq!(config.models.len(), 1);
+    assert!(matches!(Snapshot::parse(b"{\"version\":\"1\"}"), Err(SnapshotError::Syntax(_))));
+    let bad = br#"{"version":"1","config":{"models":[{"name":"x","targets":[]}]}}"#;
+    assert!(matches!(Snapshot::parse(bad), Err(SnapshotError::Invalid(_))));
+}

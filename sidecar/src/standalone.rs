@@ -1,0 +1,101 @@
+//! `ferrogate sidecar`: the companion process of a filter running in Envoy or Istio.
+//!
+//! The same services `ferrogate serve` runs in process, without the proxy: the filter-facing
+//! API (snapshot, usage ingestion) on `127.0.0.1:9000` and the admin API on `127.0.0.1:9001`.
+//! The configuration file is watched and every edit becomes a new snapshot; when the file is
+//! unusable at start, the last good snapshot cached on disk is served until it is fixed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::serve::{spawn_router, ServeError};
+use crate::services::auth::non_loopback_without_token;
+use crate::services::snapshot::Snapshots;
+use crate::services::store::FileStore;
+use crate::services::usage::UsageStore;
+use crate::services::{admin, filter_api};
+
+/// Options of `ferrogate sidecar`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SidecarArgs {
+    /// Configuration file (YAML or JSON), watched for edits.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Filter-facing listener (snapshot, usage); bearer `FERROGATE_INTERNAL_TOKEN`.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub sidecar_listen: SocketAddr,
+    /// Admin listener (health, metrics, admin API); bearer `FERROGATE_ADMIN_TOKEN`.
+    #[arg(long, default_value = "127.0.0.1:9001")]
+    pub admin_listen: SocketAddr,
+    /// How often the config file is checked for edits, in milliseconds.
+    #[arg(long, default_value_t = 1_000)]
+    pub poll_interval_ms: u64,
+    /// Last-known-good snapshot file, written on every publication and served at start when
+    /// the configuration cannot be loaded.
+    #[arg(long)]
+    pub snapshot_cache: Option<PathBuf>,
+    /// Also append usage records to this file as JSON lines.
+    #[arg(long)]
+    pub usage_file: Option<PathBuf>,
+    /// Bearer token of the filter-facing API, from `FERROGATE_INTERNAL_TOKEN` (never a flag,
+    /// so it does not show in `ps`).
+    #[arg(skip = env_token("FERROGATE_INTERNAL_TOKEN"))]
+    pub internal_token: Option<String>,
+    /// Bearer token of the admin API, from `FERROGATE_ADMIN_TOKEN`.
+    #[arg(skip = env_token("FERROGATE_ADMIN_TOKEN"))]
+    pub admin_token: Option<String>,
+}
+
+/// A running sidecar.
+pub struct Sidecar {
+    /// Bound filter-facing address.
+    pub sidecar_addr: SocketAddr,
+    /// Bound admin address.
+    pub admin_addr: SocketAddr,
+    /// The snapshot being served.
+    pub snapshots: Arc<Snapshots>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Sidecar {
+    /// Loads the configuration (or the cached snapshot) and starts both listeners.
+    pub async fn start(args: &SidecarArgs) -> Result<Sidecar, ServeError> {
+        let (internal_token, admin_token) = (args.internal_token.clone(), args.admin_token.clone());
+        admin::check_bind(args.admin_listen, admin_token.as_deref())?;
+        if non_loopback_without_token(args.sidecar_listen, internal_token.as_deref()) {
+            return Err(ServeError::OpenSidecar(args.sidecar_listen));
+        }
+        let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
+        let store = FileStore::new(&args.config, Duration::from_millis(args.poll_interval_ms.max(100)));
+        if let Err(e) = store.load_into(&snapshots) {
+            tracing::error!("{e}");
+            match snapshots.restore_cached() {
+                Ok(true) => tracing::warn!("serving the cached last good snapshot until the configuration loads"),
+                Ok(false) => tracing::warn!("no snapshot to serve until the configuration loads (filters answer 503)"),
+                Err(e) => tracing::error!("{e}; no snapshot to serve until the configuration loads"),
+            }
+        }
+        let (shutdown, rx) = watch::channel(false);
+        tokio::spawn(store.watch(snapshots.clone(), rx.clone()));
+        let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
+        let api = filter_api::FilterApi { usage: usage.clone(), snapshots: snapshots.clone(), internal_token };
+        let sidecar_addr = spawn_router(args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
+        let state = admin::Admin { runtime: None, usage, snapshots: snapshots.clone(), token: admin_token };
+        let admin_addr = spawn_router(args.admin_listen, admin::router(state), rx).await?;
+        tracing::info!(%sidecar_addr, %admin_addr, config = %args.config.display(), "ferrogate sidecar listening");
+        Ok(Sidecar { sidecar_addr, admin_addr, snapshots, shutdown })
+    }
+
+    /// Stops both listeners and the file watch.
+    pub fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+fn env_token(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|t| !t.is_empty())
+}
