@@ -16,7 +16,7 @@ mod worker;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -25,9 +25,11 @@ use tokio::sync::watch;
 
 use crate::services;
 use crate::services::snapshot::{Served, Snapshots};
-use crate::services::store::FileStore;
+use crate::services::source::Database;
 use crate::services::usage::UsageStore;
 use cluster::{Cluster, Clusters, LiveClusters};
+use ferrogate_core::config::{Config, RawConfig};
+use ferrogate_core::snapshot::Snapshot;
 
 pub use worker::WorkerConfig;
 
@@ -96,6 +98,12 @@ pub enum ServeError {
     /// The filter-facing API would be unprotected.
     #[error("refusing to bind the filter-facing API to non-loopback {0} without FERROGATE_INTERNAL_TOKEN")]
     OpenSidecar(SocketAddr),
+    /// The configuration store cannot be opened.
+    #[error(transparent)]
+    Source(#[from] services::source::SourceError),
+    /// The store holds no servable configuration.
+    #[error("no servable configuration: {0:?}")]
+    NoSnapshot(Vec<ferrogate_core::snapshot::WireProblem>),
     /// Socket or thread trouble.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -121,7 +129,6 @@ pub const SIDECAR_CLUSTER: &str = "ferrogate_sidecar";
 impl Gateway {
     /// Loads config and filter, binds the listeners and starts the workers.
     pub async fn start(args: &ServeArgs) -> Result<Gateway, ServeError> {
-        let loaded = config::load(&args.config)?;
         let admin_token = std::env::var("FERROGATE_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
         services::admin::check_bind(args.admin_listen, admin_token.as_deref())?;
         let wasm_path = find_filter(args.filter.as_deref())?;
@@ -129,18 +136,13 @@ impl Gateway {
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
         let (shutdown, rx) = watch::channel(false);
         let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
-        // The file was validated above; edits from now on are published as snapshots.
-        let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
-        snapshots
-            .publish(loaded.raw.clone())
-            .map_err(|source| config::LoadError::Invalid { path: args.config.display().to_string(), source })?;
-        let poll = Duration::from_millis(args.poll_interval_ms.max(100));
-        tokio::spawn(FileStore::new(&args.config, poll).watch(snapshots.clone(), rx.clone()));
+        let opened = open_config(args, rx.clone()).await?;
+        let snapshots = opened.snapshots.clone();
         let (sidecar_addr, mut link) =
             start_sidecar_listener(args.sidecar_listen, usage.clone(), snapshots.clone(), rx.clone()).await?;
         link.poll_interval_ms = args.poll_interval_ms;
         let sidecar_cluster = Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar_addr.to_string()])?;
-        let mut clusters = loaded.clusters;
+        let mut clusters = config::clusters_of(&opened.config)?;
         clusters.push(sidecar_cluster);
         let clusters = Arc::new(LiveClusters::new(Clusters::new(clusters)?));
         tokio::spawn(follow_providers(snapshots.subscribe(), clusters.clone(), sidecar_addr, rx.clone()));
@@ -149,7 +151,7 @@ impl Gateway {
             name: "ferrogate".into(),
             root_id: "ferrogate".into(),
             vm_id: "ferrogate".into(),
-            configuration: config::plugin_configuration(&loaded.raw, args.max_body_bytes, Some(&link)).into_bytes(),
+            configuration: config::plugin_configuration(&opened.raw, args.max_body_bytes, Some(&link)).into_bytes(),
             allow_on_headers_stop_iteration: true,
             body_buffer_limit: args.max_body_bytes,
             clusters: Some(clusters_now.names().map(String::from).collect()),
@@ -162,6 +164,8 @@ impl Gateway {
             runtime: Some(runtime.clone()),
             usage: usage.clone(),
             snapshots: snapshots.clone(),
+            postgres: opened.db.is_some(),
+            db: Arc::new(opened.db.map(OnceLock::from).unwrap_or_default()),
             token: admin_token,
         };
         let admin_addr = spawn_router(args.admin_listen, services::admin::router(admin), rx.clone()).await?;
@@ -217,6 +221,32 @@ impl Gateway {
         })
         .await;
     }
+}
+
+/// The configuration at start: the first snapshot, its documents, the admin API's database.
+struct Opened {
+    snapshots: Arc<Snapshots>,
+    /// What the filter gets inline (it serves until the first poll).
+    raw: RawConfig,
+    config: Config,
+    db: Option<Database>,
+}
+
+/// Opens the store the file names and publishes the first snapshot. A broken file fails the
+/// start with every problem listed (a running gateway keeps its last good one instead).
+async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Result<Opened, ServeError> {
+    let shown = args.config.display().to_string();
+    let raw = config::read_raw(&args.config)?;
+    let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
+    if raw.store.as_ref().is_none_or(|s| s.kind != "postgres") {
+        let loaded = config::load(&args.config)?;
+        snapshots.publish(loaded.raw).map_err(|source| config::LoadError::Invalid { path: shown.clone(), source })?;
+    }
+    let poll = Duration::from_millis(args.poll_interval_ms.max(100));
+    let db = services::source::start(&args.config, &raw, &snapshots, poll, shutdown).await?;
+    let served = snapshots.current().ok_or_else(|| ServeError::NoSnapshot(snapshots.report().rejected))?;
+    let (doc, config) = Snapshot::parse(&served.body).map_err(|e| ServeError::Filter(e.to_string()))?;
+    Ok(Opened { snapshots, raw: doc.config, config, db })
 }
 
 /// Binds the filter-facing listener; the internal token comes from

@@ -5,7 +5,11 @@
 
 pub mod admin;
 pub mod auth;
+pub mod crud;
 pub mod filter_api;
+pub mod pg;
+pub mod secrets;
 pub mod snapshot;
+pub mod source;
 pub mod store;
 pub mod usage;

@@ -7,14 +7,16 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::serve::config::read_raw;
 use crate::serve::{spawn_router, ServeError};
 use crate::services::auth::non_loopback_without_token;
 use crate::services::snapshot::Snapshots;
+use crate::services::source::{is_postgres, start_retrying, Database};
 use crate::services::store::FileStore;
 use crate::services::usage::UsageStore;
 use crate::services::{admin, filter_api};
@@ -70,21 +72,14 @@ impl Sidecar {
             return Err(ServeError::OpenSidecar(args.sidecar_listen));
         }
         let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
-        let store = FileStore::new(&args.config, Duration::from_millis(args.poll_interval_ms.max(100)));
-        if let Err(e) = store.load_into(&snapshots) {
-            tracing::error!("{e}");
-            match snapshots.restore_cached() {
-                Ok(true) => tracing::warn!("serving the cached last good snapshot until the configuration loads"),
-                Ok(false) => tracing::warn!("no snapshot to serve until the configuration loads (filters answer 503)"),
-                Err(e) => tracing::error!("{e}; no snapshot to serve until the configuration loads"),
-            }
-        }
         let (shutdown, rx) = watch::channel(false);
-        tokio::spawn(store.watch(snapshots.clone(), rx.clone()));
+        let db = Arc::new(OnceLock::new());
+        let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
         let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
         let api = filter_api::FilterApi { usage: usage.clone(), snapshots: snapshots.clone(), internal_token };
         let sidecar_addr = spawn_router(args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
-        let state = admin::Admin { runtime: None, usage, snapshots: snapshots.clone(), token: admin_token };
+        let state =
+            admin::Admin { runtime: None, usage, snapshots: snapshots.clone(), db, postgres, token: admin_token };
         let admin_addr = spawn_router(args.admin_listen, admin::router(state), rx).await?;
         tracing::info!(%sidecar_addr, %admin_addr, config = %args.config.display(), "ferrogate sidecar listening");
         Ok(Sidecar { sidecar_addr, admin_addr, snapshots, shutdown })
@@ -94,6 +89,40 @@ impl Sidecar {
     pub fn shutdown(self) {
         let _ = self.shutdown.send(true);
     }
+}
+
+/// Starts the configuration source; when it yields no snapshot (a broken file, a database
+/// down), the cached last good one serves. Returns whether the store is Postgres.
+async fn open_source(
+    args: &SidecarArgs,
+    snapshots: &Arc<Snapshots>,
+    db: &Arc<OnceLock<Database>>,
+    rx: watch::Receiver<bool>,
+) -> bool {
+    let poll = Duration::from_millis(args.poll_interval_ms.max(100));
+    let postgres = match read_raw(&args.config) {
+        Ok(raw) if is_postgres(&raw) => {
+            start_retrying(&args.config, &raw, snapshots, poll, rx, db.clone()).await;
+            true
+        }
+        Ok(_) | Err(_) => {
+            // The file store; even an unreadable file is watched, so a fix is picked up.
+            let store = FileStore::new(&args.config, poll);
+            if let Err(e) = store.load_into(snapshots) {
+                tracing::error!("{e}");
+            }
+            tokio::spawn(store.watch(snapshots.clone(), rx));
+            false
+        }
+    };
+    if snapshots.current().is_none() {
+        match snapshots.restore_cached() {
+            Ok(true) => tracing::warn!("serving the cached last good snapshot until the configuration loads"),
+            Ok(false) => tracing::warn!("no snapshot to serve until the configuration loads (filters answer 503)"),
+            Err(e) => tracing::error!("{e}; no snapshot to serve until the configuration loads"),
+        }
+    }
+    postgres
 }
 
 fn env_token(name: &str) -> Option<String> {

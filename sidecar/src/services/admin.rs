@@ -5,7 +5,7 @@
 //! dashboard built on `ferrogate serve` keeps working when the filter moves into Envoy.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Query, State};
 use axum::http::header::CONTENT_TYPE;
@@ -16,7 +16,9 @@ use axum::{Json, Router};
 use ferrogate_host::Runtime;
 
 use super::auth::{bearer_ok, unauthorized};
+use super::crud;
 use super::snapshot::Snapshots;
+use super::source::Database;
 use super::usage::{self, UsageStore};
 
 /// Shared state of the admin API.
@@ -28,6 +30,10 @@ pub struct Admin {
     pub usage: Arc<UsageStore>,
     /// The configuration snapshot (for `config/problems`).
     pub snapshots: Arc<Snapshots>,
+    /// The configuration database once connected (admin writes go there).
+    pub db: Arc<OnceLock<Database>>,
+    /// Whether the store is Postgres (without it, writes are refused: edit the file).
+    pub postgres: bool,
     /// Bearer token for `/api/v1/*`; `None` only on loopback binds.
     pub token: Option<String>,
 }
@@ -56,6 +62,8 @@ pub fn router(state: Admin) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/usage", get(usage_query))
         .route("/api/v1/config/problems", get(config_problems))
+        .route("/api/v1/{section}", get(crud::list).post(crud::create))
+        .route("/api/v1/{section}/{name}", axum::routing::put(crud::replace).delete(crud::delete))
         .with_state(state)
 }
 

@@ -1,0 +1,228 @@
+//! Admin CRUD over the configuration (`/api/v1/{providers,models,aliases,groups,keys,pricing}`),
+//! for the `postgres` store. Bodies have the shape of the config file's entries; unknown fields
+//! are refused with their name. Writes answer `{"version": n}` once committed; the new
+//! snapshot is published here at once and on other sidecars through Redis (or their poll).
+//!
+//! - `GET /api/v1/{section}`: the rows (provider keys never shown; `api_key_set` instead).
+//! - `POST /api/v1/{section}`: create; an existing name is 409. `POST /api/v1/keys` without a
+//!   `digest` generates the key and returns its plaintext once (only the digest is stored).
+//! - `PUT /api/v1/{section}/{name}`: create or replace (the path names the row).
+//! - `DELETE /api/v1/{section}/{name}`: 404 when absent, 409 when other rows depend on it.
+//!
+//! A write that would leave its own row unservable is 400 with the problems and their paths;
+//! with the file store every write is 409 (edit the file instead).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use ferrogate_core::config::{RawGroup, RawKey, RawModel, RawPrice, RawProvider};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::admin::Admin;
+use super::auth::bearer_ok;
+use super::pg::{Change, Resource, Section, StoreError};
+
+/// An alias as the API takes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AliasBody {
+    name: String,
+    model: String,
+}
+
+/// A price as the API takes it: the upstream model id plus the config's price fields.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceBody {
+    model: String,
+    input_per_mtok: f64,
+    output_per_mtok: f64,
+    #[serde(default)]
+    cached_input_per_mtok: Option<f64>,
+}
+
+fn section(name: &str) -> Option<Section> {
+    [Section::Providers, Section::Models, Section::Aliases, Section::Groups, Section::Keys, Section::Pricing]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+}
+
+fn error(status: StatusCode, body: Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+/// A refusal before the store is asked: status and JSON body.
+struct Reject(StatusCode, Value);
+
+impl IntoResponse for Reject {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
+}
+
+fn not_found_section(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")}))
+}
+
+/// Checks the token and the store; yields the database or the response to send instead.
+fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, Reject> {
+    if !bearer_ok(headers, admin.token.as_deref()) {
+        return Err(Reject(StatusCode::UNAUTHORIZED, json!({"error": "missing or wrong bearer token"})));
+    }
+    if let Some(db) = admin.db.get() {
+        return Ok(db.clone());
+    }
+    Err(if admin.postgres {
+        Reject(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "the configuration database is not reachable yet"}))
+    } else {
+        Reject(
+            StatusCode::CONFLICT,
+            json!({"error": "the configuration lives in the file store: edit the file (writes need store: { kind: postgres })"}),
+        )
+    })
+}
+
+/// `GET /api/v1/{section}`
+pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    let db = match gate(&admin, &headers) {
+        Ok(db) => db,
+        Err(r) => return r.into_response(),
+    };
+    let Some(section) = section(&name) else { return not_found_section(&name) };
+    match db.store.list(section).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => store_error(&e),
+    }
+}
+
+/// `POST /api/v1/{section}`
+pub async fn create(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let db = match gate(&admin, &headers) {
+        Ok(db) => db,
+        Err(r) => return r.into_response(),
+    };
+    let Some(section) = section(&name) else { return not_found_section(&name) };
+    let (resource, plaintext) = match parse(section, &body, None) {
+        Ok(parsed) => parsed,
+        Err(r) => return r.into_response(),
+    };
+    write(&db, Change::Create(resource), plaintext).await
+}
+
+/// `PUT /api/v1/{section}/{name}`
+pub async fn replace(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    Path((name, row)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let db = match gate(&admin, &headers) {
+        Ok(db) => db,
+        Err(r) => return r.into_response(),
+    };
+    let Some(section) = section(&name) else { return not_found_section(&name) };
+    let (resource, plaintext) = match parse(section, &body, Some(&row)) {
+        Ok(parsed) => parsed,
+        Err(r) => return r.into_response(),
+    };
+    write(&db, Change::Replace(resource), plaintext).await
+}
+
+/// `DELETE /api/v1/{section}/{name}`
+pub async fn delete(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    Path((name, row)): Path<(String, String)>,
+) -> Response {
+    let db = match gate(&admin, &headers) {
+        Ok(db) => db,
+        Err(r) => return r.into_response(),
+    };
+    let Some(section) = section(&name) else { return not_found_section(&name) };
+    write(&db, Change::Delete(section, row), None).await
+}
+
+async fn write(db: &super::source::Database, change: Change, plaintext_key: Option<String>) -> Response {
+    match db.store.write(change).await {
+        Ok(version) => {
+            db.announce(version).await;
+            let mut body = json!({"version": version});
+            if let Some(key) = plaintext_key {
+                body["key"] = key.into();
+            }
+            Json(body).into_response()
+        }
+        Err(e) => store_error(&e),
+    }
+}
+
+fn store_error(e: &StoreError) -> Response {
+    match e {
+        StoreError::Invalid(problems) => {
+            let list: Vec<Value> = problems.iter().map(|p| json!({"path": p.path, "message": p.message})).collect();
+            error(StatusCode::BAD_REQUEST, json!({"error": "the change would not be servable", "problems": list}))
+        }
+        StoreError::NoMasterKey => error(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
+        StoreError::Conflict(_) => error(StatusCode::CONFLICT, json!({"error": e.to_string()})),
+        StoreError::NotFound(_) => error(StatusCode::NOT_FOUND, json!({"error": e.to_string()})),
+        _ => {
+            tracing::error!("configuration store: {e}");
+            error(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "configuration store unavailable"}))
+        }
+    }
+}
+
+/// The body as a resource named `path_name` when given; a generated key's plaintext for
+/// `POST /keys` without a digest.
+fn parse(section: Section, body: &[u8], path_name: Option<&str>) -> Result<(Resource, Option<String>), Reject> {
+    let bad = |e: serde_json::Error| Reject(StatusCode::BAD_REQUEST, json!({"error": format!("body: {e}")}));
+    let name_or = |given: String| path_name.map_or(given, String::from);
+    let mut plaintext = None;
+    let resource = match section {
+        Section::Providers => {
+            let p: RawProvider = serde_json::from_slice(body).map_err(bad)?;
+            Resource::Provider(RawProvider { name: name_or(p.name.clone()), ..p })
+        }
+        Section::Models => {
+            let m: RawModel = serde_json::from_slice(body).map_err(bad)?;
+            Resource::Model(RawModel { name: name_or(m.name.clone()), ..m })
+        }
+        Section::Groups => {
+            let g: RawGroup = serde_json::from_slice(body).map_err(bad)?;
+            Resource::Group(RawGroup { name: name_or(g.name.clone()), ..g })
+        }
+        Section::Aliases => {
+            let a: AliasBody = serde_json::from_slice(body).map_err(bad)?;
+            Resource::Alias { name: name_or(a.name), model: a.model }
+        }
+        Section::Pricing => {
+            let p: PriceBody = serde_json::from_slice(body).map_err(bad)?;
+            let price = RawPrice {
+                input_per_mtok: p.input_per_mtok,
+                output_per_mtok: p.output_per_mtok,
+                cached_input_per_mtok: p.cached_input_per_mtok,
+            };
+            Resource::Price { model: name_or(p.model), price }
+        }
+        Section::Keys => {
+            let mut v: Value = serde_json::from_slice(body).map_err(bad)?;
+            if v.get("digest").is_none() {
+                let (key, digest) = crate::cli::new_key();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("digest".into(), digest.into());
+                }
+                plaintext = Some(key);
+            }
+            let k: RawKey = serde_json::from_value(v).map_err(bad)?;
+            Resource::Key(RawKey { name: name_or(k.name.clone()), ..k })
+        }
+    };
+    Ok((resource, plaintext))
+}

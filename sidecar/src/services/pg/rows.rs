@@ -1,0 +1,367 @@
+//! Rows ⇄ the configuration document: reading every table into a [`RawConfig`] (ordered by
+//! name, so the same rows always give the same snapshot version) and applying one [`Change`].
+
+use std::collections::BTreeSet;
+
+use deadpool_postgres::GenericClient;
+use ferrogate_core::config::{
+    Problem, RawConfig, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawTarget,
+};
+use serde_json::Value;
+
+use super::StoreError;
+
+/// A section of the configuration, i.e. a resource collection of the admin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Section {
+    /// `providers`
+    Providers,
+    /// `models`
+    Models,
+    /// `aliases`
+    Aliases,
+    /// `groups`
+    Groups,
+    /// `keys`
+    Keys,
+    /// `pricing`
+    Pricing,
+}
+
+impl Section {
+    /// Its name in the document and in the admin API's paths.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Section::Providers => "providers",
+            Section::Models => "models",
+            Section::Aliases => "aliases",
+            Section::Groups => "groups",
+            Section::Keys => "keys",
+            Section::Pricing => "pricing",
+        }
+    }
+}
+
+/// One row, in the shape the config file gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resource {
+    /// A provider (its `api_key`, when given, is sealed before it is stored).
+    Provider(RawProvider),
+    /// A model and its targets.
+    Model(RawModel),
+    /// An alias of a model.
+    Alias {
+        /// Alias name.
+        name: String,
+        /// The model it names.
+        model: String,
+    },
+    /// A group of keys.
+    Group(RawGroup),
+    /// A key (digest only).
+    Key(RawKey),
+    /// Prices of one upstream model.
+    Price {
+        /// Upstream model id (or `provider/model`).
+        model: String,
+        /// Its prices.
+        price: RawPrice,
+    },
+}
+
+impl Resource {
+    fn row(&self) -> (Section, String) {
+        match self {
+            Resource::Provider(p) => (Section::Providers, p.name.clone()),
+            Resource::Model(m) => (Section::Models, m.name.clone()),
+            Resource::Alias { name, .. } => (Section::Aliases, name.clone()),
+            Resource::Group(g) => (Section::Groups, g.name.clone()),
+            Resource::Key(k) => (Section::Keys, k.name.clone()),
+            Resource::Price { model, .. } => (Section::Pricing, model.clone()),
+        }
+    }
+}
+
+/// One write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Insert; an existing row of that name is a conflict.
+    Create(Resource),
+    /// Insert or replace.
+    Replace(Resource),
+    /// Remove a row by name.
+    Delete(Section, String),
+}
+
+impl Change {
+    /// The row written.
+    pub fn row(&self) -> (Section, String) {
+        match self {
+            Change::Create(r) | Change::Replace(r) => r.row(),
+            Change::Delete(s, n) => (*s, n.clone()),
+        }
+    }
+
+    /// `section/name`, for messages.
+    pub fn target(&self) -> String {
+        let (s, n) = self.row();
+        format!("{}/{n}", s.as_str())
+    }
+
+    /// Whether the change leaves a row behind (create or replace).
+    pub fn is_put(&self) -> bool {
+        !matches!(self, Change::Delete(..))
+    }
+
+    /// The change with a provider's plaintext key replaced by `seal(provider, key)`.
+    pub(super) fn seal_with(
+        self,
+        seal: impl Fn(&str, &str) -> Result<String, StoreError>,
+    ) -> Result<Change, StoreError> {
+        let sealed = |mut p: RawProvider| -> Result<Resource, StoreError> {
+            if let Some(key) = p.api_key.take() {
+                p.api_key = Some(seal(&p.name, &key)?);
+            }
+            Ok(Resource::Provider(p))
+        };
+        Ok(match self {
+            Change::Create(Resource::Provider(p)) => Change::Create(sealed(p)?),
+            Change::Replace(Resource::Provider(p)) => Change::Replace(sealed(p)?),
+            other => other,
+        })
+    }
+}
+
+/// Every row of `raw` as a replace (seeding a database from a file).
+pub(super) fn changes_of(raw: &RawConfig) -> Vec<Change> {
+    let mut out: Vec<Change> = Vec::new();
+    out.extend(raw.providers.iter().cloned().map(|p| Change::Replace(Resource::Provider(p))));
+    out.extend(raw.models.iter().cloned().map(|m| Change::Replace(Resource::Model(m))));
+    out.extend(raw.aliases.iter().map(|(n, m)| Change::Replace(Resource::Alias { name: n.clone(), model: m.clone() })));
+    out.extend(raw.groups.iter().cloned().map(|g| Change::Replace(Resource::Group(g))));
+    out.extend(raw.keys.iter().cloned().map(|k| Change::Replace(Resource::Key(k))));
+    out.extend(
+        raw.pricing.iter().map(|(m, p)| Change::Replace(Resource::Price { model: m.clone(), price: p.clone() })),
+    );
+    out
+}
+
+/// Reads the whole configuration (provider keys still sealed, in `api_key`).
+pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError> {
+    let mut raw = RawConfig::default();
+    for r in c
+        .query(
+            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed FROM fg_providers ORDER BY name",
+            &[],
+        )
+        .await?
+    {
+        raw.providers.push(RawProvider {
+            name: r.get(0),
+            kind: r.get(1),
+            base_url: r.get(2),
+            endpoints: r.get(3),
+            api_key_env: r.get(4),
+            api_key: r.get(5),
+        });
+    }
+    let targets = c
+        .query("SELECT model, provider, upstream_model, weight FROM fg_model_targets ORDER BY model, position", &[])
+        .await?;
+    for r in c.query("SELECT name, strategy, fallbacks FROM fg_models ORDER BY name", &[]).await? {
+        let name: String = r.get(0);
+        let targets = targets.iter().filter(|t| t.get::<_, String>(0) == name).map(|t| RawTarget {
+            provider: t.get(1),
+            model: t.get(2),
+            weight: t.get::<_, Option<i32>>(3).and_then(|w| u32::try_from(w).ok()),
+        });
+        raw.models.push(RawModel { targets: targets.collect(), name, strategy: r.get(1), fallbacks: r.get(2) });
+    }
+    for r in c.query("SELECT name, model FROM fg_aliases ORDER BY name", &[]).await? {
+        raw.aliases.insert(r.get(0), r.get(1));
+    }
+    for r in c.query("SELECT name, models, limits FROM fg_groups ORDER BY name", &[]).await? {
+        raw.groups.push(RawGroup { name: r.get(0), models: r.get(1), limits: limits(r.get(2)) });
+    }
+    for r in c.query("SELECT name, digest, groups, models, expires_at, limits FROM fg_keys ORDER BY name", &[]).await? {
+        raw.keys.push(RawKey {
+            name: r.get(0),
+            digest: r.get(1),
+            groups: r.get(2),
+            models: r.get(3),
+            expires_at: r.get(4),
+            limits: limits(r.get(5)),
+        });
+    }
+    for r in c
+        .query(
+            "SELECT model, input_per_mtok, output_per_mtok, cached_input_per_mtok FROM fg_pricing ORDER BY model",
+            &[],
+        )
+        .await?
+    {
+        let price = RawPrice { input_per_mtok: r.get(1), output_per_mtok: r.get(2), cached_input_per_mtok: r.get(3) };
+        raw.pricing.insert(r.get(0), price);
+    }
+    Ok(raw)
+}
+
+fn limits(v: Option<Value>) -> Option<RawLimits> {
+    v.and_then(|v| serde_json::from_value(v).ok())
+}
+
+fn limits_json(l: Option<&RawLimits>) -> Option<Value> {
+    l.and_then(|l| serde_json::to_value(l).ok())
+}
+
+/// Applies `change`; false when a replace or delete found no row to act on (deletes only).
+pub(super) async fn apply(c: &impl GenericClient, change: &Change) -> Result<bool, StoreError> {
+    let (resource, create) = match change {
+        Change::Delete(section, name) => {
+            let sql = format!("DELETE FROM fg_{} WHERE {} = $1", section.as_str(), key_column(*section));
+            return Ok(c.execute(sql.as_str(), &[name]).await? > 0);
+        }
+        Change::Create(r) => (r, true),
+        Change::Replace(r) => (r, false),
+    };
+    let (section, name) = resource.row();
+    let existing = format!("DELETE FROM fg_{} WHERE {} = $1", section.as_str(), key_column(section));
+    let removed = c.execute(existing.as_str(), &[&name]).await?;
+    if create && removed > 0 {
+        return Err(StoreError::Conflict(format!("{}/{name} already exists", section.as_str())));
+    }
+    insert(c, resource).await.map_err(|e| match e.code() {
+        Some(code) if *code == tokio_postgres::error::SqlState::UNIQUE_VIOLATION => StoreError::Conflict(format!(
+            "{}/{name}: {}",
+            section.as_str(),
+            e.as_db_error().map_or("duplicate", |d| d.message())
+        )),
+        _ => StoreError::Db(e),
+    })?;
+    Ok(true)
+}
+
+fn key_column(section: Section) -> &'static str {
+    if section == Section::Pricing {
+        "model"
+    } else {
+        "name"
+    }
+}
+
+async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio_postgres::Error> {
+    match resource {
+        Resource::Provider(p) => {
+            c.execute(
+                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&p.name, &p.kind, &p.base_url, &p.endpoints, &p.api_key_env, &p.api_key],
+            )
+            .await?;
+        }
+        Resource::Model(m) => {
+            c.execute(
+                "INSERT INTO fg_models (name, strategy, fallbacks) VALUES ($1, $2, $3)",
+                &[&m.name, &m.strategy, &m.fallbacks],
+            )
+            .await?;
+            for (i, t) in m.targets.iter().enumerate() {
+                let position = i32::try_from(i).unwrap_or(i32::MAX);
+                let weight = t.weight.map(|w| i32::try_from(w).unwrap_or(i32::MAX));
+                c.execute(
+                    "INSERT INTO fg_model_targets (model, position, provider, upstream_model, weight) VALUES ($1, $2, $3, $4, $5)",
+                    &[&m.name, &position, &t.provider, &t.model, &weight],
+                )
+                .await?;
+            }
+        }
+        Resource::Alias { name, model } => {
+            c.execute("INSERT INTO fg_aliases (name, model) VALUES ($1, $2)", &[name, model]).await?;
+        }
+        Resource::Group(g) => {
+            let limits = limits_json(g.limits.as_ref());
+            c.execute(
+                "INSERT INTO fg_groups (name, models, limits) VALUES ($1, $2, $3)",
+                &[&g.name, &g.models, &limits],
+            )
+            .await?;
+        }
+        Resource::Key(k) => {
+            let limits = limits_json(k.limits.as_ref());
+            c.execute(
+                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&k.name, &k.digest, &k.groups, &k.models, &k.expires_at, &limits],
+            )
+            .await?;
+        }
+        Resource::Price { model, price } => {
+            c.execute(
+                "INSERT INTO fg_pricing (model, input_per_mtok, output_per_mtok, cached_input_per_mtok) VALUES ($1, $2, $3, $4)",
+                &[model, &price.input_per_mtok, &price.output_per_mtok, &price.cached_input_per_mtok],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Every row of `raw` by section and name.
+pub(super) fn names(raw: &RawConfig) -> BTreeSet<(Section, String)> {
+    let mut out = BTreeSet::new();
+    out.extend(raw.providers.iter().map(|p| (Section::Providers, p.name.clone())));
+    out.extend(raw.models.iter().map(|m| (Section::Models, m.name.clone())));
+    out.extend(raw.aliases.keys().map(|a| (Section::Aliases, a.clone())));
+    out.extend(raw.groups.iter().map(|g| (Section::Groups, g.name.clone())));
+    out.extend(raw.keys.iter().map(|k| (Section::Keys, k.name.clone())));
+    out.extend(raw.pricing.keys().map(|m| (Section::Pricing, m.clone())));
+    out
+}
+
+/// The problems whose path is inside `row` of `raw` (all of them when none is).
+pub(super) fn problems_of(problems: &[Problem], raw: &RawConfig, row: &(Section, String)) -> Vec<Problem> {
+    let (section, name) = row;
+    let index = match section {
+        Section::Providers => raw.providers.iter().position(|p| &p.name == name),
+        Section::Models => raw.models.iter().position(|m| &m.name == name),
+        Section::Groups => raw.groups.iter().position(|g| &g.name == name),
+        Section::Keys => raw.keys.iter().position(|k| &k.name == name),
+        Section::Aliases | Section::Pricing => None,
+    };
+    let prefix = index.map_or_else(|| format!("{}.{name}", section.as_str()), |i| format!("{}[{i}]", section.as_str()));
+    let inside = |p: &&Problem| {
+        p.path
+            .strip_prefix(&prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+    };
+    let own: Vec<Problem> = problems.iter().filter(inside).cloned().collect();
+    if own.is_empty() {
+        problems.to_vec()
+    } else {
+        own
+    }
+}
+
+/// One section as the admin API lists it: the config file's shape, provider keys never
+/// included (`api_key_set` says whether one is stored).
+pub(super) fn section_json(raw: &RawConfig, section: Section) -> Value {
+    let to = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+    match section {
+        Section::Providers => Value::Array(
+            raw.providers
+                .iter()
+                .map(|p| {
+                    let set = p.api_key.is_some();
+                    let mut v = to(serde_json::to_value(RawProvider { api_key: None, ..p.clone() }));
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("api_key_set".into(), set.into());
+                    }
+                    v
+                })
+                .collect(),
+        ),
+        Section::Models => to(serde_json::to_value(&raw.models)),
+        Section::Aliases => to(serde_json::to_value(&raw.aliases)),
+        Section::Groups => to(serde_json::to_value(&raw.groups)),
+        Section::Keys => to(serde_json::to_value(&raw.keys)),
+        Section::Pricing => to(serde_json::to_value(&raw.pricing)),
+    }
+}

@@ -1,0 +1,139 @@
+//! The Postgres store against the machine's real PostgreSQL (`FERROGATE_TEST_DATABASE_URL`,
+//! default `postgres://postgres@127.0.0.1:5432/test`). Each test works in a schema of its own,
+//! so they run in parallel and leave nothing behind.
+
+use super::*;
+use rows::Resource;
+
+use ferrogate_core::config::{RawModel, RawProvider, RawTarget};
+
+/// The database the tests use, and a fresh schema on it that is dropped afterwards.
+pub(crate) struct Schema {
+    pub(crate) url: String,
+    name: String,
+}
+
+impl Schema {
+    pub(crate) async fn new() -> Schema {
+        let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+        let name = format!("fg_t_{:016x}", rand::random::<u64>());
+        let (client, conn) = tokio_postgres::connect(&base, NoTls).await.expect("PostgreSQL on 127.0.0.1:5432");
+        tokio::spawn(conn);
+        client.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        Schema { url: format!("{base}{sep}options=-csearch_path%3D{name}"), name }
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        // Drop on a thread of its own: Drop may run inside the test's runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                if let Ok((client, conn)) = tokio_postgres::connect(&url, NoTls).await {
+                    tokio::spawn(conn);
+                    let _ = client.batch_execute(&format!("DROP SCHEMA {name} CASCADE")).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn master() -> MasterKey {
+    MasterKey::from_base64("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap()
+}
+
+fn provider(name: &str, key: Option<&str>) -> Change {
+    Change::Create(Resource::Provider(RawProvider {
+        name: name.into(),
+        kind: "openai_compatible".into(),
+        base_url: "http://127.0.0.1:8000".into(),
+        api_key: key.map(String::from),
+        ..RawProvider::default()
+    }))
+}
+
+fn model(name: &str, provider: &str) -> Change {
+    Change::Create(Resource::Model(RawModel {
+        name: name.into(),
+        targets: vec![RawTarget { provider: provider.into(), model: "m".into(), weight: Some(2) }],
+        ..RawModel::default()
+    }))
+}
+
+#[tokio::test]
+async fn writes_bump_the_version_and_load_back_with_keys_opened() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, Some(master())).await.unwrap();
+    // Migrations are applied once: a second connect finds nothing to do.
+    PgStore::connect(&schema.url, None).await.unwrap();
+    assert_eq!(store.version().await.unwrap(), 0);
+    assert_eq!(store.write(provider("local", Some("sk-upstream"))).await.unwrap(), 1);
+    assert_eq!(store.write(model("chat", "local")).await.unwrap(), 2);
+    let (version, raw) = store.load().await.unwrap();
+    assert_eq!(version, 2);
+    assert_eq!(raw.providers[0].api_key.as_deref(), Some("sk-upstream"));
+    assert_eq!(raw.models[0].targets[0].weight, Some(2));
+    // At rest the key is sealed, and listing never shows it.
+    let client = store.pool.get().await.unwrap();
+    let sealed: String = client.query_one("SELECT api_key_sealed FROM fg_providers", &[]).await.unwrap().get(0);
+    assert!(sealed.starts_with("fgs1:") && !sealed.contains("sk-upstream"));
+    let listed = store.list(Section::Providers).await.unwrap();
+    assert_eq!(listed[0]["api_key_set"], true);
+    assert!(!listed.to_string().contains("sk-upstream") && !listed.to_string().contains("fgs1:"));
+    // Without the master key the sealed key cannot be read (and a new one cannot be stored).
+    let blind = PgStore::connect(&schema.url, None).await.unwrap();
+    assert!(matches!(blind.load().await, Err(StoreError::NoMasterKey)));
+    assert!(matches!(blind.write(provider("other", Some("k"))).await, Err(StoreError::NoMasterKey)));
+}
+
+#[tokio::test]
+async fn unservable_writes_are_refused_and_change_nothing() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    store.write(provider("local", None)).await.unwrap();
+    store.write(model("chat", "local")).await.unwrap();
+    let version = store.version().await.unwrap();
+    match store.write(model("ghost", "nowhere")).await {
+        Err(StoreError::Invalid(problems)) => {
+            assert_eq!(problems[0].path, "models[1].targets[0].provider", "{problems:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match store.write(Change::Delete(Section::Providers, "local".into())).await {
+        Err(StoreError::Conflict(msg)) => assert!(msg.contains("models/chat"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(store.write(provider("local", None)).await, Err(StoreError::Conflict(_))));
+    assert!(matches!(store.write(Change::Delete(Section::Models, "nope".into())).await, Err(StoreError::NotFound(_))));
+    assert_eq!(store.version().await.unwrap(), version, "refused writes leave no trace");
+    // Removing the model first makes the provider free to go.
+    store.write(Change::Delete(Section::Models, "chat".into())).await.unwrap();
+    store.write(Change::Delete(Section::Providers, "local".into())).await.unwrap();
+    assert!(store.load().await.unwrap().1.providers.is_empty());
+}
+
+#[tokio::test]
+async fn a_new_database_is_seeded_once_from_the_file() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let raw: RawConfig = serde_yaml::from_str(
+        r#"
+providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000", api_key_env: LOCAL_KEY }]
+models: [{ name: chat, targets: [{ provider: local, model: m }], fallbacks: [] }]
+aliases: { default: chat }
+groups: [{ name: dev, models: ["chat"], limits: { requests_per_minute: 5 } }]
+pricing: { m: { input_per_mtok: 1.5, output_per_mtok: 2 } }
+"#,
+    )
+    .unwrap();
+    assert!(store.seed(&raw).await.unwrap());
+    assert!(!store.seed(&raw).await.unwrap(), "only a never-written store is seeded");
+    let (version, loaded) = store.load().await.unwrap();
+    assert_eq!(version, 1);
+    assert_eq!(loaded, raw, "rows round-trip to the same document");
+}

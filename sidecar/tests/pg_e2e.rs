@@ -1,0 +1,188 @@
+//! End to end with the real PostgreSQL and Redis of the machine: two `ferrogate serve`
+//! instances (in this test process) share one configuration database; a provider, a model and
+//! a key created through one's admin API are served by the other within seconds. Every write
+//! announces its version on Redis (checked here with a subscriber of our own); the version
+//! poll would get there too. Admin writes that would break the configuration are refused with
+//! the offending field.
+//!
+//! Database: `FERROGATE_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
+//! a schema of its own per test; Redis: `FERROGATE_TEST_REDIS_URL` (default
+//! `redis://127.0.0.1:6379`).
+
+// `std::env::set_var` is `unsafe` (edition 2024): the store reads its URL from the variable
+// the config names, and this test sets variables of unique names that no other thread reads.
+#![allow(unsafe_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use ferrogate_sidecar::serve::{Gateway, ServeArgs};
+use ferrogate_sidecar::sim::SimArgs;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio_postgres::NoTls;
+
+#[derive(Parser)]
+struct Cli<T: clap::Args> {
+    #[command(flatten)]
+    args: T,
+}
+
+async fn start_sim() -> std::net::SocketAddr {
+    let args = Cli::<SimArgs>::parse_from(["sim", "--listen", "127.0.0.1:0"]).args;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
+    addr
+}
+
+/// A schema of its own on the test database; its URL selects it through `search_path`.
+async fn schema_url() -> (String, String) {
+    let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let name = format!("fg_e2e_{:016x}", rand::random::<u64>());
+    let (client, conn) = tokio_postgres::connect(&base, NoTls).await.expect("PostgreSQL on 127.0.0.1:5432");
+    tokio::spawn(conn);
+    client.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
+    (format!("{base}?options=-csearch_path%3D{name}"), name)
+}
+
+async fn drop_schema(name: &str) {
+    let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let (client, conn) = tokio_postgres::connect(&base, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client.batch_execute(&format!("DROP SCHEMA {name} CASCADE")).await.unwrap();
+}
+
+fn filter_wasm() -> PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::env::var_os("FERROGATE_FILTER_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"))
+}
+
+/// A `serve` on the database the variables named in `config` point at.
+async fn gateway(config: &std::path::Path) -> Gateway {
+    let argv = [
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--sidecar-listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--poll-interval-ms",
+        "100",
+    ];
+    let mut args = Cli::<ServeArgs>::parse_from(argv).args;
+    args.filter = Some(filter_wasm());
+    Gateway::start(&args).await.expect("gateway starts")
+}
+
+async fn chat(client: &reqwest::Client, gw: &Gateway, key: Option<&str>, model: &str) -> u16 {
+    let mut req = client
+        .post(format!("http://{}/v1/chat/completions", gw.addr()))
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_share_one_database() {
+    let (url, schema) = schema_url().await;
+    let sim = start_sim().await;
+    // Variables of this test alone (the names are in the file, so tests do not collide).
+    let db_var = format!("FG_TEST_DB_{schema}");
+    let redis_var = format!("FG_TEST_REDIS_{schema}");
+    let redis = std::env::var("FERROGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    // SAFETY: names unique to this test, set before anything reads them.
+    unsafe {
+        std::env::set_var(&db_var, &url);
+        std::env::set_var(&redis_var, &redis);
+    }
+    let dir = std::env::temp_dir().join(&schema);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    // The file only says where the configuration lives, plus a seed for the empty database.
+    std::fs::write(
+        &config,
+        format!(
+            "store: {{ kind: postgres, url_env: {db_var} }}\nredis: {{ url_env: {redis_var} }}\n\
+             providers: [{{ name: seed, kind: openai_compatible, base_url: 'http://{sim}' }}]\n\
+             models: [{{ name: seeded, targets: [{{ provider: seed, model: sim-small }}] }}]\n"
+        ),
+    )
+    .unwrap();
+    let (a, b) = (gateway(&config).await, gateway(&config).await);
+    let client = reqwest::Client::new();
+    assert_eq!(chat(&client, &b, None, "seeded").await, 200, "the seed is served (open gateway)");
+    let admin = format!("http://{}/api/v1", a.admin_addr());
+
+    let announced = redis::Client::open(redis.as_str()).unwrap().get_async_pubsub().await.unwrap();
+    let mut announced = announced;
+    announced.subscribe("ferrogate:config").await.unwrap();
+
+    // A provider, a model on it and a key, through A's admin API.
+    let post = |path: &str, body: Value| client.post(format!("{admin}/{path}")).json(&body).send();
+    let r =
+        post("providers", json!({"name": "local", "kind": "openai_compatible", "base_url": format!("http://{sim}")}))
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    let version: i64 = r.json::<Value>().await.unwrap()["version"].as_i64().unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(5), announced.on_message().next()).await.unwrap().unwrap();
+    assert_eq!(msg.get_payload::<i64>().unwrap(), version, "the write's version is announced on Redis");
+    let r = post("models", json!({"name": "chat", "targets": [{"provider": "local", "model": "sim-small"}]}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = post("keys", json!({"name": "alice", "models": ["chat"]})).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let created: Value = r.json().await.unwrap();
+    let key = created["key"].as_str().unwrap().to_string();
+    let listed: Value = client.get(format!("{admin}/keys")).send().await.unwrap().json().await.unwrap();
+    assert!(listed[0]["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(!listed.to_string().contains(&key), "the plaintext is returned once, never stored");
+
+    // B serves them within seconds, and the gateway is no longer open. Each of B's worker VMs
+    // adopts a snapshot on its own tick, so wait until ten checks in a row hold.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut in_a_row = 0;
+    while in_a_row < 10 {
+        let now = (
+            chat(&client, &b, Some(&key), "chat").await,
+            chat(&client, &b, None, "chat").await,
+            chat(&client, &b, Some(&key), "seeded").await,
+        );
+        in_a_row = if now == (200, 401, 403) { in_a_row + 1 } else { 0 };
+        assert!(Instant::now() < deadline, "B never served the new model and key: {now:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Writes that would break the configuration are refused with the field.
+    let r = post("models", json!({"name": "ghost", "targets": [{"provider": "nowhere", "model": "m"}]})).await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["problems"][0]["path"].as_str().unwrap().ends_with("targets[0].provider"), "{body}");
+    let r = client.delete(format!("{admin}/providers/local")).send().await.unwrap();
+    assert_eq!(r.status(), 409, "chat still uses it");
+    let r = post("models", json!({"name": "chat", "targets": [{"provider": "local", "model": "x"}]})).await.unwrap();
+    assert_eq!(r.status(), 409, "already exists");
+    let r =
+        post("providers", json!({"name": "x", "kind": "openai", "base_url": "https://a", "colour": 1})).await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("colour"));
+
+    a.shutdown().await;
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+    drop_schema(&schema).await;
+}
