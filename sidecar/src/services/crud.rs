@@ -86,11 +86,11 @@ fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, R
 
 /// `GET /api/v1/{section}`
 pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    let Some(section) = section(&name) else { return not_found_section(&name) };
     let db = match gate(&admin, &headers) {
         Ok(db) => db,
         Err(r) => return r.into_response(),
     };
-    let Some(section) = section(&name) else { return not_found_section(&name) };
     match db.store.list(section).await {
         Ok(rows) => Json(rows).into_response(),
         Err(e) => store_error(&e),
@@ -104,11 +104,11 @@ pub async fn create(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
+    let Some(section) = section(&name) else { return not_found_section(&name) };
     let db = match gate(&admin, &headers) {
         Ok(db) => db,
         Err(r) => return r.into_response(),
     };
-    let Some(section) = section(&name) else { return not_found_section(&name) };
     let (resource, plaintext) = match parse(section, &body, None) {
         Ok(parsed) => parsed,
         Err(r) => return r.into_response(),
@@ -123,11 +123,11 @@ pub async fn replace(
     Path((name, row)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
+    let Some(section) = section(&name) else { return not_found_section(&name) };
     let db = match gate(&admin, &headers) {
         Ok(db) => db,
         Err(r) => return r.into_response(),
     };
-    let Some(section) = section(&name) else { return not_found_section(&name) };
     let (resource, plaintext) = match parse(section, &body, Some(&row)) {
         Ok(parsed) => parsed,
         Err(r) => return r.into_response(),
@@ -141,11 +141,11 @@ pub async fn delete(
     headers: HeaderMap,
     Path((name, row)): Path<(String, String)>,
 ) -> Response {
+    let Some(section) = section(&name) else { return not_found_section(&name) };
     let db = match gate(&admin, &headers) {
         Ok(db) => db,
         Err(r) => return r.into_response(),
     };
-    let Some(section) = section(&name) else { return not_found_section(&name) };
     write(&db, Change::Delete(section, row), None).await
 }
 
