@@ -85,6 +85,38 @@ async fn gateway(config: &std::path::Path) -> Gateway {
     Gateway::start(&args).await.expect("gateway starts")
 }
 
+/// The master key both gateways seal and open provider keys with; set once, before any
+/// gateway reads it.
+const MASTER_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+static MASTER: std::sync::Once = std::sync::Once::new();
+
+/// Two gateways on a fresh schema (seeded with one open model), Redis at `redis`.
+async fn pair(schema: &str, url: &str, redis: &str, sim: std::net::SocketAddr) -> (Gateway, Gateway, PathBuf) {
+    // SAFETY: the same value for every test, set once before any gateway starts; the other
+    // names are unique to their test.
+    MASTER.call_once(|| unsafe { std::env::set_var("FERROGATE_MASTER_KEY", MASTER_KEY) });
+    let db_var = format!("FG_TEST_DB_{schema}");
+    let redis_var = format!("FG_TEST_REDIS_{schema}");
+    unsafe {
+        std::env::set_var(&db_var, url);
+        std::env::set_var(&redis_var, redis);
+    }
+    let dir = std::env::temp_dir().join(schema);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    // The file only says where the configuration lives, plus a seed for the empty database.
+    std::fs::write(
+        &config,
+        format!(
+            "store: {{ kind: postgres, url_env: {db_var} }}\nredis: {{ url_env: {redis_var} }}\n\
+             providers: [{{ name: seed, kind: openai_compatible, base_url: 'http://{sim}' }}]\n\
+             models: [{{ name: seeded, targets: [{{ provider: seed, model: sim-small }}] }}]\n"
+        ),
+    )
+    .unwrap();
+    (gateway(&config).await, gateway(&config).await, dir)
+}
+
 async fn chat(client: &reqwest::Client, gw: &Gateway, key: Option<&str>, model: &str) -> u16 {
     let mut req = client
         .post(format!("http://{}/v1/chat/completions", gw.addr()))
@@ -99,29 +131,8 @@ async fn chat(client: &reqwest::Client, gw: &Gateway, key: Option<&str>, model: 
 async fn two_gateways_share_one_database() {
     let (url, schema) = schema_url().await;
     let sim = start_sim().await;
-    // Variables of this test alone (the names are in the file, so tests do not collide).
-    let db_var = format!("FG_TEST_DB_{schema}");
-    let redis_var = format!("FG_TEST_REDIS_{schema}");
     let redis = std::env::var("FERROGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    // SAFETY: names unique to this test, set before anything reads them.
-    unsafe {
-        std::env::set_var(&db_var, &url);
-        std::env::set_var(&redis_var, &redis);
-    }
-    let dir = std::env::temp_dir().join(&schema);
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("config.yaml");
-    // The file only says where the configuration lives, plus a seed for the empty database.
-    std::fs::write(
-        &config,
-        format!(
-            "store: {{ kind: postgres, url_env: {db_var} }}\nredis: {{ url_env: {redis_var} }}\n\
-             providers: [{{ name: seed, kind: openai_compatible, base_url: 'http://{sim}' }}]\n\
-             models: [{{ name: seeded, targets: [{{ provider: seed, model: sim-small }}] }}]\n"
-        ),
-    )
-    .unwrap();
-    let (a, b) = (gateway(&config).await, gateway(&config).await);
+    let (a, b, dir) = pair(&schema, &url, &redis, sim).await;
     let client = reqwest::Client::new();
     assert_eq!(chat(&client, &b, None, "seeded").await, 200, "the seed is served (open gateway)");
     let admin = format!("http://{}/api/v1", a.admin_addr());
@@ -132,10 +143,13 @@ async fn two_gateways_share_one_database() {
 
     // A provider, a model on it and a key, through A's admin API.
     let post = |path: &str, body: Value| client.post(format!("{admin}/{path}")).json(&body).send();
-    let r =
-        post("providers", json!({"name": "local", "kind": "openai_compatible", "base_url": format!("http://{sim}")}))
-            .await
-            .unwrap();
+    let r = post(
+        "providers",
+        json!({"name": "local", "kind": "openai_compatible", "base_url": format!("http://{sim}"),
+            "api_key": "sk-upstream-secret-4242"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.status(), 200, "{:?}", r.text().await);
     let version: i64 = r.json::<Value>().await.unwrap()["version"].as_i64().unwrap();
     let msg = tokio::time::timeout(Duration::from_secs(5), announced.on_message().next()).await.unwrap().unwrap();
@@ -181,6 +195,40 @@ async fn two_gateways_share_one_database() {
     assert_eq!(r.status(), 400);
     assert!(r.text().await.unwrap().contains("colour"));
 
+    // At rest the provider key is sealed: a dump of the schema holds no plaintext.
+    let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
+    let dump = std::process::Command::new("pg_dump").arg(&base).arg(format!("--schema={schema}")).output().unwrap();
+    assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert!(dump.contains("fg_providers") && dump.contains("fgs1:"), "the dump covers the sealed key");
+    assert!(!dump.contains("sk-upstream-secret-4242"), "plaintext provider key in pg_dump");
+    assert!(!dump.contains(&key), "plaintext virtual key in pg_dump");
+
+    a.shutdown().await;
+    b.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+    drop_schema(&schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_alone_converges_when_redis_is_down() {
+    let (url, schema) = schema_url().await;
+    let sim = start_sim().await;
+    // Nothing listens on port 1: every announcement and subscription fails.
+    let (a, b, dir) = pair(&schema, &url, "redis://127.0.0.1:1", sim).await;
+    let client = reqwest::Client::new();
+    let admin = format!("http://{}/api/v1", a.admin_addr());
+    let model = json!({"name": "late", "targets": [{"provider": "seed", "model": "sim-small"}]});
+    let r = client.post(format!("{admin}/models")).json(&model).send().await.unwrap();
+    assert_eq!(r.status(), 200, "a write succeeds without Redis");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut in_a_row = 0;
+    while in_a_row < 10 {
+        in_a_row = if chat(&client, &b, None, "late").await == 200 { in_a_row + 1 } else { 0 };
+        assert!(Instant::now() < deadline, "B never saw the write by polling");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     a.shutdown().await;
     b.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
