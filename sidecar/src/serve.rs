@@ -141,10 +141,7 @@ impl Gateway {
         let (sidecar_addr, mut link) =
             start_sidecar_listener(args.sidecar_listen, usage.clone(), snapshots.clone(), rx.clone()).await?;
         link.poll_interval_ms = args.poll_interval_ms;
-        let sidecar_cluster = Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar_addr.to_string()])?;
-        let mut clusters = config::clusters_of(&opened.config)?;
-        clusters.push(sidecar_cluster);
-        let clusters = Arc::new(LiveClusters::new(Clusters::new(clusters)?));
+        let clusters = Arc::new(LiveClusters::new(cluster_set(&opened.config, sidecar_addr)?));
         tokio::spawn(follow_providers(snapshots.subscribe(), clusters.clone(), sidecar_addr, rx.clone()));
         let clusters_now = clusters.load();
         let spec = PluginSpec {
@@ -272,6 +269,13 @@ async fn start_sidecar_listener(
     Ok((bound, link))
 }
 
+/// One cluster per provider of `config`, plus the in-process sidecar's.
+fn cluster_set(config: &Config, sidecar: SocketAddr) -> Result<Clusters, cluster::ClusterError> {
+    let mut all = config::clusters_of(config)?;
+    all.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar.to_string()])?);
+    Clusters::new(all)
+}
+
 /// Rebuilds the upstream clusters whenever a snapshot changes the providers, so a provider
 /// added at runtime is reachable as soon as the filter routes to it.
 async fn follow_providers(
@@ -286,11 +290,7 @@ async fn follow_providers(
             _ = shutdown.changed() => return,
         }
         let Some(served) = snapshots.borrow_and_update().clone() else { continue };
-        let built = config::clusters_of(&served.config).and_then(|mut all| {
-            all.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar.to_string()])?);
-            Clusters::new(all)
-        });
-        match built {
+        match cluster_set(&served.config, sidecar) {
             Ok(set) => clusters.store(set),
             Err(e) => tracing::error!(error = %e, "snapshot {} not applied to the upstream clusters", served.version),
         }

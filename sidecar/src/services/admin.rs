@@ -48,7 +48,7 @@ pub enum AdminError {
 
 /// Refuses an admin bind that other hosts could reach when no token protects it.
 pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), AdminError> {
-    if token.is_none() && !addr.ip().is_loopback() {
+    if super::auth::non_loopback_without_token(addr, token) {
         return Err(AdminError::OpenAdmin(addr));
     }
     Ok(())

@@ -44,9 +44,7 @@ struct PriceBody {
 }
 
 fn section(name: &str) -> Option<Section> {
-    [Section::Providers, Section::Models, Section::Aliases, Section::Groups, Section::Keys, Section::Pricing]
-        .into_iter()
-        .find(|s| s.as_str() == name)
+    Section::ALL.into_iter().find(|s| s.as_str() == name)
 }
 
 fn error(status: StatusCode, body: Value) -> Response {
@@ -62,8 +60,13 @@ impl IntoResponse for Reject {
     }
 }
 
-fn not_found_section(name: &str) -> Response {
-    error(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")}))
+/// The collection `name` names and the database, or the response to send instead (404 for an
+/// unknown collection, then the token and store checks of [`gate`]).
+fn open(admin: &Admin, headers: &HeaderMap, name: &str) -> Result<(Section, super::source::Database), Reject> {
+    let Some(section) = section(name) else {
+        return Err(Reject(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")})));
+    };
+    Ok((section, gate(admin, headers)?))
 }
 
 /// Checks the token and the store; yields the database or the response to send instead.
@@ -86,9 +89,8 @@ fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, R
 
 /// `GET /api/v1/{section}`
 pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
-    let Some(section) = section(&name) else { return not_found_section(&name) };
-    let db = match gate(&admin, &headers) {
-        Ok(db) => db,
+    let (section, db) = match open(&admin, &headers, &name) {
+        Ok(opened) => opened,
         Err(r) => return r.into_response(),
     };
     match db.store.list(section).await {
@@ -104,9 +106,8 @@ pub async fn create(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    let Some(section) = section(&name) else { return not_found_section(&name) };
-    let db = match gate(&admin, &headers) {
-        Ok(db) => db,
+    let (section, db) = match open(&admin, &headers, &name) {
+        Ok(opened) => opened,
         Err(r) => return r.into_response(),
     };
     let (resource, plaintext) = match parse(section, &body, None) {
@@ -123,9 +124,8 @@ pub async fn replace(
     Path((name, row)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
-    let Some(section) = section(&name) else { return not_found_section(&name) };
-    let db = match gate(&admin, &headers) {
-        Ok(db) => db,
+    let (section, db) = match open(&admin, &headers, &name) {
+        Ok(opened) => opened,
         Err(r) => return r.into_response(),
     };
     let (resource, plaintext) = match parse(section, &body, Some(&row)) {
@@ -141,9 +141,8 @@ pub async fn delete(
     headers: HeaderMap,
     Path((name, row)): Path<(String, String)>,
 ) -> Response {
-    let Some(section) = section(&name) else { return not_found_section(&name) };
-    let db = match gate(&admin, &headers) {
-        Ok(db) => db,
+    let (section, db) = match open(&admin, &headers, &name) {
+        Ok(opened) => opened,
         Err(r) => return r.into_response(),
     };
     write(&db, Change::Delete(section, row), None).await

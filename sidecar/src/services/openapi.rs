@@ -37,7 +37,7 @@ pub fn operations() -> Vec<Operation> {
             false,
         ),
     ];
-    for s in [Section::Providers, Section::Models, Section::Aliases, Section::Groups, Section::Keys, Section::Pricing] {
+    for s in Section::ALL {
         let name = s.as_str();
         ops.push(op("get", format!("/api/v1/{name}"), format!("List {name}"), false));
         ops.push(op("post", format!("/api/v1/{name}"), format!("Create one of {name} (409 if the name exists)"), true));

@@ -29,6 +29,10 @@ pub enum Section {
 }
 
 impl Section {
+    /// Every section, in document order.
+    pub const ALL: [Section; 6] =
+        [Section::Providers, Section::Models, Section::Aliases, Section::Groups, Section::Keys, Section::Pricing];
+
     /// Its name in the document and in the admin API's paths.
     pub fn as_str(self) -> &'static str {
         match self {
