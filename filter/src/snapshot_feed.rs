@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use ferrogate_core::config::Config;
 use ferrogate_core::plugin::SidecarSettings;
-use ferrogate_core::snapshot::Snapshot;
+use ferrogate_core::snapshot::{Received, Snapshot};
 use proxy_wasm::hostcalls;
 
 /// Shared-data key of the latest snapshot body.
@@ -61,8 +61,8 @@ impl SnapshotFeed {
             return;
         }
         let Ok((Some(body), _)) = hostcalls::get_shared_data(BODY) else { return };
-        match Snapshot::parse(&body) {
-            Ok((doc, config)) => self.install(doc, config, active),
+        match Snapshot::receive(&body) {
+            Ok(doc) => self.install(doc, active),
             Err(e) => log::error!("shared snapshot unusable, keeping version {:?}: {e}", self.version),
         }
     }
@@ -103,8 +103,8 @@ impl SnapshotFeed {
         self.in_flight = None;
         match (status, body) {
             (Some(304), _) => self.failures = 0,
-            (Some(200), Some(body)) => match Snapshot::parse(&body) {
-                Ok((doc, config)) => {
+            (Some(200), Some(body)) => match Snapshot::receive(&body) {
+                Ok(doc) => {
                     self.failures = 0;
                     // Body before version: whoever sees the version finds a body as new.
                     let shared = hostcalls::set_shared_data(BODY, Some(&body), None)
@@ -112,7 +112,7 @@ impl SnapshotFeed {
                     if let Err(e) = shared {
                         log::warn!("snapshot {} not shared with other VMs: {e:?}", doc.version);
                     }
-                    self.install(doc, config, active);
+                    self.install(doc, active);
                 }
                 Err(e) => self.failed(&format!("snapshot refused, keeping version {:?}: {e}", self.version)),
             },
@@ -121,19 +121,19 @@ impl SnapshotFeed {
         true
     }
 
-    fn install(&mut self, doc: Snapshot, config: Config, active: &RefCell<Option<Rc<Config>>>) {
+    fn install(&mut self, doc: Received, active: &RefCell<Option<Rc<Config>>>) {
         if first_to_log(&doc.version) {
             log::info!(
                 "configuration snapshot {}: {} models, {} keys",
                 doc.version,
-                config.models.len(),
-                config.keys.len()
+                doc.config.models.len(),
+                doc.config.keys.len()
             );
             for p in &doc.problems {
                 log::warn!("snapshot {}: {}: {}", doc.version, p.path, p.message);
             }
         }
-        *active.borrow_mut() = Some(Rc::new(config));
+        *active.borrow_mut() = Some(Rc::new(doc.config));
         self.version = Some(doc.version);
     }
 

@@ -105,7 +105,7 @@ pub fn key_digest(key: &[u8]) -> String {
 }
 
 /// Decodes a validated `sha256:<64 lower-case hex>` digest.
-fn parse_digest(digest: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_digest(digest: &str) -> Option<[u8; 32]> {
     let hex = digest.strip_prefix("sha256:")?.as_bytes();
     if hex.len() != 64 {
         return None;
@@ -123,7 +123,7 @@ fn parse_digest(digest: &str) -> Option<[u8; 32]> {
 }
 
 /// Hasher for SHA-256 digests, which are already uniformly distributed: folding their bytes
-/// is a good hash, costs less than SipHash, and needs no random seed (which
+/// and a final mix is a good hash, costs less than SipHash, and needs no random seed (which
 /// `wasm32-unknown-unknown` cannot provide). Flooding is not a concern: the table holds only
 /// configured digests, and steering a lookup needs SHA-256 preimages.
 #[derive(Debug, Clone, Copy, Default)]
@@ -131,7 +131,16 @@ pub struct DigestHasher(u64);
 
 impl Hasher for DigestHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // A final mix spreads every input bit over the high bits hashbrown groups by and
+        // the low bits it indexes with: digests that differ in a few bytes only (hand-made or
+        // sequential test digests) would otherwise share buckets and make lookups linear.
+        // MurmurHash3's 64-bit finalizer.
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
     }
 
     fn write(&mut self, bytes: &[u8]) {
@@ -145,11 +154,6 @@ impl Hasher for DigestHasher {
 
 /// Raw SHA-256 of a key → index into [`Config::keys`].
 pub type DigestIndex = HashMap<[u8; 32], usize, BuildHasherDefault<DigestHasher>>;
-
-/// Raw digest → key index. Validation has already rejected malformed and duplicate digests.
-pub(crate) fn digest_index(keys: &[Key]) -> DigestIndex {
-    keys.iter().enumerate().filter_map(|(i, k)| Some((parse_digest(&k.digest)?, i))).collect()
-}
 
 impl Config {
     /// Authenticates a request from the key [`extract_key`] found (if any).

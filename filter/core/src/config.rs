@@ -282,7 +282,7 @@ pub struct Config {
     /// authentication is one hash and one lookup ([`crate::auth`]).
     pub(crate) digest_index: DigestIndex,
     /// Flattened grants per key, parallel to `keys` ([`crate::grants`]).
-    pub(crate) grants: Vec<Grants>,
+    pub(crate) grants: Vec<std::sync::Arc<Grants>>,
 }
 
 impl Config {

@@ -5,11 +5,13 @@
 //! problem makes the whole conversion fail; partial results are then discarded, which is why
 //! raw positions can be used as indexes throughout.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use crate::auth::{DigestIndex, parse_digest};
 
 use super::raw::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
 use super::syntax::{self, check_public_name, check_slug};
-use super::{Config, ConfigError, Credential, Group, Key, Model, Problem, Provider, ProviderKind, Strategy, Target};
+use super::{Config, ConfigError, Credential, Group, Key, Limits, Model, Problem, Provider, ProviderKind, Strategy, Target};
 
 mod sections;
 
@@ -58,7 +60,7 @@ impl TryFrom<RawConfig> for Config {
         let aliases = aliases(&raw.aliases, &model_index, &mut p);
         let group_index = index_names("groups", raw.groups.iter().map(|x| x.name.as_str()), &mut p);
         let groups = raw.groups.iter().enumerate().map(|(i, g)| group(i, g, &refs, &mut p)).collect();
-        let keys = keys(&raw.keys, &group_index, &refs, &mut p);
+        let (keys, digest_index) = keys(&raw.keys, &group_index, &refs, &mut p);
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -79,11 +81,10 @@ impl TryFrom<RawConfig> for Config {
             redis_url_env,
             provider_index,
             model_index,
-            digest_index: Default::default(),
+            digest_index,
             grants: Vec::new(),
         };
         // Derived indexes need the validated, cross-referenced config, so they come last.
-        config.digest_index = crate::auth::digest_index(&config.keys);
         config.grants = crate::grants::flatten(&config);
         Ok(config)
     }
@@ -244,44 +245,56 @@ fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
     }
 }
 
-fn keys(raw: &[RawKey], group_index: &BTreeMap<String, usize>, refs: &Refs<'_>, p: &mut Problems) -> Vec<Key> {
+/// The keys, and their digest index (built here: the duplicate check needs it anyway, and
+/// hashing decoded digests is far cheaper than ordering 71-character strings).
+fn keys(
+    raw: &[RawKey],
+    group_index: &BTreeMap<String, usize>,
+    refs: &Refs<'_>,
+    p: &mut Problems,
+) -> (Vec<Key>, DigestIndex) {
     index_names("keys", raw.iter().map(|k| k.name.as_str()), p);
-    let mut digests = BTreeSet::new();
-    raw.iter()
-        .enumerate()
-        .map(|(i, k)| {
-            if k.name.is_empty() {
-                p.add(format!("keys[{i}].name"), "must not be empty");
-            }
-            if p.check(format!("keys[{i}].digest"), syntax::check_digest(&k.digest)).is_some()
-                && !digests.insert(&k.digest)
-            {
-                p.add(format!("keys[{i}].digest"), "duplicate digest (two keys with the same secret)");
-            }
-            let groups = k
-                .groups
-                .iter()
-                .enumerate()
-                .filter_map(|(j, g)| {
-                    let found = group_index.get(g).copied();
-                    if found.is_none() {
-                        p.add(format!("keys[{i}].groups[{j}]"), format!("unknown group {g:?}"));
-                    }
-                    found
-                })
-                .collect();
-            let expires_at = k
-                .expires_at
-                .as_deref()
-                .and_then(|t| p.check(format!("keys[{i}].expires_at"), syntax::parse_rfc3339(t)));
-            Key {
-                name: k.name.clone(),
-                digest: k.digest.clone(),
-                groups,
-                models: grants(&format!("keys[{i}].models"), &k.models, refs, p),
-                expires_at,
-                limits: limits(&format!("keys[{i}].limits"), k.limits.as_ref(), p),
-            }
-        })
-        .collect()
+    let mut digests = DigestIndex::default();
+    digests.reserve(raw.len());
+    let keys = raw.iter().enumerate().map(|(i, k)| key(i, k, group_index, refs, &mut digests, p)).collect();
+    (keys, digests)
+}
+
+fn key(
+    i: usize,
+    k: &RawKey,
+    group_index: &BTreeMap<String, usize>,
+    refs: &Refs<'_>,
+    digests: &mut DigestIndex,
+    p: &mut Problems,
+) -> Key {
+    if k.name.is_empty() {
+        p.add(format!("keys[{i}].name"), "must not be empty");
+    }
+    match syntax::check_digest(&k.digest).map(|()| parse_digest(&k.digest)) {
+        Ok(Some(digest)) if digests.contains_key(&digest) => {
+            p.add(format!("keys[{i}].digest"), "duplicate digest (two keys with the same secret)");
+        }
+        Ok(digest) => digests.extend(digest.map(|d| (d, i))),
+        Err(e) => p.add(format!("keys[{i}].digest"), e),
+    }
+    let mut groups = Vec::with_capacity(k.groups.len());
+    for (j, g) in k.groups.iter().enumerate() {
+        match group_index.get(g) {
+            Some(&found) => groups.push(found),
+            None => p.add(format!("keys[{i}].groups[{j}]"), format!("unknown group {g:?}")),
+        }
+    }
+    let expires_at =
+        k.expires_at.as_deref().and_then(|t| p.check(format!("keys[{i}].expires_at"), syntax::parse_rfc3339(t)));
+    // Paths are formatted only where there is something to check: 10,000-key snapshots.
+    let models = match k.models.is_empty() {
+        true => Vec::new(),
+        false => grants(&format!("keys[{i}].models"), &k.models, refs, p),
+    };
+    let limits = match &k.limits {
+        None => Limits::default(),
+        Some(l) => limits(&format!("keys[{i}].limits"), Some(l), p),
+    };
+    Key { name: k.name.clone(), digest: k.digest.clone(), groups, models, expires_at, limits }
 }

@@ -149,3 +149,20 @@ fn full_fixture_grants() {
     // bob is also in research (*).
     assert!(c.authorize(Caller::Key(1), "claude").is_ok());
 }
+
+/// Keys with the same patterns and groups share one flattened set; others get their own.
+#[test]
+fn keys_with_the_same_grants_share_one_set() {
+    let yaml = "providers: [{ name: p, kind: openai, base_url: 'http://h' }]
+models: [{ name: m, targets: [{ provider: p, model: x }] }]
+groups: [{ name: team, models: [m] }]
+keys:
+  - { name: a, digest: 'sha256:1111111111111111111111111111111111111111111111111111111111111111', groups: [team] }
+  - { name: b, digest: 'sha256:2222222222222222222222222222222222222222222222222222222222222222', groups: [team] }
+  - { name: c, digest: 'sha256:3333333333333333333333333333333333333333333333333333333333333333', models: [m] }
+";
+    let c = Config::try_from(serde_yaml::from_str::<crate::config::RawConfig>(yaml).unwrap()).unwrap();
+    assert!(Arc::ptr_eq(&c.grants[0], &c.grants[1]));
+    assert!(!Arc::ptr_eq(&c.grants[0], &c.grants[2]));
+    assert_eq!(c.grants[0], c.grants[2], "same models, flattened separately");
+}

@@ -106,7 +106,11 @@ models: [{ name: chat, targets: [{ provider: local, model: m }] }]
     let (back, config) = Snapshot::parse(&body).unwrap();
     assert_eq!(back, snap);
     assert_eq!(config.models.len(), 1);
+    let received = Snapshot::receive(&body).unwrap();
+    assert_eq!((received.version, received.problems), (snap.version.clone(), snap.problems.clone()));
+    assert_eq!(received.config, config);
     assert!(matches!(Snapshot::parse(b"{\"version\":\"1\"}"), Err(SnapshotError::Syntax(_))));
     let bad = br#"{"version":"1","config":{"models":[{"name":"x","targets":[]}]}}"#;
     assert!(matches!(Snapshot::parse(bad), Err(SnapshotError::Invalid(_))));
+    assert!(matches!(Snapshot::receive(bad), Err(SnapshotError::Invalid(_))));
 }
