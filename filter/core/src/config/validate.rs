@@ -7,11 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::auth::{DigestIndex, parse_digest};
+use crate::auth::{parse_digest, DigestIndex};
 
 use super::raw::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
 use super::syntax::{self, check_public_name, check_slug};
-use super::{Config, ConfigError, Credential, Group, Key, Limits, Model, Problem, Provider, ProviderKind, Strategy, Target};
+use super::{
+    Config, ConfigError, Credential, Group, Key, Limits, Model, Problem, Provider, ProviderKind, Strategy, Target,
+};
 
 mod sections;
 
