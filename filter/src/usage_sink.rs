@@ -129,7 +129,7 @@ impl UsageSink {
         while self.pending_bytes > MAX_PENDING && self.pending.len() > keep_front + 1 {
             let Some(old) = self.pending.remove(keep_front) else { break };
             self.pending_bytes = self.pending_bytes.saturating_sub(old.lines.len());
-            self.dropped += old.lines.iter().filter(|&&b| b == b'\n').count();
+            self.dropped += line_count(&old.lines);
         }
     }
 
@@ -185,10 +185,15 @@ impl UsageSink {
         }
         self.in_flight = None;
         match status {
-            Some(s) if (200..300).contains(&s) => {
-                for chunk in self.pending.drain(..n.min(self.pending.len())) {
-                    self.pending_bytes = self.pending_bytes.saturating_sub(chunk.lines.len());
-                }
+            Some(s) if (200..300).contains(&s) => self.forget(n),
+            // The sidecar read the batch and refused it (400: a record it cannot parse, e.g.
+            // after a version skew): sending it again would block every later record behind
+            // it until the buffer overflows. 401, 408 and 429 are about the call, not the
+            // batch, and are retried like outages.
+            Some(s) if (400..500).contains(&s) && !matches!(s, 401 | 408 | 429) => {
+                let records = self.pending.iter().take(n).map(|c| line_count(&c.lines)).sum::<usize>();
+                log::error!("usage: sidecar refused a batch with {s}; {records} records dropped");
+                self.forget(n);
             }
             other => {
                 log::warn!("usage: sidecar answered {other:?}; {} bytes of records kept for retry", self.pending_bytes)
@@ -196,4 +201,15 @@ impl UsageSink {
         }
         true
     }
+
+    /// Removes the first `n` chunks (the batch just answered).
+    fn forget(&mut self, n: usize) {
+        for chunk in self.pending.drain(..n.min(self.pending.len())) {
+            self.pending_bytes = self.pending_bytes.saturating_sub(chunk.lines.len());
+        }
+    }
+}
+
+fn line_count(lines: &[u8]) -> usize {
+    lines.iter().filter(|&&b| b == b'\n').count()
 }

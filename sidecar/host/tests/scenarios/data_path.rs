@@ -268,6 +268,28 @@ fn usage_batches_are_posted_to_the_sidecar_and_kept_until_acknowledged() {
     assert_eq!(usage_post(&mut vm).1, 2, "acknowledged records are not sent again");
 }
 
+/// A batch the sidecar refuses (400) is dropped, not resent forever ahead of every later
+/// record; a 429 is about the call and is retried.
+#[test]
+fn a_refused_usage_batch_does_not_block_later_ones() {
+    let with_sidecar = CONFIG.replace(
+        r#""max_body_bytes":4096}"#,
+        r#""max_body_bytes":4096,"sidecar_cluster":"ferrogate_sidecar","internal_token":"t0k"}"#,
+    );
+    let (_rt, mut vm) = keyed_vm(&with_sidecar);
+    abandoned_requests(&mut vm, 3);
+    vm.on_tick().unwrap();
+    let (token, _) = usage_post(&mut vm);
+    vm.http_call_response(token, sidecar_answer("429")).unwrap();
+    vm.on_tick().unwrap();
+    let (token, records) = usage_post(&mut vm);
+    assert_eq!(records, 3, "429 is retried");
+    vm.http_call_response(token, sidecar_answer("400")).unwrap();
+    abandoned_requests(&mut vm, 2);
+    vm.on_tick().unwrap();
+    assert_eq!(usage_post(&mut vm).1, 2, "the refused batch is gone, the next one goes out");
+}
+
 #[test]
 fn no_snapshot_yet_is_503() {
     // A sidecar-fed filter before its first snapshot.
