@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use crate::services;
 use crate::services::snapshot::{Served, Snapshots};
 use crate::services::source::Database;
-use crate::services::usage::UsageStore;
+use crate::services::usage::UsageBackend;
 use cluster::{Cluster, Clusters, LiveClusters};
 use ferrogate_core::config::{Config, RawConfig};
 use ferrogate_core::snapshot::Snapshot;
@@ -64,7 +64,8 @@ pub struct ServeArgs {
     /// Largest request body the filter may buffer (Envoy's buffer limit).
     #[arg(long, default_value_t = 16 << 20)]
     pub max_body_bytes: usize,
-    /// Also append usage records to this file as JSON lines.
+    /// With the file store, also append usage records to this file as JSON lines (its newest
+    /// records are read back at start); with the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
     /// How often the config file is checked for edits and the filter polls for a new
@@ -118,7 +119,7 @@ pub struct Gateway {
     admin_addr: SocketAddr,
     sidecar_addr: SocketAddr,
     runtime: Runtime,
-    usage: Arc<UsageStore>,
+    usage: Arc<UsageBackend>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -135,9 +136,10 @@ impl Gateway {
         let wasm =
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
         let (shutdown, rx) = watch::channel(false);
-        let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
         let opened = open_config(args, rx.clone()).await?;
-        let snapshots = opened.snapshots.clone();
+        let (snapshots, postgres) = (opened.snapshots.clone(), opened.db.is_some());
+        let db = Arc::new(opened.db.map(OnceLock::from).unwrap_or_default());
+        let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
         let (sidecar_addr, mut link) =
             start_sidecar_listener(args.sidecar_listen, usage.clone(), snapshots.clone(), rx.clone()).await?;
         link.poll_interval_ms = args.poll_interval_ms;
@@ -161,8 +163,8 @@ impl Gateway {
             runtime: Some(runtime.clone()),
             usage: usage.clone(),
             snapshots: snapshots.clone(),
-            postgres: opened.db.is_some(),
-            db: Arc::new(opened.db.map(OnceLock::from).unwrap_or_default()),
+            postgres,
+            db,
             token: admin_token,
         };
         let admin_addr = spawn_router(args.admin_listen, services::admin::router(admin), rx.clone()).await?;
@@ -202,8 +204,8 @@ impl Gateway {
         &self.runtime
     }
 
-    /// Usage records received from the filter.
-    pub fn usage(&self) -> &UsageStore {
+    /// Where usage records received from the filter go.
+    pub fn usage(&self) -> &UsageBackend {
         &self.usage
     }
 
@@ -250,7 +252,7 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
 /// `FERROGATE_INTERNAL_TOKEN` or is generated and shared with the filter in process.
 async fn start_sidecar_listener(
     addr: SocketAddr,
-    usage: Arc<UsageStore>,
+    usage: Arc<UsageBackend>,
     snapshots: Arc<Snapshots>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, config::SidecarLink), ServeError> {

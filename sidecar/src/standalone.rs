@@ -18,7 +18,7 @@ use crate::services::auth::non_loopback_without_token;
 use crate::services::snapshot::Snapshots;
 use crate::services::source::{is_postgres, start_retrying, Database};
 use crate::services::store::FileStore;
-use crate::services::usage::UsageStore;
+use crate::services::usage::UsageBackend;
 use crate::services::{admin, filter_api};
 
 /// Options of `ferrogate sidecar`.
@@ -40,7 +40,8 @@ pub struct SidecarArgs {
     /// the configuration cannot be loaded.
     #[arg(long)]
     pub snapshot_cache: Option<PathBuf>,
-    /// Also append usage records to this file as JSON lines.
+    /// With the file store, also append usage records to this file as JSON lines (its newest
+    /// records are read back at start); with the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
     /// Bearer token of the filter-facing API, from `FERROGATE_INTERNAL_TOKEN` (never a flag,
@@ -75,7 +76,7 @@ impl Sidecar {
         let (shutdown, rx) = watch::channel(false);
         let db = Arc::new(OnceLock::new());
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
-        let usage = Arc::new(UsageStore::new(args.usage_file.clone()));
+        let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
         let api = filter_api::FilterApi { usage: usage.clone(), snapshots: snapshots.clone(), internal_token };
         let sidecar_addr = spawn_router(args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
         let state =

@@ -19,7 +19,7 @@ use super::auth::{bearer_ok, unauthorized};
 use super::crud;
 use super::snapshot::Snapshots;
 use super::source::Database;
-use super::usage::{self, UsageStore};
+use super::usage::{self, UsageBackend};
 
 /// Shared state of the admin API.
 #[derive(Clone)]
@@ -27,7 +27,7 @@ pub struct Admin {
     /// The filter host whose metrics are exported (absent in a standalone sidecar).
     pub runtime: Option<Runtime>,
     /// Usage records.
-    pub usage: Arc<UsageStore>,
+    pub usage: Arc<UsageBackend>,
     /// The configuration snapshot (for `config/problems`).
     pub snapshots: Arc<Snapshots>,
     /// The configuration database once connected (admin writes go there).
@@ -85,7 +85,14 @@ async fn usage_query(State(admin): State<Admin>, headers: HeaderMap, Query(q): Q
     if !bearer_ok(&headers, admin.token.as_deref()) {
         return unauthorized().into_response();
     }
-    Json(admin.usage.query(&q)).into_response()
+    match admin.usage.query(&q).await {
+        Ok(answer) => Json(answer).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "usage query not answered");
+            let body = Json(serde_json::json!({"error": e.to_string()}));
+            (axum::http::StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+    }
 }
 
 async fn config_problems(State(admin): State<Admin>, headers: HeaderMap) -> Response {
@@ -115,7 +122,7 @@ mod tests {
         use tower::ServiceExt;
         let admin = Admin {
             runtime: None,
-            usage: Arc::new(UsageStore::new(None)),
+            usage: Arc::new(UsageBackend::Memory(usage::UsageStore::new(None))),
             snapshots: Arc::new(Snapshots::new(None)),
             db: Arc::new(OnceLock::new()),
             postgres: false,

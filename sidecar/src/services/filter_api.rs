@@ -5,7 +5,10 @@
 //!   current version → 304 (a filter polls every few seconds and usually gets 304); 503 until
 //!   a first snapshot exists.
 //! - `POST /v1/usage`: a batch of usage records as JSON lines (one record per line), the format
-//!   the filter's queue consumer sends.
+//!   the filter's queue consumer sends. `200 {"stored": n}` once the whole batch is stored
+//!   (committed, with Postgres; lines stored before count as `"duplicates"`); 400 when a line
+//!   is not a record; 503 when the store cannot take it now (the filter keeps the batch and
+//!   sends it again on its next tick).
 
 use std::sync::Arc;
 
@@ -18,13 +21,13 @@ use axum::{Json, Router};
 
 use super::auth::{bearer_ok, unauthorized};
 use super::snapshot::Snapshots;
-use super::usage::{AddError, UsageStore};
+use super::usage::{AddError, UsageBackend};
 
 /// Shared state of the filter-facing API.
 #[derive(Clone)]
 pub struct FilterApi {
     /// Where usage goes.
-    pub usage: Arc<UsageStore>,
+    pub usage: Arc<UsageBackend>,
     /// The configuration snapshot served.
     pub snapshots: Arc<Snapshots>,
     /// The internal token filters must present.
@@ -62,8 +65,8 @@ async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bo
     if !bearer_ok(&headers, api.internal_token.as_deref()) {
         return unauthorized().into_response();
     }
-    match api.usage.add(body) {
-        Ok(n) => Json(serde_json::json!({"stored": n})).into_response(),
+    match api.usage.add(body).await {
+        Ok(added) => Json(added).into_response(),
         Err(e @ AddError::BadLine { .. }) => {
             (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": e.to_string()}))).into_response()
         }

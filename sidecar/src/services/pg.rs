@@ -8,6 +8,8 @@
 //! by polling it (and at once when Redis carries the notification, see `reload`) and publish a
 //! new snapshot. Provider keys are stored sealed (`services::secrets`) and opened only to build
 //! the snapshot.
+//!
+//! The same database holds the usage records filters report (`fg_usage`, see [`usage`]).
 
 use std::collections::BTreeSet;
 
@@ -19,11 +21,12 @@ use tokio_postgres::NoTls;
 use super::secrets::{MasterKey, SecretError};
 
 pub mod rows;
+pub mod usage;
 
 pub use rows::{Change, Resource, Section};
 
 /// Migrations, applied in order, each once (recorded in `fg_migrations`).
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("pg/0001_config.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("pg/0001_config.sql")), (2, include_str!("pg/0002_usage.sql"))];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
 #[derive(Debug, thiserror::Error)]

@@ -1,14 +1,18 @@
-//! Usage records received from filters: a bounded in-memory store with the queries the
-//! admin API answers (by key, model and time range).
+//! Usage records received from filters, and the queries the admin API answers (by key, model
+//! and time range). Where they are kept is chosen at start ([`UsageBackend`]):
 //!
-//! Records are kept as the JSON lines the filters sent: ingestion splits a batch into lines
-//! (slices of the request body, no copy, no parse) and a query parses only the lines it
-//! reads. In `ferrogate serve` ingestion shares the cores with the data path at every
-//! request rate, queries are rare admin calls. Each line is checked to be one JSON object
-//! at ingestion, so a garbled batch is refused whole (400) rather than stored.
+//! - with the `postgres` configuration store, in the `fg_usage` table (`services::pg::usage`);
+//! - otherwise in memory (the newest [`MEMORY_LIMIT`] records), and appended as JSON lines to
+//!   the usage file when one is configured. At start the file's last [`MEMORY_LIMIT`] lines
+//!   are read back, so queries after a restart still see the records before it.
 //!
-//! This is the file-store flavour: lines are also appended to a file when one is configured,
-//! so they survive a restart; the Postgres table comes with the store work.
+//! In memory records are kept as the JSON lines the filters sent: ingestion splits a batch into
+//! lines (slices of the request body, no copy, no parse) and a query parses the lines it reads.
+//! In `ferrogate serve` ingestion shares the cores with the data path at every request rate,
+//! queries are rare admin calls. Each line is checked to be one JSON object at ingestion, so a
+//! garbled batch is refused whole (400) rather than stored. The file store delivers at least
+//! once: a batch whose acknowledgement is lost is sent again and kept twice (Postgres stores
+//! it once); the file is not fsynced, so it survives a process restart, not a power cut.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -19,8 +23,16 @@ use bytes::Bytes;
 use ferrogate_core::usage::Record;
 use serde::{Deserialize, Serialize};
 
-/// Records kept in memory for queries; older ones are dropped first.
-const MEMORY_LIMIT: usize = 100_000;
+use super::pg::StoreError;
+
+mod backend;
+mod tail;
+
+pub use backend::UsageBackend;
+
+/// Records kept in memory for queries (and read back from the usage file at start); older
+/// ones are dropped first.
+pub const MEMORY_LIMIT: usize = 100_000;
 
 /// Why a batch was not stored.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +46,37 @@ pub enum AddError {
     /// Ours (503): the usage file cannot be written.
     #[error("usage file: {0}")]
     Io(#[from] std::io::Error),
+    /// Ours (503): the usage database has not been reached yet.
+    #[error("the usage database is not connected yet")]
+    NotConnected,
+    /// Ours (503): the usage database refused or is unreachable.
+    #[error("usage database: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Why a query could not be answered (503).
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The usage database has not been reached yet.
+    #[error("the usage database is not connected yet")]
+    NotConnected,
+    /// The usage database refused or is unreachable.
+    #[error("usage database: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// What a batch did to the store.
+#[derive(Debug, Default, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Added {
+    /// Records newly stored.
+    pub stored: usize,
+    /// Records already stored (a batch sent again), skipped.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub duplicates: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Filters of a usage query; every field is optional.
@@ -52,6 +95,13 @@ pub struct Query {
     pub limit: Option<usize>,
 }
 
+impl Query {
+    /// The number of records to return: `limit`, 100 by default, at most 10,000.
+    pub fn effective_limit(&self) -> usize {
+        self.limit.unwrap_or(100).min(10_000)
+    }
+}
+
 /// Sums over the records matching a query.
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct Totals {
@@ -66,11 +116,11 @@ pub struct Totals {
 }
 
 /// The answer to a usage query.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct Answer {
     /// Totals over every match (not only the returned page).
     pub totals: Totals,
-    /// The newest matches, up to the limit.
+    /// The newest matches by start time (ties: the later arrival first), up to the limit.
     pub records: Vec<Record>,
     /// Stored lines that could not be read as records (skipped).
     #[serde(skip_serializing_if = "is_zero")]
@@ -95,17 +145,35 @@ impl UsageStore {
         UsageStore { lines: Mutex::new(VecDeque::new()), file }
     }
 
+    /// A store on `file` (when given) with its last [`MEMORY_LIMIT`] records read back, so a
+    /// restart keeps what queries see. A line cut short by a crash is skipped (and ended, so
+    /// the next batch starts on a line of its own); an unreadable file is logged, not fatal.
+    pub fn open(file: Option<PathBuf>) -> UsageStore {
+        let store = UsageStore::new(file);
+        let Some(path) = &store.file else { return store };
+        match tail::load(path, MEMORY_LIMIT) {
+            Ok(lines) => {
+                if !lines.is_empty() {
+                    tracing::info!(records = lines.len(), file = %path.display(), "usage records read back");
+                }
+                *store.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = lines.into();
+            }
+            Err(e) => tracing::warn!(error = %e, file = %path.display(), "usage file not read back"),
+        }
+        store
+    }
+
     /// Adds a batch of JSON lines (blank lines ignored); returns how many records were stored.
     /// Nothing is stored when any line is not a JSON object.
-    pub fn add(&self, batch: Bytes) -> Result<usize, AddError> {
+    pub fn add(&self, batch: Bytes) -> Result<Added, AddError> {
         let lines = split_lines(&batch)?;
         if lines.is_empty() {
-            return Ok(0);
+            return Ok(Added::default());
         }
         if let Some(path) = &self.file {
             let mut out = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
             let mut text = Vec::with_capacity(batch.len() + 1);
-            for line in &lines {
+            for (_, line) in &lines {
                 text.extend_from_slice(line);
                 text.push(b'\n');
             }
@@ -113,23 +181,25 @@ impl UsageStore {
         }
         let n = lines.len();
         let mut stored = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for line in lines {
+        for (_, line) in lines {
             if stored.len() == MEMORY_LIMIT {
                 stored.pop_front();
             }
             stored.push_back(line);
         }
-        Ok(n)
+        Ok(Added { stored: n, duplicates: 0 })
     }
 
-    /// Runs a query, parsing stored lines newest first.
+    /// Runs a query: totals over every match, then the newest matches by start time (ties:
+    /// the later arrival first), the same order the Postgres store answers in.
     pub fn query(&self, q: &Query) -> Answer {
-        let limit = q.limit.unwrap_or(100).min(10_000);
         // Parse outside the lock: ingestion must not wait for a long query.
         let snapshot: Vec<Bytes> =
             self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
-        let mut answer = Answer { totals: Totals::default(), records: Vec::new(), unreadable: 0 };
-        for line in snapshot.iter().rev() {
+        let mut answer = Answer::default();
+        // (start, arrival) of every match; only the page's lines are parsed a second time.
+        let mut hits: Vec<(u64, usize)> = Vec::new();
+        for (at, line) in snapshot.iter().enumerate() {
             let Ok(r) = serde_json::from_slice::<Record>(line) else {
                 answer.unreadable += 1;
                 continue;
@@ -142,16 +212,18 @@ impl UsageStore {
             t.prompt_tokens += r.prompt_tokens;
             t.completion_tokens += r.completion_tokens;
             t.cost_micro_usd += r.cost_micro_usd.unwrap_or(0);
-            if answer.records.len() < limit {
-                answer.records.push(r);
-            }
+            hits.push((r.started_at_unix_ms, at));
         }
+        hits.sort_unstable_by(|a, b| b.cmp(a));
+        hits.truncate(q.effective_limit());
+        answer.records = hits.iter().filter_map(|&(_, at)| serde_json::from_slice(snapshot.get(at)?).ok()).collect();
         answer
     }
 }
 
-/// The batch's non-blank lines, trimmed, as slices of it; each must look like one JSON object.
-fn split_lines(batch: &Bytes) -> Result<Vec<Bytes>, AddError> {
+/// The batch's non-blank lines, trimmed, as slices of it with their 1-based line numbers; each
+/// must look like one JSON object.
+fn split_lines(batch: &Bytes) -> Result<Vec<(usize, Bytes)>, AddError> {
     let mut lines = Vec::new();
     let mut from = 0;
     for (i, raw) in batch.split(|b| *b == b'\n').enumerate() {
@@ -164,7 +236,7 @@ fn split_lines(batch: &Bytes) -> Result<Vec<Bytes>, AddError> {
         if batch[start] != b'{' || batch[end - 1] != b'}' {
             return Err(AddError::BadLine { line: i + 1 });
         }
-        lines.push(batch.slice(start..end));
+        lines.push((i + 1, batch.slice(start..end)));
     }
     Ok(lines)
 }
@@ -190,7 +262,7 @@ mod tests {
     fn stores_lines_and_answers_queries_newest_first() {
         let store = UsageStore::new(None);
         let batch = format!("{}\n\n  {}\r\n{}\n", line("a", "m", 1, 10), line("b", "m", 2, 20), line("a", "n", 3, 30));
-        assert_eq!(store.add(Bytes::from(batch)).unwrap(), 3);
+        assert_eq!(store.add(Bytes::from(batch)).unwrap().stored, 3);
         let all = store.query(&Query::default());
         assert_eq!(all.totals.requests, 3);
         assert_eq!(all.records.iter().map(|r| r.started_at_unix_ms).collect::<Vec<_>>(), [3, 2, 1]);
@@ -229,6 +301,36 @@ mod tests {
         let answer = store.query(&Query { limit: Some(1), ..Query::default() });
         assert_eq!(answer.totals.requests, MEMORY_LIMIT as u64);
         assert_eq!(answer.records[0].started_at_unix_ms, 2);
+    }
+
+    #[test]
+    fn newest_means_latest_start_then_latest_arrival() {
+        let store = UsageStore::new(None);
+        // A long stream that started first is reported last.
+        let batch = format!("{}\n{}\n{}\n", line("a", "m", 5, 1), line("b", "m", 7, 1), line("c", "m", 2, 1));
+        store.add(Bytes::from(batch)).unwrap();
+        store.add(Bytes::from(line("d", "m", 5, 1))).unwrap();
+        let answer = store.query(&Query { limit: Some(3), ..Query::default() });
+        let keys: Vec<_> = answer.records.iter().map(|r| r.key.clone().unwrap()).collect();
+        assert_eq!(keys, ["b", "d", "a"]);
+        assert_eq!(answer.totals.requests, 4);
+    }
+
+    #[test]
+    fn a_reopened_file_store_answers_about_the_records_before() {
+        let dir = std::env::temp_dir().join(format!("fg-usage-reopen-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("usage.jsonl");
+        let before = UsageStore::open(Some(path.clone()));
+        before.add(Bytes::from(format!("{}\n{}", line("a", "m", 1, 10), line("b", "m", 2, 20)))).unwrap();
+        drop(before);
+        let after = UsageStore::open(Some(path.clone()));
+        after.add(Bytes::from(line("a", "m", 3, 30))).unwrap();
+        let a = after.query(&Query { key: Some("a".into()), ..Query::default() });
+        assert_eq!((a.totals.requests, a.totals.prompt_tokens), (2, 40));
+        assert_eq!(after.query(&Query::default()).totals.requests, 3);
+        assert_eq!(Record::parse_lines(&std::fs::read(&path).unwrap()).unwrap().len(), 3);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -1,0 +1,224 @@
+//! `fg_usage` against the machine's real PostgreSQL (a schema of its own per test, see
+//! `pg::tests::Schema`): typed rows round-trip, every query filter and the totals answer
+//! exactly as the memory store does, a batch sent twice is stored once, and a database that
+//! goes away makes ingestion answer 503 with nothing half-stored.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::body::Body;
+use axum::http::Request;
+use bytes::Bytes;
+use tower::ServiceExt;
+
+use super::super::tests::Schema;
+use super::*;
+use crate::services::filter_api::{self, FilterApi};
+use crate::services::snapshot::Snapshots;
+use crate::services::source::Database;
+use crate::services::usage::{UsageBackend, UsageStore};
+
+fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Option<u64>) -> String {
+    let record = Record {
+        request_id: id.into(),
+        key: key.map(String::from),
+        groups: vec!["dev".into(), "o'q\"s,{x}".into()],
+        model_requested: model.into(),
+        provider: "local".into(),
+        upstream_model: "sim-small".into(),
+        status: 200,
+        prompt_tokens: prompt,
+        completion_tokens: 2,
+        cached_tokens: 1,
+        cost_micro_usd: cost,
+        latency_ms: 40,
+        ttft_ms: cost.map(|_| 7),
+        started_at_unix_ms: at,
+        streamed: cost.is_none(),
+    };
+    record.to_json_line()
+}
+
+/// Two batches: keys a, b and none; models chat and embed; a tie at 2000 ms; one unpriced.
+fn batches() -> [String; 2] {
+    [
+        [
+            line("r1", Some("a"), "chat", 1_000, 10, Some(5)),
+            line("r2", Some("b"), "chat", 2_000, 20, Some(7)),
+            line("r3", Some("a"), "embed", 3_000, 30, None),
+        ]
+        .concat(),
+        [line("r4", None, "chat", 2_000, 40, Some(11)), line("r5", Some("a"), "chat", 1_700_000_000_123, 50, Some(13))]
+            .concat(),
+    ]
+}
+
+fn rows(batch: &str) -> Vec<UsageRow> {
+    batch.lines().map(|l| UsageRow::parse(l.as_bytes()).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn every_query_answers_as_the_memory_store_does() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let memory = UsageStore::new(None);
+    for batch in batches() {
+        assert_eq!(store.insert_usage(&rows(&batch)).await.unwrap() as usize, batch.lines().count());
+        memory.add(Bytes::from(batch)).unwrap();
+    }
+    let q = |key: Option<&str>, model: Option<&str>, since, until, limit| Query {
+        key: key.map(String::from),
+        model: model.map(String::from),
+        since,
+        until,
+        limit,
+    };
+    let queries = [
+        Query::default(),
+        q(Some("a"), None, None, None, None),
+        q(Some("nobody"), None, None, None, None),
+        q(None, Some("chat"), None, None, None),
+        q(Some("a"), Some("chat"), None, None, None),
+        q(None, None, Some(2_000), None, None),
+        q(None, None, None, Some(2_000), None),
+        q(None, None, Some(1_000), Some(3_000), Some(2)),
+        q(None, Some("chat"), Some(0), Some(u64::MAX), Some(0)),
+        q(None, None, None, None, Some(1)),
+    ];
+    for query in &queries {
+        let sql = serde_json::to_value(store.query_usage(query).await.unwrap()).unwrap();
+        let mem = serde_json::to_value(memory.query(query)).unwrap();
+        assert_eq!(sql, mem, "{query:?}");
+    }
+    let all = store.query_usage(&Query::default()).await.unwrap();
+    assert_eq!((all.totals.requests, all.totals.prompt_tokens, all.totals.cost_micro_usd), (5, 150, 36));
+    let ids: Vec<_> = all.records.iter().map(|r| r.request_id.as_str()).collect();
+    assert_eq!(ids, ["r5", "r3", "r4", "r2", "r1"], "newest start first, the later arrival first on a tie");
+}
+
+#[tokio::test]
+async fn every_field_round_trips_through_typed_columns() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    for batch in batches() {
+        store.insert_usage(&rows(&batch)).await.unwrap();
+    }
+    let all = store.query_usage(&Query::default()).await.unwrap();
+    let parsed: Vec<Record> = batches().iter().flat_map(|b| rows(b)).map(|r| r.record).collect();
+    assert_eq!(all.records.len(), parsed.len());
+    assert!(all.records.iter().all(|r| parsed.contains(r)), "every field round-trips (nulls included)");
+    let client = store.pool.get().await.unwrap();
+    let sql = "SELECT groups, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') \
+               FROM fg_usage WHERE request_id = 'r5'";
+    let (groups, at): (Vec<String>, String) = client.query_one(sql, &[]).await.map(|r| (r.get(0), r.get(1))).unwrap();
+    assert_eq!(groups, ["dev", "o'q\"s,{x}"], "groups are a text[] column");
+    assert_eq!(at, "2023-11-14 22:13:20.123", "started_at is a timestamptz");
+}
+
+#[tokio::test]
+async fn a_batch_sent_twice_is_stored_once() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let [first, second] = batches();
+    assert_eq!(store.insert_usage(&rows(&first)).await.unwrap(), 3);
+    assert_eq!(store.insert_usage(&rows(&first)).await.unwrap(), 0, "acknowledged late, sent again");
+    // A retry may carry more records than the batch it repeats.
+    assert_eq!(store.insert_usage(&rows(&format!("{first}{second}"))).await.unwrap(), 2);
+    // The same request id is not enough to be a duplicate: clients choose x-request-id.
+    let again = line("r1", Some("a"), "chat", 9_000, 10, Some(5));
+    assert_eq!(store.insert_usage(&rows(&format!("{again}{again}"))).await.unwrap(), 1);
+    assert_eq!(store.query_usage(&Query::default()).await.unwrap().totals.requests, 6);
+}
+
+/// A TCP forwarder to the test database that can be cut (open connections closed, new ones
+/// dropped at once) and restored: the database goes away without touching the real server.
+struct Forwarder {
+    addr: SocketAddr,
+    up: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Forwarder {
+    async fn start(url: &str) -> Forwarder {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let host = match &config.get_hosts()[0] {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            other => panic!("a TCP database is needed, not {other:?}"),
+        };
+        let target = format!("{host}:{}", config.get_ports().first().copied().unwrap_or(5432));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let fwd = Forwarder { addr: listener.local_addr().unwrap(), up: Arc::default(), conns: Arc::default() };
+        fwd.up.store(true, Ordering::SeqCst);
+        let (up, conns) = (fwd.up.clone(), fwd.conns.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !up.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let target = target.clone();
+                conns.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                }));
+            }
+        });
+        fwd
+    }
+
+    /// `url` with its host and port replaced by the forwarder's.
+    fn url(&self, url: &str) -> String {
+        let at = url.find('@').unwrap() + 1;
+        let end = at + url[at..].find('/').unwrap();
+        format!("{}{}{}", &url[..at], self.addr, &url[end..])
+    }
+
+    fn set(&self, up: bool) {
+        self.up.store(up, Ordering::SeqCst);
+        if !up {
+            self.conns.lock().unwrap().drain(..).for_each(|c| c.abort());
+        }
+    }
+}
+
+async fn post(app: &axum::Router, body: String) -> (u16, serde_json::Value) {
+    let req = Request::post("/v1/usage").header("authorization", "Bearer t").body(Body::from(body)).unwrap();
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status().as_u16();
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn ingestion_answers_200_after_commit_400_for_a_bad_line_and_503_while_the_database_is_down() {
+    let schema = Schema::new().await;
+    let fwd = Forwarder::start(&schema.url).await;
+    let slot = Arc::new(OnceLock::new());
+    let usage = Arc::new(UsageBackend::Postgres(slot.clone()));
+    let api =
+        FilterApi { usage: usage.clone(), snapshots: Arc::new(Snapshots::new(None)), internal_token: Some("t".into()) };
+    let app = filter_api::router(api);
+    let [first, second] = batches();
+    assert_eq!(post(&app, first.clone()).await.0, 503, "not connected yet: the filter keeps the batch");
+
+    let store = PgStore::connect(&fwd.url(&schema.url), None).await.unwrap();
+    let db = Database { store: Arc::new(store), changed: Arc::default(), redis: None };
+    slot.set(db.clone()).unwrap();
+    assert_eq!(post(&app, first.clone()).await, (200, serde_json::json!({"stored": 3})));
+    assert_eq!(post(&app, first.clone()).await, (200, serde_json::json!({"stored": 0, "duplicates": 3})));
+    let garbled = format!("{second}{{\"request_id\":\"x\",\"status\":\"oops\"}}\n");
+    let (status, body) = post(&app, garbled).await;
+    assert_eq!(
+        (status, body["error"].as_str().unwrap()),
+        (400, "line 3: not a usage record (one JSON object per line expected)")
+    );
+
+    fwd.set(false);
+    assert_eq!(post(&app, second.clone()).await.0, 503, "database down");
+    assert!(usage.query(&Query::default()).await.is_err(), "queries fail too (the admin API answers 503)");
+    fwd.set(true);
+    assert_eq!(post(&app, second.clone()).await, (200, serde_json::json!({"stored": 2})), "the retry is stored");
+    let answer = usage.query(&Query::default()).await.unwrap();
+    assert_eq!(answer.totals.requests, 5, "each record exactly once: nothing lost, nothing twice");
+}
