@@ -1,9 +1,11 @@
 //! The `ferrogate` binary's library: the standalone gateway (`serve`), the sidecar of a filter
 //! running in Envoy (`standalone`, the `sidecar` command), the services both run
-//! (`services`), the simulated engine (`sim`) and the small commands (`check`, `keys`).
+//! (`services`), the simulated engine (`sim`), the small commands (`check`, `keys`) and the
+//! process's logs and trace export (`telemetry`).
 
 pub mod cli;
 pub mod serve;
 pub mod services;
 pub mod sim;
 pub mod standalone;
+pub mod telemetry;

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 // (scripts/bench measures it).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use ferrogate_sidecar::{cli, serve, sim, standalone};
+use ferrogate_sidecar::{cli, serve, sim, standalone, telemetry};
 
 /// ferrogate — an OpenAI/Anthropic/Gemini-compatible AI gateway built as a proxy-wasm filter.
 #[derive(Parser, Debug)]
@@ -38,31 +38,38 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
     match cli.command {
-        Command::Check(args) => cli::check(&args),
-        Command::Keys { command } => cli::keys(&command),
-        Command::Serve(args) => block_on(async move { run_serve(args).await }),
-        Command::Sim(args) => block_on(async move { run_sim(args).await }),
-        Command::Sidecar(args) => block_on(async move { run_sidecar(args).await }),
+        Command::Check(args) => {
+            let _logs_only = telemetry::init(false);
+            cli::check(&args)
+        }
+        Command::Keys { command } => {
+            let _logs_only = telemetry::init(false);
+            cli::keys(&command)
+        }
+        Command::Serve(args) => block_on(true, async move { run_serve(args).await }),
+        Command::Sim(args) => block_on(false, async move { run_sim(args).await }),
+        Command::Sidecar(args) => block_on(true, async move { run_sidecar(args).await }),
     }
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FERROGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
-}
-
-fn block_on(fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
-        Ok(rt) => rt.block_on(fut),
+/// Runs `fut` on a fresh runtime, with trace export when `traces` (and an OTLP endpoint is
+/// set). The runtime outlives `fut` until the last spans are flushed: the exporter runs on it.
+fn block_on(traces: bool, fut: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+        Ok(rt) => rt,
         Err(e) => {
             eprintln!("ferrogate: cannot start the async runtime: {e}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
-    }
+    };
+    let telemetry = {
+        let _in_runtime = rt.enter();
+        telemetry::init(traces)
+    };
+    let code = rt.block_on(fut);
+    telemetry.shutdown();
+    code
 }
 
 async fn run_serve(args: serve::ServeArgs) -> ExitCode {

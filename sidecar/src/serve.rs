@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod headers;
 mod stream;
+mod trace;
 pub mod upstream;
 mod worker;
 
@@ -299,7 +300,8 @@ async fn follow_providers(
     }
 }
 
-/// Serves `router` on `addr` until shutdown; returns the bound address.
+/// Serves `router` on `addr` until shutdown (with a span per request when traces are
+/// exported); returns the bound address.
 pub(crate) async fn spawn_router(
     addr: SocketAddr,
     router: axum::Router,
@@ -307,6 +309,7 @@ pub(crate) async fn spawn_router(
 ) -> Result<SocketAddr, ServeError> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    let router = crate::telemetry::http::traced(router);
     tokio::spawn(async move {
         let stop = async move {
             let _ = shutdown.changed().await;

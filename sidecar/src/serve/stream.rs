@@ -18,9 +18,11 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{oneshot, Notify};
+use tracing::{Instrument, Span};
 
 use super::body::{BodySender, ChannelBody};
 use super::headers::{response_to_filter, status_of, to_header_map, trailers_to_filter};
+use super::trace;
 use super::upstream::{router_reply, UpstreamFuture};
 use super::worker::{ConnInfo, VmRef, Worker};
 
@@ -32,7 +34,10 @@ pub async fn handle(
 ) -> Result<Response<ChannelBody>, super::body::BodyAborted> {
     let (head_tx, head_rx) = oneshot::channel();
     tokio::task::spawn_local(async move {
-        let _: Result<(), Infallible> = Driver::start(worker, &conn, req, head_tx).run().await;
+        let driver = Driver::start(worker, &conn, req, head_tx);
+        // A disabled span (no trace export) makes `instrument` a no-op.
+        let span = driver.span.clone();
+        let _: Result<(), Infallible> = driver.run().instrument(span).await;
     });
     // A driver that ends without a head means the stream was reset: returning an error makes
     // hyper drop the connection (HTTP/1) or reset the stream (HTTP/2), as Envoy does.
@@ -54,6 +59,8 @@ struct Driver {
     downstream_tx: Option<BodySender>,
     finished: bool,
     reset: bool,
+    /// `ferrogate.request`, disabled unless traces are exported.
+    span: Span,
 }
 
 impl Driver {
@@ -68,6 +75,7 @@ impl Driver {
         let waker = wake.clone();
         let (parts, body) = req.into_parts();
         let info = conn.stream_info(parts.version);
+        let span = trace::request_span(&parts);
         let id = vm.borrow_mut().create_stream(info, Some(Box::new(move || waker.notify_one())));
         let headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
         let eos = hyper::body::Body::is_end_stream(&body);
@@ -86,6 +94,7 @@ impl Driver {
             downstream_tx: None,
             finished: false,
             reset: false,
+            span,
         };
         driver.call(|vm, id| vm.request_headers(id, headers, eos));
         driver
@@ -289,7 +298,8 @@ impl Driver {
         }
     }
 
-    fn start_upstream(&mut self, headers: Headers, end_of_stream: bool) {
+    fn start_upstream(&mut self, mut headers: Headers, end_of_stream: bool) {
+        trace::inject(&self.span, &mut headers);
         let (body, tx) = if end_of_stream {
             (ChannelBody::empty(), None)
         } else {
@@ -314,6 +324,7 @@ impl Driver {
             self.downstream_tx = Some(tx);
             body
         };
+        trace::record_head(&self.span, headers);
         let mut response = Response::new(body);
         *response.status_mut() = status_of(headers);
         *response.headers_mut() = to_header_map(headers);
@@ -340,6 +351,7 @@ impl Driver {
 
     async fn finish(mut self) {
         if self.reset {
+            trace::record_reset(&self.span);
             if let Some(tx) = self.downstream_tx.take() {
                 tx.abort("reset").await;
             }
