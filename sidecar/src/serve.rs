@@ -138,8 +138,7 @@ impl Gateway {
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
         let (shutdown, rx) = watch::channel(false);
         let opened = open_config(args, rx.clone()).await?;
-        let (snapshots, postgres) = (opened.snapshots.clone(), opened.db.is_some());
-        let db = Arc::new(opened.db.map(OnceLock::from).unwrap_or_default());
+        let (snapshots, postgres, db) = (opened.snapshots.clone(), opened.postgres, opened.db.clone());
         let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
         let (sidecar_addr, mut link) =
             start_sidecar_listener(args.sidecar_listen, usage.clone(), snapshots.clone(), rx.clone()).await?;
@@ -229,7 +228,10 @@ struct Opened {
     /// What the filter gets inline (it serves until the first poll).
     raw: RawConfig,
     config: Config,
-    db: Option<Database>,
+    /// Whether the store is Postgres.
+    postgres: bool,
+    /// The database, once connected (at start, or later when it was down then).
+    db: Arc<OnceLock<Database>>,
 }
 
 /// Opens the store the file names and publishes the first snapshot. A broken file fails the
@@ -243,10 +245,43 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
         snapshots.publish(loaded.raw).map_err(|source| config::LoadError::Invalid { path: shown.clone(), source })?;
     }
     let poll = Duration::from_millis(args.poll_interval_ms.max(100));
-    let db = services::source::start(&args.config, &raw, &snapshots, poll, shutdown).await?;
+    let db = Arc::new(OnceLock::new());
+    let postgres = services::source::is_postgres(&raw);
+    if postgres {
+        open_database(args, &raw, &snapshots, &db, shutdown).await?;
+    } else if let Some(found) = services::source::start(&args.config, &raw, &snapshots, poll, shutdown).await? {
+        let _ = db.set(found);
+    }
     let served = snapshots.current().ok_or_else(|| ServeError::NoSnapshot(snapshots.report().rejected))?;
     let (doc, config) = Snapshot::parse(&served.body).map_err(|e| ServeError::Filter(e.to_string()))?;
-    Ok(Opened { snapshots, raw: doc.config, config, db })
+    Ok(Opened { snapshots, raw: doc.config, config, postgres, db })
+}
+
+/// Connects the Postgres store. When the database is down at start the last good snapshot
+/// (`--snapshot-cache`) serves and the connection is retried in the background, as the
+/// standalone sidecar does; with no cache either the start fails, naming the database error.
+async fn open_database(
+    args: &ServeArgs,
+    raw: &RawConfig,
+    snapshots: &Arc<Snapshots>,
+    db: &Arc<OnceLock<Database>>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let poll = Duration::from_millis(args.poll_interval_ms.max(100));
+    match services::source::start(&args.config, raw, snapshots, poll, shutdown.clone()).await {
+        Ok(found) => {
+            if let Some(found) = found {
+                let _ = db.set(found);
+            }
+            Ok(())
+        }
+        Err(e) if matches!(e, services::source::SourceError::Store(_)) && snapshots.restore_cached().unwrap_or(false) => {
+            tracing::warn!("{e}; serving the cached last good snapshot and retrying the store");
+            services::source::start_retrying(&args.config, raw, snapshots, poll, shutdown, db.clone()).await;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Binds the filter-facing listener; the internal token comes from

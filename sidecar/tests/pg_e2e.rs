@@ -23,6 +23,10 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 
+#[path = "common/forwarder.rs"]
+mod forwarder;
+use forwarder::Forwarder;
+
 #[derive(Parser)]
 struct Cli<T: clap::Args> {
     #[command(flatten)]
@@ -63,8 +67,8 @@ fn filter_wasm() -> PathBuf {
         .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"))
 }
 
-/// A `serve` on the database the variables named in `config` point at.
-async fn gateway(config: &std::path::Path) -> Gateway {
+/// `serve` arguments for `config`, every listener on an ephemeral port.
+fn serve_args(config: &std::path::Path) -> ServeArgs {
     let argv = [
         "serve",
         "--config",
@@ -82,7 +86,12 @@ async fn gateway(config: &std::path::Path) -> Gateway {
     ];
     let mut args = Cli::<ServeArgs>::parse_from(argv).args;
     args.filter = Some(filter_wasm());
-    Gateway::start(&args).await.expect("gateway starts")
+    args
+}
+
+/// A `serve` on the database the variables named in `config` point at.
+async fn gateway(config: &std::path::Path) -> Gateway {
+    Gateway::start(&serve_args(config)).await.expect("gateway starts")
 }
 
 /// The master key both gateways seal and open provider keys with; set once, before any
@@ -231,6 +240,87 @@ async fn polling_alone_converges_when_redis_is_down() {
     }
     a.shutdown().await;
     b.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+    drop_schema(&schema).await;
+}
+
+/// The database is down when `serve` starts: the last good snapshot (`--snapshot-cache`)
+/// serves, the store is retried in the background, and once the database is back admin writes
+/// work and reach the data path. Without a cache the start fails, naming the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_starts_on_its_cached_snapshot_while_the_database_is_down() {
+    let (url, schema) = schema_url().await;
+    let sim = start_sim().await;
+    let db = Forwarder::start(&url).await;
+    MASTER.call_once(|| unsafe { std::env::set_var("FERROGATE_MASTER_KEY", MASTER_KEY) });
+    let db_var = format!("FG_TEST_DB_{schema}");
+    // SAFETY: a name unique to this test, set before any gateway reads it.
+    unsafe { std::env::set_var(&db_var, db.url(&url)) };
+    let dir = std::env::temp_dir().join(&schema);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "store: {{ kind: postgres, url_env: {db_var} }}\n\
+             providers: [{{ name: seed, kind: openai_compatible, base_url: 'http://{sim}' }}]\n\
+             models: [{{ name: seeded, targets: [{{ provider: seed, model: sim-small }}] }}]\n"
+        ),
+    )
+    .unwrap();
+    let cache = dir.join("snapshot.json");
+    let with_cache = |cache: Option<&std::path::Path>| {
+        let mut args = serve_args(&config);
+        args.snapshot_cache = cache.map(std::path::Path::to_path_buf);
+        args
+    };
+    let client = reqwest::Client::new();
+    let first = Gateway::start(&with_cache(Some(&cache))).await.expect("starts with the database up");
+    assert_eq!(chat(&client, &first, None, "seeded").await, 200);
+    first.shutdown().await;
+    assert!(cache.exists(), "the served snapshot was cached");
+
+    db.set(false);
+    let refused = Gateway::start(&with_cache(None)).await.err().expect("no database and no cache: no start");
+    assert!(refused.to_string().contains("store") || refused.to_string().contains("database"), "{refused}");
+    let gw = Gateway::start(&with_cache(Some(&cache))).await.expect("starts on the cache");
+    assert_eq!(chat(&client, &gw, None, "seeded").await, 200, "the cached snapshot serves");
+    let admin = format!("http://{}/api/v1/models", gw.admin_addr());
+    let later = json!({"name": "later", "targets": [{"provider": "seed", "model": "sim-small"}]});
+    let r = client.post(&admin).json(&later).send().await.unwrap();
+    assert_eq!(r.status(), 503, "no writes while the store is away");
+    let ready = |strict: bool| {
+        let url = format!("http://{}/readyz{}", gw.admin_addr(), if strict { "?strict=true" } else { "" });
+        let client = client.clone();
+        async move {
+            let r = client.get(url).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, body) = ready(false).await;
+    assert_eq!(status, 200, "serving the cache is ready: {body}");
+    assert!(body.contains("store unreachable"), "{body}");
+    assert_eq!(ready(true).await.0, 503, "strict readiness needs the store");
+
+    db.set(true);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = client.post(&admin).json(&later).send().await.unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the store never came back: {}", r.status());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, body) = ready(true).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("store reachable"), "{body}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while chat(&client, &gw, None, "later").await != 200 {
+        assert!(Instant::now() < deadline, "the model written after recovery is not served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gw.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
     drop_schema(&schema).await;
 }

@@ -33,7 +33,7 @@ use ferrogate_sidecar::sim::SimArgs;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 
-#[path = "usage_e2e/forwarder.rs"]
+#[path = "common/forwarder.rs"]
 mod forwarder;
 
 use forwarder::Forwarder;

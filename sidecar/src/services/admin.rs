@@ -68,11 +68,48 @@ pub fn router(state: Admin) -> Router {
         .with_state(state)
 }
 
-/// Ready once a snapshot exists (built from the store, or restored from the cache).
-async fn readyz(State(admin): State<Admin>) -> Response {
-    match admin.snapshots.current() {
-        Some(s) => format!("ready {}\n", s.version).into_response(),
-        None => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "no configuration snapshot yet\n").into_response(),
+/// `GET /readyz[?strict=true]`: ready once a snapshot exists (built from the store, or
+/// restored from the cache); the body says whether the store is reachable.
+///
+/// By default an unreachable store does not make the gateway unready: it keeps serving its last
+/// good snapshot, and a readiness probe failing on every replica at once during a database
+/// outage would take the whole fleet out of rotation (in Kubernetes one unready container
+/// makes its pod unready). `strict=true` also requires the store, for probes that gate admin
+/// traffic or rollouts.
+async fn readyz(State(admin): State<Admin>, Query(q): Query<Readiness>) -> Response {
+    let store = store_status(&admin).await;
+    let body = match admin.snapshots.current() {
+        None => Err("no configuration snapshot yet".to_string()),
+        Some(s) if q.strict && store.is_err() => Err(format!("snapshot {}, but the store is unreachable", s.version)),
+        Some(s) => Ok(format!("snapshot {}", s.version)),
+    };
+    let store = store.err().map_or_else(|| "store reachable".to_string(), |e| format!("store unreachable: {e}"));
+    match body {
+        Ok(b) => format!("ready: {b}; {store}\n").into_response(),
+        Err(b) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {b}; {store}\n")).into_response(),
+    }
+}
+
+/// Query of `/readyz`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Readiness {
+    /// Also require the configuration store.
+    #[serde(default)]
+    strict: bool,
+}
+
+/// Whether the configuration store answers: a version read for Postgres (bounded to 2 s); the
+/// file store is local and counts as reachable (a broken edit is a problem, not an outage).
+async fn store_status(admin: &Admin) -> Result<(), String> {
+    if !admin.postgres {
+        return Ok(());
+    }
+    let db = admin.db.get().ok_or("not connected yet")?;
+    match tokio::time::timeout(std::time::Duration::from_secs(2), db.store.version()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 2 s".to_string()),
     }
 }
 
