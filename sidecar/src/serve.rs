@@ -275,7 +275,9 @@ async fn open_database(
             }
             Ok(())
         }
-        Err(e) if matches!(e, services::source::SourceError::Store(_)) && snapshots.restore_cached().unwrap_or(false) => {
+        Err(e)
+            if matches!(e, services::source::SourceError::Store(_)) && snapshots.restore_cached().unwrap_or(false) =>
+        {
             tracing::warn!("{e}; serving the cached last good snapshot and retrying the store");
             services::source::start_retrying(&args.config, raw, snapshots, poll, shutdown, db.clone()).await;
             Ok(())

@@ -26,7 +26,12 @@ fn op(method: &'static str, path: impl Into<String>, summary: impl Into<String>,
 pub fn operations() -> Vec<Operation> {
     let mut ops = vec![
         op("get", "/healthz", "Liveness", false),
-        op("get", "/readyz", "Readiness: 200 once a configuration snapshot exists (strict=true: and the store answers)", false),
+        op(
+            "get",
+            "/readyz",
+            "Readiness: 200 once a configuration snapshot exists (strict=true: and the store answers)",
+            false,
+        ),
         op("get", "/metrics", "Prometheus metrics (the filter's, named as Envoy names them)", false),
         op("get", "/openapi.json", "This document", false),
         op("get", "/api/v1/usage", "Usage records and totals by key, model and time range", false),
