@@ -14,6 +14,7 @@ pub mod openai;
 pub mod plugin;
 pub mod route;
 pub mod snapshot;
+pub mod translate;
 pub mod usage;
 
 #[cfg(test)]

@@ -1,0 +1,164 @@
+//! Translation between API dialects, for requests whose client and provider speak different
+//! ones. Same-dialect traffic never comes here: it is forwarded verbatim.
+//!
+//! Every dialect has a decoder into the neutral form of [`ir`] and an encoder out of it, for
+//! requests and for answers; a [`Pair`] (picked by [`pair`]) is one client dialect with one
+//! provider dialect. The neutral form holds the union of what the dialects carry, so going
+//! through it loses only what the target itself cannot express — and that is refused with a
+//! 400 naming the parameter ([`TranslateError::Unsupported`]), never dropped silently. The
+//! few documented exceptions (reasoning shown in earlier turns, OpenAI's image `detail` hint,
+//! Anthropic citations) are listed in the README.
+//!
+//! Time is passed in (`created` of OpenAI answers); nothing here reads a clock.
+
+use crate::config::ProviderKind;
+use crate::error::ApiError;
+
+pub mod anthropic;
+pub mod ir;
+mod json;
+pub mod openai_chat;
+
+/// Why a body could not be translated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TranslateError {
+    /// Not JSON.
+    #[error("the body is not valid JSON: {0}")]
+    Json(String),
+    /// A parameter of the wrong shape.
+    #[error("invalid `{param}`: {message}")]
+    Invalid {
+        /// Path of the parameter, e.g. `messages[2].content[0].image_url`.
+        param: String,
+        /// What was expected.
+        message: String,
+    },
+    /// A parameter the other dialect cannot express.
+    #[error("`{param}` cannot be translated")]
+    Unsupported {
+        /// Path of the parameter.
+        param: String,
+    },
+}
+
+/// A client dialect the gateway translates from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inbound {
+    /// OpenAI Chat Completions.
+    OpenAiChat,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// A provider dialect the gateway translates to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outbound {
+    /// Chat Completions (`openai`, `openai_compatible`).
+    OpenAiChat,
+    /// Messages (`anthropic`).
+    Anthropic,
+}
+
+impl Outbound {
+    /// The dialect a provider kind speaks, when this module can translate to it.
+    pub fn of(kind: ProviderKind) -> Option<Outbound> {
+        match kind {
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => Some(Outbound::OpenAiChat),
+            ProviderKind::Anthropic => Some(Outbound::Anthropic),
+            ProviderKind::Gemini => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Outbound::OpenAiChat => "openai",
+            Outbound::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// One client dialect with one provider dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    /// The client's.
+    pub inbound: Inbound,
+    /// The provider's.
+    pub outbound: Outbound,
+}
+
+/// The translator for a client dialect and a provider; `None` when they speak the same dialect
+/// (forward verbatim) or the provider's dialect has no translator yet.
+pub fn pair(inbound: Inbound, kind: ProviderKind) -> Option<Pair> {
+    let outbound = Outbound::of(kind)?;
+    let same = matches!(
+        (inbound, outbound),
+        (Inbound::OpenAiChat, Outbound::OpenAiChat) | (Inbound::Anthropic, Outbound::Anthropic)
+    );
+    (!same).then_some(Pair { inbound, outbound })
+}
+
+/// What a translated request's answer needs to be translated back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Context {
+    /// The model name the client asked for (reported back to it).
+    pub model: String,
+    /// Structured output was emulated with a forced tool (Anthropic targets).
+    pub structured: bool,
+    /// Whether the client asked for a stream.
+    pub stream: bool,
+}
+
+impl Pair {
+    /// Translates a request body for the provider, which receives `upstream_model`.
+    ///
+    /// # Errors
+    /// The body cannot be read in the client's dialect, or asks for what the provider's
+    /// dialect cannot express.
+    pub fn request(self, body: &[u8], upstream_model: &str) -> Result<(Vec<u8>, Context), TranslateError> {
+        let mut req = match self.inbound {
+            Inbound::OpenAiChat => openai_chat::decode_request(body)?,
+            Inbound::Anthropic => anthropic::decode_request(body)?,
+        };
+        let ctx = Context {
+            model: std::mem::replace(&mut req.model, upstream_model.to_string()),
+            structured: self.outbound == Outbound::Anthropic && req.output.is_some(),
+            stream: req.stream,
+        };
+        let out = match self.outbound {
+            Outbound::OpenAiChat => openai_chat::encode_request(&req)?,
+            Outbound::Anthropic => anthropic::encode_request(&req)?,
+        };
+        Ok((out, ctx))
+    }
+
+    /// Translates a complete (non-streamed, successful) answer back to the client's dialect.
+    /// `now_unix_secs` is the `created` time of OpenAI answers.
+    ///
+    /// # Errors
+    /// The body is not an answer in the provider's dialect.
+    pub fn response(self, body: &[u8], ctx: &Context, now_unix_secs: u64) -> Result<Vec<u8>, TranslateError> {
+        let resp = match self.outbound {
+            Outbound::OpenAiChat => openai_chat::decode_response(body)?,
+            Outbound::Anthropic => anthropic::decode_response(body, ctx.structured)?,
+        };
+        Ok(match self.inbound {
+            Inbound::OpenAiChat => openai_chat::encode_response(&resp, &ctx.model, now_unix_secs),
+            Inbound::Anthropic => anthropic::encode_response(&resp, &ctx.model),
+        })
+    }
+
+    /// The 400 a failed request translation answers, naming the parameter and the provider's
+    /// dialect.
+    pub fn refusal(self, e: &TranslateError) -> ApiError {
+        match e {
+            TranslateError::Unsupported { param } => ApiError::bad_request(format!(
+                "`{param}` is not supported for this model: its provider speaks the {} API, which has no equivalent",
+                self.outbound.name()
+            )),
+            other => ApiError::bad_request(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! Golden tests: every `*.in.json` under `testdata/translate/{requests,responses}/<client>-to-<provider>/`
+//! is translated and compared (as JSON values) with its `*.out.json`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::*;
+
+fn dir(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/translate").join(kind)
+}
+
+fn pair_named(name: &str) -> Pair {
+    let (client, provider) = name.split_once("-to-").expect("<client>-to-<provider>");
+    let inbound = match client {
+        "openai" => Inbound::OpenAiChat,
+        "anthropic" => Inbound::Anthropic,
+        other => panic!("unknown client dialect {other}"),
+    };
+    let kind = match provider {
+        "openai" => ProviderKind::OpenAi,
+        "anthropic" => ProviderKind::Anthropic,
+        other => panic!("unknown provider dialect {other}"),
+    };
+    pair(inbound, kind).expect("a translating pair")
+}
+
+/// (pair, case name, input, expected) for every golden case of `kind`.
+fn cases(kind: &str) -> Vec<(Pair, String, Vec<u8>, Value)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir(kind)).unwrap() {
+        let pair_dir = entry.unwrap().path();
+        let pair = pair_named(pair_dir.file_name().unwrap().to_str().unwrap());
+        for file in std::fs::read_dir(&pair_dir).unwrap() {
+            let path = file.unwrap().path();
+            let Some(case) = path.file_name().unwrap().to_str().unwrap().strip_suffix(".in.json") else { continue };
+            let expected = std::fs::read(pair_dir.join(format!("{case}.out.json"))).unwrap();
+            let expected: Value = serde_json::from_slice(&expected).unwrap();
+            out.push((pair, format!("{}/{case}", pair_dir.display()), std::fs::read(&path).unwrap(), expected));
+        }
+    }
+    assert!(out.len() >= 4, "golden cases of {kind} missing");
+    out
+}
+
+fn upstream_model(p: Pair) -> &'static str {
+    match p.outbound {
+        Outbound::OpenAiChat => "gpt-upstream",
+        Outbound::Anthropic => "claude-upstream",
+    }
+}
+
+#[test]
+fn golden_requests() {
+    for (pair, case, input, expected) in cases("requests") {
+        let (body, ctx) = pair.request(&input, upstream_model(pair)).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let got: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(got, expected, "{case}:\n{}", serde_json::to_string_pretty(&got).unwrap());
+        let asked: Value = serde_json::from_slice(&input).unwrap();
+        assert_eq!(ctx.model, asked["model"], "{case}: the client's model name is kept for the answer");
+    }
+}
+
+#[test]
+fn golden_responses() {
+    for (pair, case, input, expected) in cases("responses") {
+        let model = match pair.inbound {
+            Inbound::OpenAiChat => "chat",
+            Inbound::Anthropic => "claude",
+        };
+        let ctx = Context { model: model.into(), ..Context::default() };
+        let body = pair.response(&input, &ctx, 1_700_000_000).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let got: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(got, expected, "{case}:\n{}", serde_json::to_string_pretty(&got).unwrap());
+    }
+}
+
+#[test]
+fn same_dialects_are_not_translated() {
+    assert_eq!(pair(Inbound::OpenAiChat, ProviderKind::OpenAiCompatible), None);
+    assert_eq!(pair(Inbound::Anthropic, ProviderKind::Anthropic), None);
+    assert!(pair(Inbound::Anthropic, ProviderKind::OpenAi).is_some());
+}
+
+/// What a target cannot express is a 400 naming the parameter, never dropped.
+#[test]
+fn untranslatable_parameters_are_refused_by_name() {
+    let to_anthropic = pair(Inbound::OpenAiChat, ProviderKind::Anthropic).unwrap();
+    let to_openai = pair(Inbound::Anthropic, ProviderKind::OpenAi).unwrap();
+    let msgs = r#""messages":[{"role":"user","content":"hi"}]"#;
+    let cases: [(Pair, String, &str); 12] = [
+        (to_anthropic, format!(r#"{{"model":"m",{msgs},"seed":1}}"#), "seed"),
+        (to_anthropic, format!(r#"{{"model":"m",{msgs},"logit_bias":{{"1":2}}}}"#), "logit_bias"),
+        (to_anthropic, format!(r#"{{"model":"m",{msgs},"n":2}}"#), "n"),
+        (to_anthropic, format!(r#"{{"model":"m",{msgs},"presence_penalty":0.5}}"#), "presence_penalty"),
+        (to_anthropic, format!(r#"{{"model":"m",{msgs},"reasoning_effort":"high"}}"#), "reasoning_effort"),
+        (
+            to_anthropic,
+            r#"{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}"#.into(),
+            "messages[0].content[0].input_audio",
+        ),
+        (
+            to_anthropic,
+            r#"{"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]}"#.into(),
+            "messages[0].name",
+        ),
+        (to_openai, format!(r#"{{"model":"m","max_tokens":5,{msgs},"top_k":3}}"#), "top_k"),
+        (
+            to_openai,
+            format!(r#"{{"model":"m","max_tokens":5,{msgs},"thinking":{{"type":"enabled","budget_tokens":2048}}}}"#),
+            "thinking.budget_tokens",
+        ),
+        (to_openai, format!(r#"{{"model":"m","max_tokens":5,{msgs},"container":"c"}}"#), "container"),
+        (
+            to_openai,
+            format!(
+                r#"{{"model":"m","max_tokens":5,{msgs},"tools":[{{"type":"web_search_20250305","name":"web_search"}}]}}"#
+            ),
+            "tools[0].type",
+        ),
+        (
+            to_openai,
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}"#
+                .into(),
+            "messages[0].content[0].document",
+        ),
+    ];
+    for (pair, body, param) in cases {
+        let err = pair.request(body.as_bytes(), "up").expect_err(param);
+        assert_eq!(err, TranslateError::Unsupported { param: param.into() }, "{body}");
+        let api = pair.refusal(&err);
+        assert_eq!(api.status, 400);
+        assert!(api.message.contains(&format!("`{param}`")), "{}", api.message);
+    }
+}
+
+#[test]
+fn malformed_requests_name_the_parameter() {
+    let p = pair(Inbound::OpenAiChat, ProviderKind::Anthropic).unwrap();
+    let bad = |body: &str| p.request(body.as_bytes(), "up").unwrap_err();
+    assert!(matches!(bad("not json"), TranslateError::Json(_)));
+    assert!(matches!(bad("[1]"), TranslateError::Invalid { .. }));
+    let args = r#"{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"[1"}}]}]}"#;
+    assert_eq!(
+        bad(args),
+        TranslateError::Invalid {
+            param: "messages[0].tool_calls[0].function.arguments".into(),
+            message: "expected a JSON object in a string".into(),
+        }
+    );
+    let role = r#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#;
+    assert!(matches!(bad(role), TranslateError::Invalid { param, .. } if param == "messages[0].role"));
+}
+
+/// Structured output reaches Anthropic as a forced tool, and its call comes back as the JSON
+/// text an OpenAI client expects, with a plain `stop`.
+#[test]
+fn structured_output_round_trips_through_a_forced_tool() {
+    let p = pair(Inbound::OpenAiChat, ProviderKind::Anthropic).unwrap();
+    let req = br#"{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#;
+    let (_, ctx) = p.request(req, "up").unwrap();
+    assert!(ctx.structured);
+    let answer =
+        br#"{"id":"msg","model":"up","content":[{"type":"tool_use","id":"t","name":"json_output","input":{"a":1}}],
+        "stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4}}"#;
+    let out: Value = serde_json::from_slice(&p.response(answer, &ctx, 5).unwrap()).unwrap();
+    assert_eq!(out["choices"][0]["message"]["content"], r#"{"a":1}"#);
+    assert_eq!(out["choices"][0]["finish_reason"], "stop");
+    assert!(out["choices"][0]["message"].get("tool_calls").is_none());
+}
