@@ -24,7 +24,8 @@ use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
-use ferrogate_core::usage::{ensure_include_usage_in_valid, Tracker};
+use ferrogate_core::translate::{self, Outbound, Pair};
+use ferrogate_core::usage::{ensure_include_usage_in_valid, Tracker, UsageDialect};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, MapType};
 
@@ -104,6 +105,10 @@ pub(crate) struct Stream {
     routed: Option<Routed>,
     /// The gateway asked the upstream for usage the client did not ask for: hide it.
     hide_usage: bool,
+    /// The provider speaks another dialect: its answer is buffered and translated back.
+    translation: Option<(Pair, translate::Context)>,
+    /// The dialect of the upstream's answer, for the usage tracker.
+    usage_dialect: UsageDialect,
     tracker: Option<Tracker>,
     /// The response is an event stream.
     streamed: bool,
@@ -135,6 +140,8 @@ impl Stream {
             body_size: 0,
             routed: None,
             hide_usage: false,
+            translation: None,
+            usage_dialect: UsageDialect::OpenAi,
             tracker: None,
             streamed: false,
             started_ns: 0,
@@ -285,9 +292,10 @@ impl Stream {
         }
     }
 
-    fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], d: RouteDecision<'_>) {
-        let mut new_body = d.body;
-        if api.is_generation() {
+    fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], mut d: RouteDecision<'_>) {
+        let mut new_body = d.body.take();
+        self.usage_dialect = upstream_dialect(api, d.translation.as_ref().map(|(p, _)| p.outbound));
+        if d.translation.is_none() && matches!(api, Api::ChatCompletions | Api::Completions) {
             // Ask for usage on streams so every request is accounted; the client that did not
             // ask never sees the extra chunk.
             // The router validated the client's JSON and a model rewrite keeps it valid.
@@ -311,6 +319,11 @@ impl Stream {
         if let Some(cred) = d.credential {
             self.set_http_request_header(cred.name, Some(&cred.value));
         }
+        if let Some((pair, _)) = &d.translation {
+            if pair.outbound == Outbound::Anthropic {
+                self.set_http_request_header("anthropic-version", Some(translate::anthropic::VERSION));
+            }
+        }
         // Always overwrite or remove: a client must not pick the endpoint itself.
         if d.endpoint.is_some() || self.present.destination_endpoint {
             self.set_http_request_header(headers::DESTINATION_ENDPOINT, d.endpoint);
@@ -323,7 +336,16 @@ impl Stream {
         // Older Envoys lack the function (NotFound); ABI 0.2.1 mutations clear the cache anyway.
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
         log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
+        self.translation = d.translation.take();
         self.routed = Some(Routed { provider: d.provider.to_string(), upstream_model: d.upstream_model });
+    }
+}
+
+/// The dialect the upstream answers in.
+fn upstream_dialect(api: Api, translated_to: Option<Outbound>) -> UsageDialect {
+    match (translated_to, api) {
+        (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
+        _ => UsageDialect::OpenAi,
     }
 }
 

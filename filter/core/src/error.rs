@@ -89,6 +89,20 @@ impl ApiError {
         Self::new(503, "server_error", Some("service_unavailable"), message.into())
     }
 
+    /// An upstream's error answer carried to a client of another dialect: the status and the
+    /// provider's message are kept, the type follows the status.
+    pub fn from_upstream(status: u16, message: String) -> Self {
+        let kind = match status {
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            429 => "rate_limit_error",
+            400..=499 => "invalid_request_error",
+            _ => "server_error",
+        };
+        Self::new(status, kind, None, message)
+    }
+
     /// The OpenAI JSON body `{"error":{"message","type","param","code"}}`.
     pub fn body(&self) -> Vec<u8> {
         let envelope = ErrorEnvelope {

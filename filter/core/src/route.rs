@@ -5,11 +5,12 @@
 //! Any state (round-robin position, later load signals) is passed in, never kept here.
 
 use crate::auth::Caller;
-use crate::config::{Config, Credential, Model, Provider, Resolved, Target};
+use crate::config::{Config, Credential, Model, Provider, ProviderKind, Resolved, Target};
 use crate::multipart;
 use crate::openai::{self, ApiError};
+use crate::translate::{self, Context, Inbound, Pair};
 
-/// An OpenAI-dialect API the gateway forwards.
+/// An API the gateway forwards (OpenAI's, and Anthropic Messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
     /// `POST /v1/chat/completions`.
@@ -26,10 +27,12 @@ pub enum Api {
     AudioTranscriptions,
     /// `POST /v1/audio/translations` (multipart form).
     AudioTranslations,
+    /// `POST /v1/messages` (Anthropic Messages).
+    Messages,
 }
 
 /// Every forwarded API, for path lookup.
-const APIS: [Api; 7] = [
+const APIS: [Api; 8] = [
     Api::ChatCompletions,
     Api::Completions,
     Api::Embeddings,
@@ -37,6 +40,7 @@ const APIS: [Api; 7] = [
     Api::AudioSpeech,
     Api::AudioTranscriptions,
     Api::AudioTranslations,
+    Api::Messages,
 ];
 
 impl Api {
@@ -50,6 +54,24 @@ impl Api {
             Api::AudioSpeech => "/v1/audio/speech",
             Api::AudioTranscriptions => "/v1/audio/transcriptions",
             Api::AudioTranslations => "/v1/audio/translations",
+            Api::Messages => "/v1/messages",
+        }
+    }
+
+    /// The dialect of a request body this API carries, when it can be translated.
+    pub fn inbound(self) -> Option<Inbound> {
+        match self {
+            Api::ChatCompletions => Some(Inbound::OpenAiChat),
+            Api::Messages => Some(Inbound::Anthropic),
+            _ => None,
+        }
+    }
+
+    /// Whether a provider of `kind` takes this API's bodies as they are.
+    fn native_to(self, kind: ProviderKind) -> bool {
+        match self {
+            Api::Messages => kind == ProviderKind::Anthropic,
+            _ => kind.speaks_openai(),
         }
     }
 
@@ -60,7 +82,7 @@ impl Api {
 
     /// Whether the response can carry token usage worth tracking (text generation).
     pub fn is_generation(self) -> bool {
-        matches!(self, Api::ChatCompletions | Api::Completions)
+        matches!(self, Api::ChatCompletions | Api::Completions | Api::Messages)
     }
 
     fn from_path(path: &str) -> Option<Self> {
@@ -120,6 +142,9 @@ pub struct RouteDecision<'c> {
     pub credential: Option<&'c Credential>,
     /// The model name as the client sent it (for usage records and metrics).
     pub requested: String,
+    /// Set when the provider speaks another dialect than the client: the body was translated
+    /// and the answer must be translated back.
+    pub translation: Option<(Pair, Context)>,
 }
 
 /// Decides the upstream for a buffered OpenAI-dialect request from an authenticated caller.
@@ -137,7 +162,7 @@ pub fn route<'c>(
     counter: u64,
 ) -> Result<RouteDecision<'c>, ApiError> {
     let field = openai::find_model(body)?;
-    let target = Decider { config, caller, api, path, counter };
+    let target = Decider { config, caller, api, path, counter, original: Some(body) };
     target.decide(field.value.as_ref(), |m| openai::rewrite_model(body, field.span.clone(), m))
 }
 
@@ -162,7 +187,7 @@ pub fn route_request<'c>(
     let span = multipart::find_model(body, boundary).map_err(|e| ApiError::bad_model_param(e.to_string()))?;
     let requested = std::str::from_utf8(body.get(span.clone()).unwrap_or_default())
         .map_err(|_| ApiError::bad_model_param("The model form field is not UTF-8."))?;
-    let target = Decider { config, caller, api, path, counter };
+    let target = Decider { config, caller, api, path, counter, original: None };
     target.decide(requested, |m| multipart::rewrite_model(body, span.clone(), m.as_bytes()))
 }
 
@@ -173,6 +198,8 @@ struct Decider<'c, 'p> {
     api: Api,
     path: &'p str,
     counter: u64,
+    /// The JSON body, for translation (multipart bodies are never translated).
+    original: Option<&'p [u8]>,
 }
 
 impl<'c> Decider<'c, '_> {
@@ -182,18 +209,47 @@ impl<'c> Decider<'c, '_> {
         let resolved = self.config.authorize(self.caller, requested)?;
         let (provider, upstream_model, endpoint) =
             upstream(self.config, resolved, self.counter).ok_or_else(|| ApiError::model_not_found(requested))?;
-        check_translation(provider)?;
-        let body = (upstream_model != requested).then(|| rewrite(upstream_model));
+        let (body, api_path, translation) = match self.plan(provider)? {
+            None => ((upstream_model != requested).then(|| rewrite(upstream_model)), self.api.path(), None),
+            Some(pair) => {
+                let original = self.original.unwrap_or_default();
+                let (body, ctx) = pair.request(original, upstream_model).map_err(|e| pair.refusal(&e))?;
+                if ctx.stream {
+                    return Err(ApiError::bad_request(format!(
+                        "Streaming between the {} API and {} providers is not translated yet; send \"stream\": false.",
+                        self.api.path(),
+                        provider.kind.as_str()
+                    )));
+                }
+                (Some(body), pair.outbound.path(), Some((pair, ctx)))
+            }
+        };
         Ok(RouteDecision {
             provider: &provider.name,
             authority: &provider.authority,
-            path: upstream_path(provider, self.api, self.path),
+            path: upstream_path(provider, api_path, self.path),
             body,
             upstream_model: upstream_model.to_string(),
             endpoint,
             credential: provider.credential.as_ref(),
             requested: requested.to_string(),
+            translation,
         })
+    }
+
+    /// `None` when the provider takes the client's body as it is; the translator otherwise.
+    fn plan(&self, provider: &Provider) -> Result<Option<Pair>, ApiError> {
+        if self.api.native_to(provider.kind) {
+            return Ok(None);
+        }
+        match self.api.inbound().and_then(|inbound| translate::pair(inbound, provider.kind)) {
+            Some(pair) => Ok(Some(pair)),
+            None => Err(ApiError::bad_model_param(format!(
+                "{} is not available for this model: its provider speaks the {} API",
+                self.api.path(),
+                provider.kind.as_str()
+            ))),
+        }
     }
 }
 
@@ -218,15 +274,6 @@ fn upstream<'c: 'r, 'r>(
             Some((provider, model, pick_endpoint(provider, counter)))
         }
     }
-}
-
-/// Only OpenAI-speaking providers can take an OpenAI body unchanged (for now).
-fn check_translation(provider: &Provider) -> Result<(), ApiError> {
-    if provider.kind.speaks_openai() {
-        return Ok(());
-    }
-    let msg = format!("translation from the OpenAI API to {} providers is not yet supported", provider.kind.as_str());
-    Err(ApiError::bad_model_param(msg))
 }
 
 /// Picks a target by the model's strategy. Strategies that need load or cache signals rotate
@@ -263,11 +310,11 @@ fn pick_endpoint(provider: &Provider, counter: u64) -> Option<&str> {
     provider.endpoints.get(i).map(String::as_str)
 }
 
-fn upstream_path(provider: &Provider, api: Api, client_path: &str) -> String {
+fn upstream_path(provider: &Provider, api_path: &str, client_path: &str) -> String {
     let prefix = &provider.base_url.path_prefix;
     match client_path.split_once('?') {
-        Some((_, query)) => format!("{prefix}{}?{query}", api.path()),
-        None => format!("{prefix}{}", api.path()),
+        Some((_, query)) => format!("{prefix}{api_path}?{query}"),
+        None => format!("{prefix}{api_path}"),
     }
 }
 

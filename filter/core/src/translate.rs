@@ -69,6 +69,14 @@ impl Outbound {
         }
     }
 
+    /// The API path requests in this dialect go to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Outbound::OpenAiChat => "/v1/chat/completions",
+            Outbound::Anthropic => "/v1/messages",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Outbound::OpenAiChat => "openai",
@@ -145,6 +153,26 @@ impl Pair {
             Inbound::OpenAiChat => openai_chat::encode_response(&resp, &ctx.model, now_unix_secs),
             Inbound::Anthropic => anthropic::encode_response(&resp, &ctx.model),
         })
+    }
+
+    /// An upstream error answer (any non-2xx) in the client's dialect, status kept: the
+    /// provider's message when its envelope has one, else the start of its body.
+    pub fn error_body(self, status: u16, body: &[u8]) -> Vec<u8> {
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+        let message = parsed
+            .as_ref()
+            .and_then(|v| v["error"]["message"].as_str().or_else(|| v["message"].as_str()))
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                let text = String::from_utf8_lossy(body);
+                let end = text.char_indices().nth(500).map_or(text.len(), |(i, _)| i);
+                format!("upstream answered {status}: {}", &text[..end])
+            });
+        let dialect = match self.inbound {
+            Inbound::OpenAiChat => crate::dialect::Dialect::OpenAi,
+            Inbound::Anthropic => crate::dialect::Dialect::Anthropic,
+        };
+        ApiError::from_upstream(status, message).body_in(dialect)
     }
 
     /// The 400 a failed request translation answers, naming the parameter and the provider's

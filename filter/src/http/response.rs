@@ -4,7 +4,7 @@
 //! or the one SSE event in progress). The only rewrite is removing the usage chunk the gateway
 //! asked for on the client's behalf, which the client did not request.
 
-use ferrogate_core::usage::{Chunk, Tracker, UsageDialect};
+use ferrogate_core::usage::{Chunk, Tracker};
 use ferrogate_core::{header_map, headers};
 use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::{Action, MapType};
@@ -39,11 +39,14 @@ impl Stream {
                 }
             }
             self.streamed = streaming;
-            // The upstream dialect: providers reached without translation speak OpenAI here.
-            self.tracker = Some(Tracker::new(UsageDialect::OpenAi, streaming, self.hide_usage));
-            if streaming && self.hide_usage && has_length {
-                // Removing an event changes the length.
+            self.tracker = Some(Tracker::new(self.usage_dialect, streaming, self.hide_usage));
+            if (streaming && self.hide_usage || self.translation.is_some()) && has_length {
+                // Removing an event, or translating the body, changes the length.
                 self.set_http_response_header("content-length", None);
+            }
+            if self.translation.is_some() {
+                // Whatever the upstream answered, the client gets JSON in its dialect.
+                self.set_http_response_header("content-type", Some("application/json"));
             }
         }
         if let Some(id) = &self.request_id {
@@ -55,6 +58,9 @@ impl Stream {
     pub(super) fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if end_of_stream {
             self.response_complete = true;
+        }
+        if self.translation.is_some() {
+            return self.translate_response(body_size, end_of_stream);
         }
         let Some(mut tracker) = self.tracker.take() else {
             return Action::Continue;
@@ -70,6 +76,36 @@ impl Stream {
             self.first_byte_ns = Some(self.now_nanos());
         }
         self.tracker = Some(tracker);
+        Action::Continue
+    }
+}
+
+impl Stream {
+    /// A translated answer: buffered whole (streams are refused at request time), its usage
+    /// read in the provider's dialect, then replaced by its translation — an error answer by
+    /// the client dialect's error envelope, status kept.
+    fn translate_response(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let Some((pair, ctx)) = self.translation.take() else { return Action::Continue };
+        let body = self.get_http_response_body(0, body_size).unwrap_or_default();
+        if let Some(tracker) = self.tracker.as_mut() {
+            let _ = tracker.on_end(&body);
+        }
+        if self.first_byte_ns.is_none() {
+            self.first_byte_ns = Some(self.now_nanos());
+        }
+        let translated = if (200..300).contains(&self.status) {
+            let now_secs = self.started_ns / 1_000_000_000;
+            pair.response(&body, &ctx, now_secs).unwrap_or_else(|e| {
+                log::warn!("#{} untranslatable answer from the provider: {e}", self.id);
+                pair.error_body(502, format!("the provider's answer could not be translated: {e}").as_bytes())
+            })
+        } else {
+            pair.error_body(self.status, &body)
+        };
+        self.set_http_response_body(0, body_size, &translated);
         Action::Continue
     }
 }

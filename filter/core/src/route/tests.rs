@@ -143,11 +143,46 @@ fn errors_have_status_and_openai_shape() {
     assert_eq!(err(r#"{"messages":[]}"#).status, 400);
     assert_eq!(err("not json").status, 400);
     assert_eq!(err("[1]").status, 400);
-    let e = err(r#"{"model":"claude"}"#);
+    let c: &'static Config = Box::leak(Box::new(c.clone()));
+    let e = route(c, Caller::Open, Api::Embeddings, "/v1/embeddings", br#"{"model":"claude"}"#, 0).unwrap_err();
     assert_eq!((e.status, e.param), (400, Some("model")));
-    assert!(e.message.contains("not yet supported"), "{}", e.message);
+    assert!(e.message.contains("speaks the anthropic API"), "{}", e.message);
     let v: serde_json::Value = serde_json::from_slice(&e.body()).unwrap();
     assert_eq!(v["error"]["type"], "invalid_request_error");
+}
+
+/// A chat completion for a model served by Anthropic is translated; a Messages request for
+/// it goes verbatim (only the model spliced); a Messages request for an OpenAI-speaking
+/// model is translated the other way.
+#[test]
+fn providers_of_another_dialect_get_translated_bodies() {
+    let c: &'static Config = Box::leak(Box::new(config()));
+    let d = chat(c, r#"{"model":"claude","messages":[{"role":"user","content":"hi"}]}"#, 0).unwrap();
+    assert_eq!(d.path, "/v1/messages");
+    let (pair, ctx) = d.translation.unwrap();
+    assert_eq!((pair.inbound, pair.outbound), (Inbound::OpenAiChat, translate::Outbound::Anthropic));
+    assert_eq!(ctx.model, "claude");
+    let sent: serde_json::Value = serde_json::from_slice(&d.body.unwrap()).unwrap();
+    assert_eq!((sent["model"].as_str(), sent["max_tokens"].as_u64()), (Some("claude-x"), Some(4096)));
+
+    let messages = |model: &str| {
+        let body =
+            format!(r#"{{ "model" : "{model}", "max_tokens":5, "messages":[{{"role":"user","content":"hi"}}]}}"#);
+        route(c, Caller::Open, Api::Messages, "/v1/messages", Box::leak(body.into_boxed_str()).as_bytes(), 0)
+    };
+    let d = messages("claude").unwrap();
+    assert!(d.translation.is_none());
+    assert_eq!(d.path, "/v1/messages");
+    let spliced = r#"{ "model" : "claude-x", "max_tokens":5, "messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(d.body.as_deref(), Some(spliced.as_bytes()), "verbatim but for the model");
+    let d = messages("chat").unwrap();
+    assert_eq!(d.path, "/v1/chat/completions");
+    assert_eq!(d.translation.unwrap().0.inbound, Inbound::Anthropic);
+
+    let e = chat(c, r#"{"model":"claude","messages":[],"stream":true}"#, 0).unwrap_err();
+    assert_eq!(e.status, 400, "streams are not translated yet: said, not attempted");
+    let e = chat(c, r#"{"model":"claude","messages":[],"seed":3}"#, 0).unwrap_err();
+    assert!(e.message.contains("`seed`"), "{}", e.message);
 }
 
 #[test]

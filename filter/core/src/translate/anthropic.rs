@@ -24,6 +24,10 @@ pub use decode::{decode_request, decode_response};
 /// clients usually leave it out).
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
+/// The `anthropic-version` header sent with translated requests (the API version these
+/// shapes follow).
+pub const VERSION: &str = "2023-06-01";
+
 /// Name of the tool that carries structured output (see the module doc).
 pub const OUTPUT_TOOL: &str = "json_output";
 

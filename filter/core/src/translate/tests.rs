@@ -169,3 +169,22 @@ fn structured_output_round_trips_through_a_forced_tool() {
     assert_eq!(out["choices"][0]["finish_reason"], "stop");
     assert!(out["choices"][0]["message"].get("tool_calls").is_none());
 }
+
+/// Upstream errors reach the client in its own envelope with the status and message kept.
+#[test]
+fn upstream_errors_are_carried_in_the_clients_envelope() {
+    let to_anthropic = pair(Inbound::OpenAiChat, ProviderKind::Anthropic).unwrap();
+    let anthropic_err = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    let v: Value = serde_json::from_slice(&to_anthropic.error_body(529, anthropic_err)).unwrap();
+    assert_eq!(v["error"]["message"], "Overloaded");
+    assert_eq!(v["error"]["type"], "server_error");
+    let to_openai = pair(Inbound::Anthropic, ProviderKind::OpenAi).unwrap();
+    let openai_err = br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
+    let v: Value = serde_json::from_slice(&to_openai.error_body(429, openai_err)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Rate limit reached"}})
+    );
+    let v: Value = serde_json::from_slice(&to_openai.error_body(502, b"<html>bad gateway</html>")).unwrap();
+    assert_eq!(v["error"]["message"], "upstream answered 502: <html>bad gateway</html>");
+}

@@ -14,3 +14,4 @@ mod local_reply;
 mod properties;
 mod shared_state;
 mod snapshot_feed;
+mod translation;
