@@ -24,6 +24,7 @@ use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
+use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::translate::{self, Outbound, Pair};
 use ferrogate_core::usage::{ensure_include_usage_in_valid, Tracker, UsageDialect};
 use proxy_wasm::traits::{Context, HttpContext};
@@ -107,6 +108,8 @@ pub(crate) struct Stream {
     hide_usage: bool,
     /// The provider speaks another dialect: its answer is buffered and translated back.
     translation: Option<(Pair, translate::Context)>,
+    /// Set while a translated stream flows.
+    stream_translator: Option<StreamTranslator>,
     /// The dialect of the upstream's answer, for the usage tracker.
     usage_dialect: UsageDialect,
     tracker: Option<Tracker>,
@@ -141,6 +144,7 @@ impl Stream {
             routed: None,
             hide_usage: false,
             translation: None,
+            stream_translator: None,
             usage_dialect: UsageDialect::OpenAi,
             tracker: None,
             streamed: false,

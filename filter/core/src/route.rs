@@ -214,13 +214,6 @@ impl<'c> Decider<'c, '_> {
             Some(pair) => {
                 let original = self.original.unwrap_or_default();
                 let (body, ctx) = pair.request(original, upstream_model).map_err(|e| pair.refusal(&e))?;
-                if ctx.stream {
-                    return Err(ApiError::bad_request(format!(
-                        "Streaming between the {} API and {} providers is not translated yet; send \"stream\": false.",
-                        self.api.path(),
-                        provider.kind.as_str()
-                    )));
-                }
                 (Some(body), pair.outbound.path(), Some((pair, ctx)))
             }
         };

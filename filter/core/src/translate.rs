@@ -18,6 +18,7 @@ pub mod anthropic;
 pub mod ir;
 mod json;
 pub mod openai_chat;
+pub mod stream;
 
 /// Why a body could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +115,8 @@ pub struct Context {
     pub structured: bool,
     /// Whether the client asked for a stream.
     pub stream: bool,
+    /// The client asked for usage at the end of its stream (OpenAI `stream_options`).
+    pub stream_usage: bool,
 }
 
 impl Pair {
@@ -131,6 +134,7 @@ impl Pair {
             model: std::mem::replace(&mut req.model, upstream_model.to_string()),
             structured: self.outbound == Outbound::Anthropic && req.output.is_some(),
             stream: req.stream,
+            stream_usage: req.stream_usage,
         };
         let out = match self.outbound {
             Outbound::OpenAiChat => openai_chat::encode_request(&req)?,

@@ -23,7 +23,7 @@ mod extract;
 mod include;
 mod json;
 mod record;
-mod sse;
+pub(crate) mod sse;
 mod tracker;
 
 use std::collections::BTreeMap;

@@ -4,6 +4,7 @@
 //! or the one SSE event in progress). The only rewrite is removing the usage chunk the gateway
 //! asked for on the client's behalf, which the client did not request.
 
+use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::usage::{Chunk, Tracker};
 use ferrogate_core::{header_map, headers};
 use proxy_wasm::traits::HttpContext;
@@ -44,9 +45,15 @@ impl Stream {
                 // Removing an event, or translating the body, changes the length.
                 self.set_http_response_header("content-length", None);
             }
-            if self.translation.is_some() {
-                // Whatever the upstream answered, the client gets JSON in its dialect.
-                self.set_http_response_header("content-type", Some("application/json"));
+            match &self.translation {
+                // A stream is translated event by event as it flows.
+                Some((pair, ctx)) if streaming && (200..300).contains(&self.status) => {
+                    let created = self.started_ns / 1_000_000_000;
+                    self.stream_translator = Some(StreamTranslator::new(*pair, ctx, created));
+                }
+                // Anything else is buffered, and the client gets JSON in its dialect.
+                Some(_) => self.set_http_response_header("content-type", Some("application/json")),
+                None => {}
             }
         }
         if let Some(id) = &self.request_id {
@@ -58,6 +65,9 @@ impl Stream {
     pub(super) fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if end_of_stream {
             self.response_complete = true;
+        }
+        if self.stream_translator.is_some() {
+            return self.translate_stream(body_size, end_of_stream);
         }
         if self.translation.is_some() {
             return self.translate_response(body_size, end_of_stream);
@@ -81,7 +91,26 @@ impl Stream {
 }
 
 impl Stream {
-    /// A translated answer: buffered whole (streams are refused at request time), its usage
+    /// A translated stream: each chunk's events are rewritten as they pass (the usage tracker
+    /// reads the provider's own events first).
+    fn translate_stream(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let chunk = self.get_http_response_body(0, body_size).unwrap_or_default();
+        if let Some(tracker) = self.tracker.as_mut() {
+            let _ = if end_of_stream { tracker.on_end(&chunk) } else { tracker.on_chunk(&chunk) };
+        }
+        let Some(translator) = self.stream_translator.as_mut() else { return Action::Continue };
+        let mut out = translator.feed(&chunk);
+        if end_of_stream {
+            out.extend(translator.finish());
+        }
+        if self.first_byte_ns.is_none() && !out.is_empty() {
+            self.first_byte_ns = Some(self.now_nanos());
+        }
+        self.set_http_response_body(0, body_size, &out);
+        Action::Continue
+    }
+
+    /// A translated answer that is not a stream (or an error answer to one): buffered whole, its usage
     /// read in the provider's dialect, then replaced by its translation — an error answer by
     /// the client dialect's error envelope, status kept.
     fn translate_response(&mut self, body_size: usize, end_of_stream: bool) -> Action {

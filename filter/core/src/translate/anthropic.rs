@@ -16,7 +16,7 @@ use super::ir::{
 use super::json::unsupported;
 use super::TranslateError;
 
-mod decode;
+pub(crate) mod decode;
 
 pub use decode::{decode_request, decode_response};
 

@@ -37,6 +37,9 @@ pub struct Request {
     pub stop: Vec<String>,
     /// Whether the answer streams.
     pub stream: bool,
+    /// The client wants usage at the end of its stream (OpenAI `stream_options.include_usage`;
+    /// Anthropic streams always carry it).
+    pub stream_usage: bool,
     /// Structured output.
     pub output: Option<OutputFormat>,
     /// Sampling seed (OpenAI, Gemini).

@@ -164,7 +164,6 @@ fn what_cannot_be_translated_is_refused_before_anything_is_sent() {
     let (_rt, mut vm) = vm();
     for (path, body, needle) in [
         ("/v1/chat/completions", r#"{"model":"claude","messages":[],"seed":7}"#, "`seed`"),
-        ("/v1/chat/completions", r#"{"model":"claude","messages":[],"stream":true}"#, "Streaming"),
         ("/v1/messages", r#"{"model":"gpt","max_tokens":5,"messages":[],"top_k":3}"#, "`top_k`"),
     ] {
         let s = new_stream(&mut vm);
@@ -176,4 +175,56 @@ fn what_cannot_be_translated_is_refused_before_anything_is_sent() {
         let text = String::from_utf8(response_body(&events)).unwrap();
         assert!(text.contains(needle), "{text}");
     }
+}
+
+/// A streamed answer is translated chunk by chunk as it flows (nothing held back beyond the
+/// event in progress), and its usage is recorded from the provider's own events.
+#[test]
+fn a_stream_is_translated_as_it_flows() {
+    let (rt, mut vm) = vm();
+    let body = r#"{"model":"claude","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hi"}]}"#;
+    let (s, _, sent) = send(&mut vm, "/v1/chat/completions", body);
+    let sent: Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(sent["stream"], true);
+    assert!(sent.get("stream_options").is_none(), "Anthropic has no stream_options");
+    vm.response_headers(s, resp("200", &[("content-type", "text/event-stream")]), false).unwrap();
+    let events = [
+        r#"{"type":"message_start","message":{"id":"msg_s","usage":{"input_tokens":7,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lo"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+    ];
+    let mut text = String::new();
+    let mut chunks = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let name = serde_json::from_str::<Value>(e).unwrap()["type"].as_str().unwrap().to_string();
+        let raw = format!("event: {name}\ndata: {e}\n\n");
+        // Cut every event in two: the half that ends nothing yields nothing yet.
+        let (a, b) = raw.as_bytes().split_at(raw.len() / 2);
+        vm.response_data(s, a, false).unwrap();
+        assert!(response_body(&vm.take_events(s)).is_empty());
+        vm.response_data(s, b, i + 1 == events.len()).unwrap();
+        chunks.push(String::from_utf8(response_body(&vm.take_events(s))).unwrap());
+    }
+    assert!(chunks[2].contains(r#""content":"Hel""#), "the first token leaves with its event: {chunks:?}");
+    for c in &chunks {
+        text.push_str(c);
+    }
+    let datas: Vec<&str> = text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")).collect();
+    assert_eq!(datas.last(), Some(&"[DONE]"));
+    let parsed: Vec<Value> = datas[..datas.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let content: String = parsed.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(content, "Hello");
+    assert_eq!(parsed.iter().filter_map(|c| c["choices"][0]["finish_reason"].as_str()).collect::<Vec<_>>(), ["stop"]);
+    let usage = parsed.last().unwrap();
+    assert_eq!(
+        (usage["usage"]["prompt_tokens"].as_u64(), usage["usage"]["completion_tokens"].as_u64()),
+        (Some(7), Some(2))
+    );
+    let record = usage_record(&rt, &mut vm, s);
+    assert_eq!((record["prompt_tokens"].as_u64(), record["completion_tokens"].as_u64()), (Some(7), Some(2)));
+    assert_eq!(record["streamed"], true);
 }

@@ -38,8 +38,8 @@ fn top_level(key: &str, v: Value, req: &mut Request) -> Result<(), TranslateErro
         "top_p" => req.top_p = Some(number(key, &v)?),
         "stop" => req.stop = stop(v)?,
         "stream" => req.stream = boolean(key, &v)?,
-        // The gateway asks upstreams for usage itself.
-        "stream_options" => {}
+        // The gateway asks upstreams for usage itself; the client's wish shapes its stream.
+        "stream_options" => req.stream_usage = v["include_usage"] == true,
         "response_format" => req.output = response_format(v)?,
         "seed" => req.seed = Some(v.as_i64().ok_or_else(|| invalid(key, "an integer"))?),
         "presence_penalty" => req.presence_penalty = Some(number(key, &v)?),

@@ -1,0 +1,197 @@
+//! Streamed answers translated event by event: the provider's server-sent events are decoded
+//! into neutral [`Event`]s and encoded in the client's dialect as they arrive, so the first
+//! token leaves when the provider sends it. Memory stays bounded: only the event in progress is
+//! held ([`MAX_EVENT`]), never the stream.
+//!
+//! The output depends only on the sequence of events, not on how the bytes were cut into
+//! chunks (a test splits every transcript at every byte boundary).
+
+use super::ir::{Finish, Usage};
+use super::{Context, Inbound, Outbound, Pair};
+use crate::usage::sse::{event_data, Splitter};
+
+mod anthropic;
+mod openai;
+
+/// Longest single event held while its end has not arrived (a larger one ends the stream with
+/// an error event rather than growing without bound).
+pub const MAX_EVENT: usize = 1 << 20;
+
+/// A streamed answer in neutral form, one step at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The answer begins.
+    Start {
+        /// Provider's id.
+        id: String,
+    },
+    /// More answer text.
+    Text(String),
+    /// More visible reasoning.
+    Thinking(String),
+    /// The reasoning's signature (Anthropic).
+    Signature(String),
+    /// A tool call begins; `index` counts calls from 0 in this answer.
+    ToolStart {
+        /// Call ordinal.
+        index: usize,
+        /// Call id.
+        id: String,
+        /// Function name.
+        name: String,
+    },
+    /// More of a call's JSON arguments.
+    ToolArgs {
+        /// Call ordinal.
+        index: usize,
+        /// A fragment of the JSON text.
+        json: String,
+    },
+    /// Why generation stopped.
+    Finish(Finish),
+    /// Token counts so far (cumulative; the encoder keeps the largest of each).
+    Usage(Usage),
+    /// The provider reported an error mid-stream.
+    Error(String),
+}
+
+/// Provider-dialect decoding.
+#[derive(Debug)]
+enum Decoder {
+    OpenAi(openai::Decoder),
+    Anthropic(anthropic::Decoder),
+}
+
+/// Client-dialect encoding.
+#[derive(Debug)]
+enum Encoder {
+    OpenAi(openai::Encoder),
+    Anthropic(anthropic::Encoder),
+}
+
+/// Translates one streamed answer.
+#[derive(Debug)]
+pub struct StreamTranslator {
+    splitter: Splitter,
+    /// Bytes of the event in progress.
+    pending: Vec<u8>,
+    decoder: Decoder,
+    encoder: Encoder,
+    events: Vec<Event>,
+    overflowed: bool,
+}
+
+impl StreamTranslator {
+    /// A translator for `pair`'s answer to the request `ctx` describes; `created` is the Unix
+    /// time OpenAI chunks report.
+    pub fn new(pair: Pair, ctx: &Context, created: u64) -> StreamTranslator {
+        let decoder = match pair.outbound {
+            Outbound::OpenAiChat => Decoder::OpenAi(openai::Decoder::default()),
+            Outbound::Anthropic => Decoder::Anthropic(anthropic::Decoder::new(ctx.structured)),
+        };
+        let encoder = match pair.inbound {
+            Inbound::OpenAiChat => Encoder::OpenAi(openai::Encoder::new(&ctx.model, created, ctx.stream_usage)),
+            Inbound::Anthropic => Encoder::Anthropic(anthropic::Encoder::new(&ctx.model)),
+        };
+        StreamTranslator {
+            splitter: Splitter::default(),
+            pending: Vec::new(),
+            decoder,
+            encoder,
+            events: Vec::new(),
+            overflowed: false,
+        }
+    }
+
+    /// Takes the next bytes of the provider's stream; returns the client's bytes for them.
+    pub fn feed(&mut self, mut chunk: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.overflowed {
+            return out;
+        }
+        while let Some(end) = self.splitter.next_end(chunk) {
+            let (event, rest) = chunk.split_at(end.min(chunk.len()));
+            self.pending.extend_from_slice(event);
+            let whole = std::mem::take(&mut self.pending);
+            self.decode(&whole, &mut out);
+            chunk = rest;
+        }
+        self.pending.extend_from_slice(chunk);
+        if self.pending.len() > MAX_EVENT {
+            self.overflowed = true;
+            self.pending = Vec::new();
+            self.encode(Event::Error(format!("a provider event exceeded {MAX_EVENT} bytes")), &mut out);
+        }
+        out
+    }
+
+    /// The provider's stream ended: the client's closing bytes.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let last = std::mem::take(&mut self.pending);
+        if !last.is_empty() || self.splitter.finish() {
+            self.decode(&last, &mut out);
+        }
+        match &mut self.encoder {
+            Encoder::OpenAi(e) => e.finish(&mut out),
+            Encoder::Anthropic(e) => e.finish(&mut out),
+        }
+        out
+    }
+
+    fn decode(&mut self, event: &[u8], out: &mut Vec<u8>) {
+        let name = event_name(event);
+        let data = event_data(event);
+        if data.is_empty() {
+            return;
+        }
+        let mut events = std::mem::take(&mut self.events);
+        match &mut self.decoder {
+            Decoder::OpenAi(d) => d.event(&data, &mut events),
+            Decoder::Anthropic(d) => d.event(name, &data, &mut events),
+        }
+        for e in events.drain(..) {
+            self.encode(e, out);
+        }
+        self.events = events;
+    }
+
+    fn encode(&mut self, event: Event, out: &mut Vec<u8>) {
+        match &mut self.encoder {
+            Encoder::OpenAi(e) => e.event(event, out),
+            Encoder::Anthropic(e) => e.event(event, out),
+        }
+    }
+}
+
+/// The `event:` field of an SSE event (empty when absent).
+fn event_name(event: &[u8]) -> &[u8] {
+    event
+        .split(|&b| b == b'\n' || b == b'\r')
+        .find_map(|line| line.strip_prefix(b"event:"))
+        .map_or(&[][..], |v| v.strip_prefix(b" ").unwrap_or(v))
+}
+
+/// Writes one SSE event (`event:` line only when named).
+fn write_event(out: &mut Vec<u8>, name: Option<&str>, data: &serde_json::Value) {
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    // Serialising a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, data);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Keeps the largest of each count.
+fn merge(into: &mut Usage, u: Usage) {
+    into.input = into.input.max(u.input);
+    into.output = into.output.max(u.output);
+    into.cached = into.cached.max(u.cached);
+    into.cache_write = into.cache_write.max(u.cache_write);
+}
+
+#[cfg(test)]
+mod tests;
