@@ -11,7 +11,8 @@
 use serde_json::{json, Map, Value};
 
 use super::ir::{
-    Block, Finish, Image, Message, OutputFormat, Reasoning, Request, Response, Role, Tool, ToolChoice, Usage,
+    Block, Breakpoint, Finish, Image, Message, OutputFormat, PortableCache, Reasoning, Request, Response, Role, Tool,
+    ToolChoice, Usage,
 };
 use super::json::unsupported;
 use super::TranslateError;
@@ -56,6 +57,9 @@ pub fn encode_request(req: &Request) -> Result<Vec<u8>, TranslateError> {
     }
     out.insert("messages".into(), Value::Array(encode_messages(&req.messages)));
     encode_tools(req, &mut out)?;
+    if let Some(cache) = &req.cache {
+        place_breakpoints(cache, &mut out);
+    }
     let fields = [
         ("temperature", req.temperature.map(Value::from)),
         ("top_p", req.top_p.map(Value::from)),
@@ -73,6 +77,28 @@ pub fn encode_request(req: &Request) -> Result<Vec<u8>, TranslateError> {
     ];
     out.extend(fields.into_iter().filter_map(|(k, v)| Some((k.to_string(), v?))));
     serde_json::to_vec(&Value::Object(out)).map_err(|e| TranslateError::Json(e.to_string()))
+}
+
+/// Marks the end of each selected part of the prompt with an `ephemeral` breakpoint; a block
+/// that already carries the client's own `cache_control` keeps it.
+fn place_breakpoints(cache: &PortableCache, out: &mut Map<String, Value>) {
+    let mark = json!({"type": "ephemeral", "ttl": cache.ttl});
+    for b in &cache.breakpoints {
+        let last = match b {
+            Breakpoint::System => out.get_mut("system").and_then(Value::as_array_mut).and_then(|s| s.last_mut()),
+            Breakpoint::Tools => out.get_mut("tools").and_then(Value::as_array_mut).and_then(|t| t.last_mut()),
+            Breakpoint::Messages => out
+                .get_mut("messages")
+                .and_then(Value::as_array_mut)
+                .and_then(|m| m.last_mut())
+                .and_then(|m| m.get_mut("content"))
+                .and_then(Value::as_array_mut)
+                .and_then(|c| c.last_mut()),
+        };
+        if let Some(Value::Object(block)) = last {
+            block.entry("cache_control").or_insert_with(|| mark.clone());
+        }
+    }
 }
 
 fn with_cache(mut block: Value, cache: &Option<Value>) -> Value {

@@ -52,6 +52,29 @@ pub struct Request {
     pub user: Option<String>,
     /// Extended thinking / reasoning.
     pub reasoning: Option<Reasoning>,
+    /// The portable prompt-cache request (a top-level `cache_control` object from an OpenAI
+    /// client), turned into Anthropic breakpoints by that encoder and refused by others.
+    pub cache: Option<PortableCache>,
+}
+
+/// `"cache_control": {"enabled": true, "ttl": "5m" | "1h", "breakpoints": [...]}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortableCache {
+    /// `5m` or `1h`.
+    pub ttl: String,
+    /// Where breakpoints go (default: the system prompt only).
+    pub breakpoints: Vec<Breakpoint>,
+}
+
+/// A place a portable cache breakpoint marks: the end of that part of the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Breakpoint {
+    /// The last system block.
+    System,
+    /// The last tool definition.
+    Tools,
+    /// The last block of the last message.
+    Messages,
 }
 
 /// Who speaks a message. Tool results travel in user messages, as in Anthropic and Gemini.

@@ -46,6 +46,11 @@ fn encode_sampling(req: &Request, out: &mut Map<String, Value>) -> Result<(), Tr
     if req.top_k.is_some() {
         return Err(unsupported("top_k"));
     }
+    if req.cache.is_some() {
+        // Portable prompt caching is honoured by Anthropic providers only (OpenAI caches by
+        // itself): refused rather than claimed.
+        return Err(unsupported("cache_control"));
+    }
     let reasoning_effort = match &req.reasoning {
         None => None,
         Some(Reasoning::Effort(e)) => Some(e.clone()),

@@ -5,7 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::super::ir::{
-    Block, Image, Message, OutputFormat, Reasoning, Request, Role, Text, Tool, ToolCall, ToolChoice, ToolResult,
+    Block, Breakpoint, Image, Message, OutputFormat, PortableCache, Reasoning, Request, Role, Text, Tool, ToolCall,
+    ToolChoice, ToolResult,
 };
 use super::super::json::{array, boolean, data_url, invalid, map, no_more, number, object, string, uint, unsupported};
 use super::super::TranslateError;
@@ -46,6 +47,7 @@ fn top_level(key: &str, v: Value, req: &mut Request) -> Result<(), TranslateErro
         "frequency_penalty" => req.frequency_penalty = Some(number(key, &v)?),
         "user" => req.user = Some(string(key, v)?),
         "reasoning_effort" => req.reasoning = Some(Reasoning::Effort(string(key, v)?)),
+        "cache_control" => req.cache = portable_cache(v)?,
         // Defaults, accepted as such.
         "n" if v == 1 => {}
         "logprobs" | "store" if v == false => {}
@@ -245,4 +247,37 @@ fn response_format(v: Value) -> Result<Option<OutputFormat>, TranslateError> {
     };
     no_more(&f, "response_format")?;
     Ok(format)
+}
+
+/// The portable prompt-cache object; `enabled: false` asks for nothing.
+fn portable_cache(v: Value) -> Result<Option<PortableCache>, TranslateError> {
+    let mut c = map("cache_control", v)?;
+    let enabled = match c.remove("enabled") {
+        None => true,
+        Some(e) => boolean("cache_control.enabled", &e)?,
+    };
+    let ttl = match c.remove("ttl") {
+        None | Some(Value::Null) => "5m".to_string(),
+        Some(t) => string("cache_control.ttl", t)?,
+    };
+    if ttl != "5m" && ttl != "1h" {
+        return Err(invalid("cache_control.ttl", "5m or 1h"));
+    }
+    let mut breakpoints = Vec::new();
+    for (i, b) in array("cache_control.breakpoints", c.remove("breakpoints").unwrap_or(Value::Array(Vec::new())))?
+        .into_iter()
+        .enumerate()
+    {
+        breakpoints.push(match b.as_str() {
+            Some("system") => Breakpoint::System,
+            Some("tools") => Breakpoint::Tools,
+            Some("messages") => Breakpoint::Messages,
+            _ => return Err(invalid(&format!("cache_control.breakpoints[{i}]"), "system, tools or messages")),
+        });
+    }
+    if breakpoints.is_empty() {
+        breakpoints.push(Breakpoint::System);
+    }
+    no_more(&c, "cache_control")?;
+    Ok(enabled.then_some(PortableCache { ttl, breakpoints }))
 }

@@ -38,3 +38,19 @@ fn answers_keep_refusals_and_cached_tokens() {
     assert_eq!(resp.usage, Usage { input: 10, output: 2, cached: 8, cache_write: 0 });
     assert!(decode_response(br#"{"choices":[]}"#).is_err());
 }
+
+/// The portable `cache_control` object: defaults, validation, and refusal by targets that
+/// cannot honour it.
+#[test]
+fn portable_cache_control() {
+    let decode = |cc: &str| decode_request(format!(r#"{{"model":"m","messages":[],"cache_control":{cc}}}"#).as_bytes());
+    let c = decode("{}").unwrap().cache.unwrap();
+    assert_eq!((c.ttl.as_str(), c.breakpoints.as_slice()), ("5m", &[crate::translate::ir::Breakpoint::System][..]));
+    assert_eq!(decode(r#"{"enabled":false}"#).unwrap().cache, None);
+    assert!(
+        matches!(decode(r#"{"ttl":"2h"}"#), Err(TranslateError::Invalid { param, .. }) if param == "cache_control.ttl")
+    );
+    assert!(decode(r#"{"breakpoints":["nope"]}"#).is_err());
+    let req = decode("{}").unwrap();
+    assert_eq!(encode_request(&req), Err(TranslateError::Unsupported { param: "cache_control".into() }));
+}
