@@ -1,20 +1,29 @@
-//! `ferrogate sim`: a simulated OpenAI-compatible LLM engine (vLLM-like) for demos,
-//! end-to-end tests and benchmarks of the gateway.
+//! `ferrogate sim`: a simulated LLM engine (vLLM-like) for demos, end-to-end tests and
+//! benchmarks of the gateway, answering three dialects.
 //!
-//! It serves `/v1/models`, `/v1/chat/completions`, `/v1/completions` (plain and SSE),
-//! `/v1/embeddings`, vLLM's `/metrics` and `/health`, with deterministic output, configurable
-//! latency and seeded fault injection (429/500, slow requests, connection resets).
+//! It serves OpenAI's `/v1/models`, `/v1/chat/completions`, `/v1/completions` (plain and SSE)
+//! and `/v1/embeddings`; Anthropic's `/v1/messages` (plain and SSE) and
+//! `/v1/messages/count_tokens`; Gemini's `/v1beta/models/{model}:generateContent` and
+//! `:streamGenerateContent` (SSE with `alt=sse`, else a JSON array); vLLM's `/metrics` and
+//! `/health`. Output is deterministic and the same for every dialect; latency is configurable
+//! and faults are injected from a seeded RNG (429/500, slow requests, connection resets).
 //!
-//! This file holds the options, the shared state, the router and the server loop; handlers are
-//! in `sim/openai.rs`, text generation in `sim/text.rs`, pacing in `sim/stream.rs`, metrics in
-//! `sim/metrics.rs` and faults in `sim/faults.rs`.
+//! This file holds the options, the shared state, the router and the server loop. The model
+//! is in `sim/reply.rs` (text and tool-call rules, with `sim/text.rs` and `sim/tools.rs`);
+//! the dialects in `sim/openai.rs`, `sim/anthropic.rs` and `sim/gemini.rs`; pacing in
+//! `sim/stream.rs`, metrics in `sim/metrics.rs`, faults in `sim/faults.rs` and error
+//! envelopes in `sim/error.rs`.
 
+mod anthropic;
 mod error;
 mod faults;
+mod gemini;
 mod metrics;
 mod openai;
+mod reply;
 mod stream;
 mod text;
+mod tools;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -147,7 +156,12 @@ impl SimState {
 
     /// A process-unique response id with OpenAI's `prefix` (`chatcmpl`, `cmpl`, `embd`).
     fn response_id(&self, prefix: &str) -> String {
-        format!("{prefix}-sim{:012x}", self.next_id.fetch_add(1, Ordering::Relaxed))
+        self.unique_id(&format!("{prefix}-"))
+    }
+
+    /// A process-unique id `<prefix>sim<12 hex digits>` (`msg_`, `toolu_`, `call_`, ...).
+    fn unique_id(&self, prefix: &str) -> String {
+        format!("{prefix}sim{:012x}", self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -157,22 +171,32 @@ fn unix_now() -> u64 {
 
 /// Router for the sim (testable with tower oneshot).
 ///
-/// Faults apply to the inference routes only; `/metrics`, `/health` and `/v1/models` always
-/// answer, as a real engine's would while it is overloaded.
+/// Faults apply to the inference routes only; `/metrics`, `/health`, `/v1/models` and
+/// `/v1/messages/count_tokens` always answer, as a real engine's would while it is
+/// overloaded. Unknown paths get a 404 in the dialect their path suggests.
 pub fn router(args: &SimArgs) -> Router {
     let state = Arc::new(SimState::new(args));
     let inference = Router::new()
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1beta/models/{*action}", post(gemini::generate))
         .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), faults::inject));
     Router::new()
         .route("/v1/models", get(openai::models))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/metrics", get(metrics::handler))
         .route("/health", get(|| async { StatusCode::OK }))
         .merge(inference)
-        .fallback(openai::not_found)
+        .fallback(not_found)
         .with_state(state)
+}
+
+/// Any other path: 404 in the error envelope of the dialect the path belongs to.
+async fn not_found(uri: axum::http::Uri) -> Response<Body> {
+    let path = uri.path();
+    error::SimError::RouteNotFound(path.to_owned()).render(error::Dialect::of_path(path))
 }
 
 /// Serve until `shutdown` resolves (graceful).

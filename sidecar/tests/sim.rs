@@ -1,5 +1,14 @@
 //! End-to-end tests of `ferrogate sim` over real loopback HTTP: OpenAI shapes, usage,
-//! determinism, real streaming, metrics and fault injection.
+//! determinism, real streaming, metrics and fault injection. The Anthropic and Gemini dialects
+//! and tool calling (in every dialect) are tested in the modules under `tests/sim/`, with
+//! request bodies from `testdata/sim/`.
+
+#[path = "sim/anthropic.rs"]
+mod anthropic;
+#[path = "sim/gemini.rs"]
+mod gemini;
+#[path = "sim/tools.rs"]
+mod tools;
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +50,13 @@ impl Sim {
         assert_eq!(response.status(), 200);
         response.json().await.unwrap()
     }
+}
+
+/// A request body (or expected value) from `testdata/sim/`.
+fn testdata(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/sim").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
 }
 
 fn args(configure: impl FnOnce(&mut SimArgs)) -> SimArgs {

@@ -17,11 +17,11 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::error::SimError;
+use super::error::{Dialect, SimError};
 use super::{SimArgs, SimState};
 
 /// Header forcing a connection reset (`1` or `true`).
@@ -140,12 +140,14 @@ pub fn reset_response() -> Response {
     response
 }
 
-/// Middleware on the inference routes applying the fault decided for each request.
+/// Middleware on the inference routes applying the fault decided for each request; errors
+/// are answered in the dialect of the request's path.
 pub async fn inject(State(state): State<Arc<SimState>>, mut request: Request, next: Next) -> Response {
+    let dialect = Dialect::of_path(request.uri().path());
     match state.faults.decide(request.headers()) {
-        Err(error) => error.into_response(),
+        Err(error) => error.render(dialect),
         Ok(Some(Fault::Reset)) => reset_response(),
-        Ok(Some(Fault::Status(status))) => SimError::Injected(status).into_response(),
+        Ok(Some(Fault::Status(status))) => SimError::Injected(status).render(dialect),
         Ok(Some(Fault::Slow)) => {
             request.extensions_mut().insert(ExtraDelay(state.faults.slow));
             next.run(request).await

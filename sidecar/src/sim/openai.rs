@@ -3,13 +3,14 @@
 //! them.
 //!
 //! Bodies are parsed by hand from bytes (not axum's `Json`) so that malformed requests get a
-//! 400 in OpenAI's error shape rather than axum's plain-text rejections.
+//! 400 in OpenAI's error shape rather than axum's plain-text rejections. Chat completions
+//! (with tool calls) are in `openai/chat.rs`.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
@@ -18,32 +19,19 @@ use serde_json::{json, Value};
 
 use super::error::SimError;
 use super::faults::ExtraDelay;
+use super::reply::{self, Ask, Ending, Reply};
 use super::stream::{finish_plain, sse_response, Timing};
 use super::text::{self, FinishReason};
 use super::SimState;
 
-#[derive(Debug, Deserialize)]
-struct ChatRequest {
-    model: String,
-    messages: Vec<ChatMessage>,
-    stream: Option<bool>,
-    stream_options: Option<StreamOptions>,
-    max_tokens: Option<u32>,
-    max_completion_tokens: Option<u32>,
-}
+mod chat;
+
+pub use chat::chat;
 
 #[derive(Debug, Deserialize)]
-struct ChatMessage {
+pub(super) struct StreamOptions {
     #[serde(default)]
-    role: String,
-    #[serde(default)]
-    content: Value,
-}
-
-#[derive(Debug, Deserialize)]
-struct StreamOptions {
-    #[serde(default)]
-    include_usage: bool,
+    pub(super) include_usage: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,6 +41,8 @@ struct CompletionRequest {
     stream: Option<bool>,
     stream_options: Option<StreamOptions>,
     max_tokens: Option<u32>,
+    #[serde(default)]
+    stop: Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,23 +53,35 @@ struct EmbeddingRequest {
 }
 
 /// What one completion request generates, shared by the plain and streamed renderings.
-struct Generation {
-    id: String,
-    created: u64,
-    model: String,
-    prompt_tokens: u32,
-    words: Vec<&'static str>,
-    reason: FinishReason,
-    include_usage: bool,
+pub(super) struct Generation {
+    pub(super) id: String,
+    pub(super) created: u64,
+    pub(super) model: String,
+    pub(super) prompt_tokens: u32,
+    pub(super) reply: Reply,
+    pub(super) include_usage: bool,
 }
 
 impl Generation {
-    fn completion_tokens(&self) -> u32 {
-        u32::try_from(self.words.len()).unwrap_or(u32::MAX)
+    /// OpenAI's `finish_reason`.
+    pub(super) fn finish_reason(&self) -> &'static str {
+        match &self.reply {
+            Reply::Tool(_) => "tool_calls",
+            Reply::Text { ending: Ending::Length, .. } => "length",
+            Reply::Text { .. } => "stop",
+        }
     }
 
-    fn usage(&self) -> Value {
-        let completion = self.completion_tokens();
+    /// The text deltas (none for a tool call).
+    pub(super) fn deltas(&self) -> &[String] {
+        match &self.reply {
+            Reply::Text { deltas, .. } => deltas,
+            Reply::Tool(_) => &[],
+        }
+    }
+
+    pub(super) fn usage(&self) -> Value {
+        let completion = self.reply.tokens();
         json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
@@ -89,7 +91,7 @@ impl Generation {
 
     /// A chunk envelope; with `include_usage`, OpenAI sends `"usage": null` on every chunk
     /// but the last.
-    fn chunk(&self, object: &str, choices: Value) -> Value {
+    pub(super) fn chunk(&self, object: &str, choices: Value) -> Value {
         let mut chunk = json!({
             "id": self.id, "object": object, "created": self.created, "model": self.model,
             "choices": choices,
@@ -101,7 +103,7 @@ impl Generation {
     }
 
     /// The trailing chunks after the tokens: finish reason, then the usage chunk if asked.
-    fn tail(&self, object: &str, finish_choice: Value) -> Vec<Value> {
+    pub(super) fn tail(&self, object: &str, finish_choice: Value) -> Vec<Value> {
         let mut tail = vec![self.chunk(object, json!([finish_choice]))];
         if self.include_usage {
             let mut usage = self.chunk(object, json!([]));
@@ -112,7 +114,16 @@ impl Generation {
     }
 }
 
-fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, SimError> {
+/// OpenAI's `stop`: a string or an array of strings (anything else stops nothing).
+pub(super) fn stop_sequences(stop: &Value) -> Vec<String> {
+    match stop {
+        Value::String(one) => vec![one.clone()],
+        Value::Array(many) => many.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub(super) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, SimError> {
     serde_json::from_slice(body).map_err(|error| SimError::BadRequest(format!("Invalid request body: {error}")))
 }
 
@@ -131,71 +142,6 @@ pub async fn models(State(state): State<Arc<SimState>>) -> Json<Value> {
     Json(json!({ "object": "list", "data": data }))
 }
 
-/// Any other path: 404 in OpenAI's error shape.
-pub async fn not_found(uri: Uri) -> SimError {
-    SimError::RouteNotFound(uri.path().to_owned())
-}
-
-/// `POST /v1/chat/completions`.
-pub async fn chat(
-    State(state): State<Arc<SimState>>,
-    extra: Option<Extension<ExtraDelay>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, SimError> {
-    let request: ChatRequest = parse(&body)?;
-    let counters = state.model(&request.model)?;
-    let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
-    let texts: Vec<String> = request.messages.iter().map(|m| text::message_text(&m.content)).collect();
-    // Roles are part of what the "model" sees, so they steer the output as well.
-    let prompt: Vec<String> = request.messages.iter().zip(&texts).map(|(m, t)| format!("{}: {t}", m.role)).collect();
-    let requested = request.max_completion_tokens.or(request.max_tokens);
-    let (count, reason) = text::completion_len(requested, state.output_tokens);
-    let generation = Generation {
-        id: state.response_id("chatcmpl"),
-        created: super::unix_now(),
-        model: request.model,
-        prompt_tokens: text::chat_prompt_tokens(texts.iter().map(String::as_str)),
-        words: text::completion_words(&prompt.join("\n"), count),
-        reason,
-        include_usage: request.stream_options.is_some_and(|o| o.include_usage),
-    };
-    let guard = counters.admit(generation.prompt_tokens).await;
-    if request.stream.unwrap_or(false) {
-        return Ok(sse_response(timing, chat_chunks(&generation), guard, reason));
-    }
-    finish_plain(timing, count, guard, reason).await;
-    Ok(Json(chat_body(&generation)).into_response())
-}
-
-fn chat_body(g: &Generation) -> Value {
-    json!({
-        "id": g.id, "object": "chat.completion", "created": g.created, "model": g.model,
-        "choices": [{
-            "index": 0,
-            "message": { "role": "assistant", "content": g.words.join(" ") },
-            "logprobs": null,
-            "finish_reason": g.reason.as_str(),
-        }],
-        "usage": g.usage(),
-    })
-}
-
-/// Role chunk, one content chunk per token, then the finish (and usage) chunks.
-fn chat_chunks(g: &Generation) -> (Option<Value>, Vec<Value>, Vec<Value>) {
-    const OBJECT: &str = "chat.completion.chunk";
-    let choice = |delta: Value, finish: Option<&str>| json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }]);
-    let head = g.chunk(OBJECT, choice(json!({ "role": "assistant", "content": "" }), None));
-    let tokens = g
-        .words
-        .iter()
-        .enumerate()
-        .map(|(i, word)| g.chunk(OBJECT, choice(json!({ "content": text::word_delta(i, word) }), None)))
-        .collect();
-    let finish = json!({ "index": 0, "delta": {}, "logprobs": null, "finish_reason": g.reason.as_str() });
-    (Some(head), tokens, g.tail(OBJECT, finish))
-}
-
 /// `POST /v1/completions`. Several prompts are answered as one (their texts joined, their
 /// tokens summed): enough for a simulator, and it keeps `choices` a single entry.
 pub async fn completions(
@@ -209,23 +155,27 @@ pub async fn completions(
     let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
     let prompts = text::prompt_inputs(&request.prompt)
         .ok_or_else(|| SimError::BadRequest("prompt must be a string, strings or token ids".into()))?;
-    let prompt: Vec<&str> = prompts.iter().map(|p| p.text.as_str()).collect();
-    let (count, reason) = text::completion_len(request.max_tokens, state.output_tokens);
+    let ask = Ask {
+        prompt: prompts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n"),
+        max_tokens: request.max_tokens,
+        stop: stop_sequences(&request.stop),
+        ..Ask::default()
+    };
     let generation = Generation {
         id: state.response_id("cmpl"),
         created: super::unix_now(),
         model: request.model,
         prompt_tokens: prompts.iter().map(|p| p.tokens).fold(0, u32::saturating_add),
-        words: text::completion_words(&prompt.join("\n"), count),
-        reason,
+        reply: reply::answer(&ask, state.output_tokens)?,
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
     };
+    let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
     if request.stream.unwrap_or(false) {
         return Ok(sse_response(timing, completion_chunks(&generation), guard, reason));
     }
-    finish_plain(timing, count, guard, reason).await;
-    let choice = completion_choice(&generation.words.join(" "), Some(reason.as_str()));
+    finish_plain(timing, generation.reply.tokens(), guard, reason).await;
+    let choice = completion_choice(&generation.reply.text(), Some(generation.finish_reason()));
     let body = json!({
         "id": generation.id, "object": "text_completion", "created": generation.created,
         "model": generation.model, "choices": [choice], "usage": generation.usage(),
@@ -240,13 +190,8 @@ fn completion_choice(text: &str, finish: Option<&str>) -> Value {
 /// One text chunk per token, then an empty-text chunk with the finish reason (and usage).
 fn completion_chunks(g: &Generation) -> (Option<Value>, Vec<Value>, Vec<Value>) {
     const OBJECT: &str = "text_completion";
-    let tokens = g
-        .words
-        .iter()
-        .enumerate()
-        .map(|(i, word)| g.chunk(OBJECT, json!([completion_choice(&text::word_delta(i, word), None)])))
-        .collect();
-    (None, tokens, g.tail(OBJECT, completion_choice("", Some(g.reason.as_str()))))
+    let tokens = g.deltas().iter().map(|delta| g.chunk(OBJECT, json!([completion_choice(delta, None)]))).collect();
+    (None, tokens, g.tail(OBJECT, completion_choice("", Some(g.finish_reason()))))
 }
 
 /// `POST /v1/embeddings`: one unit vector per input (16 dimensions unless `dimensions` asks

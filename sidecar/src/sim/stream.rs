@@ -1,6 +1,8 @@
 //! Response pacing for the simulated engine: per-request timing (time to first token and
-//! inter-token latency) and Server-Sent-Events bodies that really stream, one flushed frame
-//! per chunk, sleeping between chunks like a decoding engine.
+//! inter-token latency) and streamed bodies that really stream, one flushed frame per chunk,
+//! sleeping between chunks like a decoding engine. The frames carry each dialect's framing:
+//! OpenAI's `data:` lines ending in `[DONE]`, Anthropic's named events, Gemini's CRLF-framed
+//! `data:` lines or JSON array.
 
 use std::time::Duration;
 
@@ -40,40 +42,59 @@ impl Timing {
     }
 }
 
-/// One SSE frame and when to send it.
-#[derive(Debug)]
-struct SseEvent {
-    delay: Duration,
-    data: String,
-    /// Generated tokens this frame carries (for the metrics).
-    tokens: u32,
+/// One piece of a streamed body and the generated tokens it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The bytes written for this piece, framing included.
+    pub data: String,
+    /// Generated tokens this piece carries (for pacing and the metrics).
+    pub tokens: u32,
 }
 
-/// Lays out a stream: an optional `head` chunk (chat's role chunk), one chunk per token, the
-/// `tail` chunks (finish reason, usage) and the `[DONE]` terminator. The first frame waits
-/// `ttft`, later tokens `itl`; head, first token and tail go out back to back.
-fn layout(timing: Timing, head: Option<Value>, tokens: Vec<Value>, tail: Vec<Value>) -> Vec<SseEvent> {
+impl Frame {
+    /// An OpenAI-style SSE frame `data: <payload>\n\n`.
+    pub fn sse(payload: &str, tokens: u32) -> Self {
+        Self { data: format!("data: {payload}\n\n"), tokens }
+    }
+
+    /// A named SSE event `event: <name>\ndata: <payload>\n\n` (Anthropic).
+    pub fn event(name: &str, payload: &Value, tokens: u32) -> Self {
+        Self { data: format!("event: {name}\ndata: {payload}\n\n"), tokens }
+    }
+
+    /// Raw bytes (Gemini's CRLF-framed SSE and JSON-array streams).
+    pub fn raw(data: String, tokens: u32) -> Self {
+        Self { data, tokens }
+    }
+}
+
+/// When to send each frame. The first frame waits `ttft`; the first token comes with it and
+/// every later token `itl` after the one before, so a frame carrying `n` tokens waits `n`
+/// gaps (one fewer for the first token). Frames without tokens go out back to back.
+fn schedule(timing: Timing, frames: &[Frame]) -> Vec<Duration> {
     let mut pending_ttft = Some(timing.ttft);
-    let mut events = Vec::with_capacity(tokens.len() + tail.len() + 2);
-    let mut push = |data: String, tokens: u32, gap: Duration| {
-        let delay = pending_ttft.take().unwrap_or(gap);
-        events.push(SseEvent { delay, data, tokens });
-    };
-    if let Some(head) = head {
-        push(head.to_string(), 0, Duration::ZERO);
-    }
-    for (index, token) in tokens.into_iter().enumerate() {
-        push(token.to_string(), 1, if index == 0 { Duration::ZERO } else { timing.itl });
-    }
-    for chunk in tail {
-        push(chunk.to_string(), 0, Duration::ZERO);
-    }
-    push("[DONE]".to_owned(), 0, Duration::ZERO);
-    events
+    let mut seen_token = false;
+    frames
+        .iter()
+        .map(|frame| {
+            let gaps = if seen_token { frame.tokens } else { frame.tokens.saturating_sub(1) };
+            seen_token |= frame.tokens > 0;
+            let wait = timing.itl.saturating_mul(gaps);
+            pending_ttft.take().unwrap_or(Duration::ZERO).saturating_add(wait)
+        })
+        .collect()
 }
 
-/// An SSE response streaming the chunks laid out by [`layout`]. The running `guard` lives in
-/// the stream, so a client that disconnects stops generation and frees its metrics slot.
+/// OpenAI's stream: an optional `head` chunk (chat's role chunk), one chunk per token, the
+/// `tail` chunks (finish reason, usage) and the `[DONE]` terminator.
+fn layout(head: Option<Value>, tokens: Vec<Value>, tail: Vec<Value>) -> Vec<Frame> {
+    let head = head.map(|chunk| Frame::sse(&chunk.to_string(), 0));
+    let tokens = tokens.into_iter().map(|chunk| Frame::sse(&chunk.to_string(), 1));
+    let tail = tail.into_iter().map(|chunk| Frame::sse(&chunk.to_string(), 0));
+    head.into_iter().chain(tokens).chain(tail).chain([Frame::sse("[DONE]", 0)]).collect()
+}
+
+/// An OpenAI SSE response streaming `chunks` = (head, one chunk per token, tail).
 pub fn sse_response(
     timing: Timing,
     chunks: (Option<Value>, Vec<Value>, Vec<Value>),
@@ -81,26 +102,39 @@ pub fn sse_response(
     reason: FinishReason,
 ) -> Response {
     let (head, tokens, tail) = chunks;
-    let events = layout(timing, head, tokens, tail).into_iter().peekable();
+    frames_response(timing, layout(head, tokens, tail), guard, reason, "text/event-stream")
+}
+
+/// A response streaming `frames` paced by `timing`, with `content_type`. The running `guard`
+/// lives in the stream, so a client that disconnects stops generation and frees its metrics
+/// slot; success is counted just before the last frame goes out.
+pub fn frames_response(
+    timing: Timing,
+    frames: Vec<Frame>,
+    guard: RunningGuard,
+    reason: FinishReason,
+    content_type: &'static str,
+) -> Response {
+    let delays = schedule(timing, &frames);
+    let events = frames.into_iter().zip(delays).peekable();
     let stream = futures_util::stream::unfold((events, Some(guard)), move |(mut events, mut guard)| async move {
-        let event = events.next()?;
-        pause(event.delay).await;
+        let (frame, delay) = events.next()?;
+        pause(delay).await;
         if let Some(guard) = guard.as_mut() {
-            guard.generated(event.tokens);
+            guard.generated(frame.tokens);
         }
         if events.peek().is_none() {
-            // Count success before the terminator goes out, so a client that has read the
+            // Count success before the last frame goes out, so a client that has read the
             // whole stream also sees it in /metrics.
             if let Some(guard) = guard.take() {
                 guard.succeed(reason);
             }
         }
-        let frame = Bytes::from(format!("data: {}\n\n", event.data));
-        Some((Ok::<_, std::convert::Infallible>(frame), (events, guard)))
+        Some((Ok::<_, std::convert::Infallible>(Bytes::from(frame.data)), (events, guard)))
     });
     let mut response = Response::new(Body::from_stream(stream));
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
@@ -131,13 +165,21 @@ mod tests {
     fn first_frame_waits_ttft_then_tokens_wait_itl() {
         let timing = Timing { ttft: MS(100), itl: MS(10) };
         let tokens = vec![json!(1), json!(2), json!(3)];
-        let events = layout(timing, Some(json!("role")), tokens, vec![json!("finish")]);
-        let delays: Vec<_> = events.iter().map(|e| e.delay).collect();
-        assert_eq!(delays, [MS(100), MS(0), MS(10), MS(10), MS(0), MS(0)]);
-        assert_eq!(events.iter().map(|e| e.tokens).sum::<u32>(), 3);
-        assert_eq!(events.last().unwrap().data, "[DONE]");
-        let no_head = layout(timing, None, vec![json!(1), json!(2)], vec![]);
-        assert_eq!(no_head.iter().map(|e| e.delay).collect::<Vec<_>>(), [MS(100), MS(10), MS(0)]);
+        let frames = layout(Some(json!("role")), tokens, vec![json!("finish")]);
+        assert_eq!(schedule(timing, &frames), [MS(100), MS(0), MS(10), MS(10), MS(0), MS(0)]);
+        assert_eq!(frames.iter().map(|f| f.tokens).sum::<u32>(), 3);
+        assert_eq!(frames.last().unwrap().data, "data: [DONE]\n\n");
+        let no_head = layout(None, vec![json!(1), json!(2)], vec![]);
+        assert_eq!(schedule(timing, &no_head), [MS(100), MS(10), MS(0)]);
+    }
+
+    #[test]
+    fn frames_with_many_tokens_wait_one_gap_per_token() {
+        let timing = Timing { ttft: MS(100), itl: MS(10) };
+        let frames = [Frame::raw("a".into(), 3), Frame::raw("b".into(), 2), Frame::raw("c".into(), 0)];
+        assert_eq!(schedule(timing, &frames), [MS(120), MS(20), MS(0)]);
+        let event = Frame::event("ping", &json!({"type": "ping"}), 0);
+        assert_eq!(event.data, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
     }
 
     #[test]

@@ -90,23 +90,13 @@ const WORDS: [&str; 64] = [
     "now",
 ];
 
-/// Why generation stopped, as reported in `finish_reason`.
+/// Why the engine stopped generating, as vLLM's metrics count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinishReason {
-    /// The simulated model reached its natural length (`--output-tokens`).
+    /// The answer ended by itself: natural length, a stop sequence or a tool call.
     Stop,
-    /// The request's `max_tokens` cut the completion short.
+    /// The request's output cap cut the answer short.
     Length,
-}
-
-impl FinishReason {
-    /// The OpenAI wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::Length => "length",
-        }
-    }
 }
 
 /// 64-bit FNV-1a: tiny, stable across platforms and releases, good enough to seed words.
@@ -127,25 +117,6 @@ fn splitmix64(state: &mut u64) -> u64 {
 pub fn completion_words(prompt: &str, count: u32) -> Vec<&'static str> {
     let mut state = fnv1a(prompt.as_bytes());
     (0..count).map(|_| WORDS[(splitmix64(&mut state) % WORDS.len() as u64) as usize]).collect()
-}
-
-/// The text of word `index` as streamed: later words carry their leading space so that the
-/// concatenated deltas equal the non-streamed text exactly.
-pub fn word_delta(index: usize, word: &str) -> String {
-    if index == 0 {
-        word.to_owned()
-    } else {
-        format!(" {word}")
-    }
-}
-
-/// How many tokens to generate and why generation stops: the request's cap (if any) bounds
-/// the engine's natural length `default_len`.
-pub fn completion_len(requested: Option<u32>, default_len: u32) -> (u32, FinishReason) {
-    match requested {
-        Some(cap) if cap < default_len => (cap, FinishReason::Length),
-        _ => (default_len, FinishReason::Stop),
-    }
 }
 
 /// Whitespace-word count, the sim's token estimate for a piece of text.
@@ -235,21 +206,6 @@ mod tests {
         assert_ne!(a, completion_words("hello there", 12));
         // A shorter completion is a prefix of a longer one: max_tokens only truncates.
         assert_eq!(completion_words("hello world", 5), a[..5].to_vec());
-    }
-
-    #[test]
-    fn deltas_concatenate_to_the_joined_text() {
-        let words = completion_words("x", 4);
-        let streamed: String = words.iter().enumerate().map(|(i, w)| word_delta(i, w)).collect();
-        assert_eq!(streamed, words.join(" "));
-    }
-
-    #[test]
-    fn completion_len_caps_with_length_reason() {
-        assert_eq!(completion_len(None, 16), (16, FinishReason::Stop));
-        assert_eq!(completion_len(Some(5), 16), (5, FinishReason::Length));
-        assert_eq!(completion_len(Some(16), 16), (16, FinishReason::Stop));
-        assert_eq!(completion_len(Some(100), 16), (16, FinishReason::Stop));
     }
 
     #[test]
