@@ -15,9 +15,12 @@ use crate::config::ProviderKind;
 use crate::error::ApiError;
 
 pub mod anthropic;
+pub mod count;
+pub mod gemini;
 pub mod ir;
 mod json;
 pub mod openai_chat;
+pub mod responses;
 pub mod stream;
 
 /// Why a body could not be translated.
@@ -49,6 +52,11 @@ pub enum Inbound {
     OpenAiChat,
     /// Anthropic Messages.
     Anthropic,
+    /// Gemini `generateContent`: the body names no model (it is in the URL), so the router
+    /// uses [`Pair::request_for_model`].
+    Gemini,
+    /// OpenAI Responses (`POST /v1/responses`), stateless: see [`responses`].
+    Responses,
 }
 
 /// A provider dialect the gateway translates to.
@@ -58,6 +66,8 @@ pub enum Outbound {
     OpenAiChat,
     /// Messages (`anthropic`).
     Anthropic,
+    /// `generateContent` (`gemini`).
+    Gemini,
 }
 
 impl Outbound {
@@ -66,15 +76,28 @@ impl Outbound {
         match kind {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => Some(Outbound::OpenAiChat),
             ProviderKind::Anthropic => Some(Outbound::Anthropic),
-            ProviderKind::Gemini => None,
+            ProviderKind::Gemini => Some(Outbound::Gemini),
         }
     }
 
-    /// The API path requests in this dialect go to.
+    /// The API path requests in this dialect go to. Gemini's is only the prefix: the model
+    /// and method follow it (see [`Outbound::upstream_path`]).
     pub fn path(self) -> &'static str {
         match self {
             Outbound::OpenAiChat => "/v1/chat/completions",
             Outbound::Anthropic => "/v1/messages",
+            Outbound::Gemini => "/v1beta/models",
+        }
+    }
+
+    /// The whole API path for `model`: [`Outbound::path`], except that Gemini names the model
+    /// and streaming in the path (`/v1beta/models/{model}:generateContent`, or
+    /// `:streamGenerateContent?alt=sse` for server-sent events).
+    pub fn upstream_path(self, model: &str, stream: bool) -> String {
+        match (self, stream) {
+            (Outbound::Gemini, false) => format!("/v1beta/models/{model}:generateContent"),
+            (Outbound::Gemini, true) => format!("/v1beta/models/{model}:streamGenerateContent?alt=sse"),
+            _ => self.path().to_string(),
         }
     }
 
@@ -82,6 +105,7 @@ impl Outbound {
         match self {
             Outbound::OpenAiChat => "openai",
             Outbound::Anthropic => "anthropic",
+            Outbound::Gemini => "gemini",
         }
     }
 }
@@ -101,8 +125,12 @@ pub fn pair(inbound: Inbound, kind: ProviderKind) -> Option<Pair> {
     let outbound = Outbound::of(kind)?;
     let same = matches!(
         (inbound, outbound),
-        (Inbound::OpenAiChat, Outbound::OpenAiChat) | (Inbound::Anthropic, Outbound::Anthropic)
+        (Inbound::OpenAiChat, Outbound::OpenAiChat)
+            | (Inbound::Anthropic, Outbound::Anthropic)
+            | (Inbound::Gemini, Outbound::Gemini)
     );
+    // Responses to a chat completions provider is a translation, `openai` included: whether an
+    // `openai` provider could take `/v1/responses` verbatim is the router's call, not this one.
     (!same).then_some(Pair { inbound, outbound })
 }
 
@@ -126,21 +154,55 @@ impl Pair {
     /// The body cannot be read in the client's dialect, or asks for what the provider's
     /// dialect cannot express.
     pub fn request(self, body: &[u8], upstream_model: &str) -> Result<(Vec<u8>, Context), TranslateError> {
+        self.request_for_model(body, "", false, upstream_model)
+    }
+
+    /// [`Pair::request`] for a client whose URL, not body, names the model and asks for a
+    /// stream (Gemini: `/v1beta/models/{asked_model}:generateContent`, `stream` for
+    /// `:streamGenerateContent`). A non-empty `asked_model` replaces the body's model (so it
+    /// is [`Context::model`]); `stream` adds to the body's. For the other dialects the body
+    /// says both and [`Pair::request`] is enough.
+    ///
+    /// # Errors
+    /// As [`Pair::request`].
+    pub fn request_for_model(
+        self,
+        body: &[u8],
+        asked_model: &str,
+        stream: bool,
+        upstream_model: &str,
+    ) -> Result<(Vec<u8>, Context), TranslateError> {
         let mut req = match self.inbound {
             Inbound::OpenAiChat => openai_chat::decode_request(body)?,
             Inbound::Anthropic => anthropic::decode_request(body)?,
+            Inbound::Gemini => gemini::decode_request(body)?,
+            Inbound::Responses => responses::decode_request(body)?,
         };
+        if !asked_model.is_empty() {
+            req.model = asked_model.to_string();
+        }
+        req.stream |= stream;
         let ctx = Context {
             model: std::mem::replace(&mut req.model, upstream_model.to_string()),
             structured: self.outbound == Outbound::Anthropic && req.output.is_some(),
             stream: req.stream,
             stream_usage: req.stream_usage,
         };
-        let out = match self.outbound {
+        let out = self.encode(req).map_err(|e| match self.inbound {
+            // Refusals name what the client sent.
+            Inbound::Responses => responses::client_param(e, body),
+            _ => e,
+        })?;
+        Ok((out, ctx))
+    }
+
+    /// The neutral request in the provider's dialect.
+    fn encode(self, req: ir::Request) -> Result<Vec<u8>, TranslateError> {
+        Ok(match self.outbound {
             Outbound::OpenAiChat => openai_chat::encode_request(&req)?,
             Outbound::Anthropic => anthropic::encode_request(&req)?,
-        };
-        Ok((out, ctx))
+            Outbound::Gemini => gemini::encode_request(&req)?,
+        })
     }
 
     /// Translates a complete (non-streamed, successful) answer back to the client's dialect.
@@ -152,10 +214,13 @@ impl Pair {
         let resp = match self.outbound {
             Outbound::OpenAiChat => openai_chat::decode_response(body)?,
             Outbound::Anthropic => anthropic::decode_response(body, ctx.structured)?,
+            Outbound::Gemini => gemini::decode_response(body)?,
         };
         Ok(match self.inbound {
             Inbound::OpenAiChat => openai_chat::encode_response(&resp, &ctx.model, now_unix_secs),
             Inbound::Anthropic => anthropic::encode_response(&resp, &ctx.model),
+            Inbound::Gemini => gemini::encode_response(&resp, &ctx.model),
+            Inbound::Responses => responses::encode_response(&resp, &ctx.model, now_unix_secs),
         })
     }
 
@@ -173,8 +238,9 @@ impl Pair {
                 format!("upstream answered {status}: {}", &text[..end])
             });
         let dialect = match self.inbound {
-            Inbound::OpenAiChat => crate::dialect::Dialect::OpenAi,
+            Inbound::OpenAiChat | Inbound::Responses => crate::dialect::Dialect::OpenAi,
             Inbound::Anthropic => crate::dialect::Dialect::Anthropic,
+            Inbound::Gemini => crate::dialect::Dialect::Gemini,
         };
         ApiError::from_upstream(status, message).body_in(dialect)
     }

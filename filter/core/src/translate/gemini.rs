@@ -27,9 +27,10 @@
 //! - **Usage.** `promptTokenCount` includes cached tokens as the neutral `input` does;
 //!   neutral `output` is `candidatesTokenCount + thoughtsTokenCount` (reasoning included), so
 //!   answers to Gemini clients report all of it as `candidatesTokenCount`.
-//! - **Dropped, documented:** prompt-cache markers (Gemini caches implicitly, so there is
-//!   nothing to mark). **Refused:** `user` (Gemini has no end-user id), `parallel_tool_calls:
-//!   false`, images by URL (Gemini fetches no arbitrary URLs), images inside tool results.
+//! - **Dropped, documented:** prompt-cache markers on blocks (Gemini caches implicitly, so
+//!   there is nothing to mark). **Refused:** the portable `cache_control` request (it asks for
+//!   breakpoints), `user` (Gemini has no end-user id), `parallel_tool_calls: false`, images by
+//!   URL (Gemini fetches no arbitrary URLs), images inside tool results.
 
 use serde_json::{json, Map, Value};
 
@@ -40,9 +41,12 @@ use super::ir::{
 use super::json::{invalid, unsupported};
 use super::TranslateError;
 
+pub(crate) mod answer;
+mod config;
 pub(crate) mod decode;
 
-pub use decode::{decode_request, decode_response};
+pub use answer::decode_response;
+pub use decode::decode_request;
 
 /// The `thoughtSignature` Google documents for function calls it did not sign (history from
 /// another model): it skips the signature check instead of failing the request.
@@ -51,14 +55,18 @@ pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 /// Encodes a request for a Gemini provider (the model goes in the URL, not the body).
 ///
 /// # Errors
-/// A parameter Gemini cannot express (`user`, `parallel_tool_calls: false`, an image URL, an
-/// image in a tool result, an unknown reasoning effort).
+/// A parameter Gemini cannot express (`user`, `parallel_tool_calls: false`, portable
+/// `cache_control`, an image URL, an image in a tool result, an unknown reasoning effort).
 pub fn encode_request(req: &Request) -> Result<Vec<u8>, TranslateError> {
     if req.user.is_some() {
         return Err(unsupported("user"));
     }
     if req.parallel_tool_calls == Some(false) {
         return Err(unsupported("parallel_tool_calls"));
+    }
+    if req.cache.is_some() {
+        // Gemini caches repeated prefixes by itself and takes no breakpoints.
+        return Err(unsupported("cache_control"));
     }
     let mut out = Map::new();
     out.insert("contents".into(), Value::Array(encode_contents(&req.messages)?));

@@ -11,7 +11,9 @@ use super::{Context, Inbound, Outbound, Pair};
 use crate::usage::sse::{event_data, Splitter};
 
 mod anthropic;
+mod gemini;
 mod openai;
+mod responses;
 
 /// Longest single event held while its end has not arrived (a larger one ends the stream with
 /// an error event rather than growing without bound).
@@ -60,6 +62,7 @@ pub enum Event {
 enum Decoder {
     OpenAi(openai::Decoder),
     Anthropic(anthropic::Decoder),
+    Gemini(gemini::Decoder),
 }
 
 /// Client-dialect encoding.
@@ -67,6 +70,8 @@ enum Decoder {
 enum Encoder {
     OpenAi(openai::Encoder),
     Anthropic(anthropic::Encoder),
+    Gemini(gemini::Encoder),
+    Responses(responses::Encoder),
 }
 
 /// Translates one streamed answer.
@@ -88,10 +93,13 @@ impl StreamTranslator {
         let decoder = match pair.outbound {
             Outbound::OpenAiChat => Decoder::OpenAi(openai::Decoder::default()),
             Outbound::Anthropic => Decoder::Anthropic(anthropic::Decoder::new(ctx.structured)),
+            Outbound::Gemini => Decoder::Gemini(gemini::Decoder::default()),
         };
         let encoder = match pair.inbound {
             Inbound::OpenAiChat => Encoder::OpenAi(openai::Encoder::new(&ctx.model, created, ctx.stream_usage)),
             Inbound::Anthropic => Encoder::Anthropic(anthropic::Encoder::new(&ctx.model)),
+            Inbound::Gemini => Encoder::Gemini(gemini::Encoder::new(&ctx.model)),
+            Inbound::Responses => Encoder::Responses(responses::Encoder::new(&ctx.model, created)),
         };
         StreamTranslator {
             splitter: Splitter::default(),
@@ -135,6 +143,8 @@ impl StreamTranslator {
         match &mut self.encoder {
             Encoder::OpenAi(e) => e.finish(&mut out),
             Encoder::Anthropic(e) => e.finish(&mut out),
+            Encoder::Gemini(e) => e.finish(&mut out),
+            Encoder::Responses(e) => e.finish(&mut out),
         }
         out
     }
@@ -149,6 +159,7 @@ impl StreamTranslator {
         match &mut self.decoder {
             Decoder::OpenAi(d) => d.event(&data, &mut events),
             Decoder::Anthropic(d) => d.event(name, &data, &mut events),
+            Decoder::Gemini(d) => d.event(&data, &mut events),
         }
         for e in events.drain(..) {
             self.encode(e, out);
@@ -160,6 +171,8 @@ impl StreamTranslator {
         match &mut self.encoder {
             Encoder::OpenAi(e) => e.event(event, out),
             Encoder::Anthropic(e) => e.event(event, out),
+            Encoder::Gemini(e) => e.event(event, out),
+            Encoder::Responses(e) => e.event(event, out),
         }
     }
 }

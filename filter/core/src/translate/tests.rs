@@ -16,11 +16,14 @@ fn pair_named(name: &str) -> Pair {
     let inbound = match client {
         "openai" => Inbound::OpenAiChat,
         "anthropic" => Inbound::Anthropic,
+        "gemini" => Inbound::Gemini,
+        "responses" => Inbound::Responses,
         other => panic!("unknown client dialect {other}"),
     };
     let kind = match provider {
         "openai" => ProviderKind::OpenAi,
         "anthropic" => ProviderKind::Anthropic,
+        "gemini" => ProviderKind::Gemini,
         other => panic!("unknown provider dialect {other}"),
     };
     pair(inbound, kind).expect("a translating pair")
@@ -48,17 +51,26 @@ fn upstream_model(p: Pair) -> &'static str {
     match p.outbound {
         Outbound::OpenAiChat => "gpt-upstream",
         Outbound::Anthropic => "claude-upstream",
+        Outbound::Gemini => "gemini-upstream",
     }
 }
+
+/// The model a Gemini client's URL names (its body names none).
+const GEMINI_ASKED: &str = "gemini-client";
 
 #[test]
 fn golden_requests() {
     for (pair, case, input, expected) in cases("requests") {
-        let (body, ctx) = pair.request(&input, upstream_model(pair)).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let translated = match pair.inbound {
+            Inbound::Gemini => pair.request_for_model(&input, GEMINI_ASKED, false, upstream_model(pair)),
+            _ => pair.request(&input, upstream_model(pair)),
+        };
+        let (body, ctx) = translated.unwrap_or_else(|e| panic!("{case}: {e}"));
         let got: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(got, expected, "{case}:\n{}", serde_json::to_string_pretty(&got).unwrap());
         let asked: Value = serde_json::from_slice(&input).unwrap();
-        assert_eq!(ctx.model, asked["model"], "{case}: the client's model name is kept for the answer");
+        let asked = asked.get("model").cloned().unwrap_or_else(|| GEMINI_ASKED.into());
+        assert_eq!(ctx.model, asked, "{case}: the client's model name is kept for the answer");
     }
 }
 
@@ -68,6 +80,8 @@ fn golden_responses() {
         let model = match pair.inbound {
             Inbound::OpenAiChat => "chat",
             Inbound::Anthropic => "claude",
+            Inbound::Gemini => GEMINI_ASKED,
+            Inbound::Responses => "responses",
         };
         let ctx = Context { model: model.into(), ..Context::default() };
         let body = pair.response(&input, &ctx, 1_700_000_000).unwrap_or_else(|e| panic!("{case}: {e}"));
@@ -88,8 +102,9 @@ fn same_dialects_are_not_translated() {
 fn untranslatable_parameters_are_refused_by_name() {
     let to_anthropic = pair(Inbound::OpenAiChat, ProviderKind::Anthropic).unwrap();
     let to_openai = pair(Inbound::Anthropic, ProviderKind::OpenAi).unwrap();
+    let from_responses = pair(Inbound::Responses, ProviderKind::Anthropic).unwrap();
     let msgs = r#""messages":[{"role":"user","content":"hi"}]"#;
-    let cases: [(Pair, String, &str); 12] = [
+    let cases = [
         (to_anthropic, format!(r#"{{"model":"m",{msgs},"seed":1}}"#), "seed"),
         (to_anthropic, format!(r#"{{"model":"m",{msgs},"logit_bias":{{"1":2}}}}"#), "logit_bias"),
         (to_anthropic, format!(r#"{{"model":"m",{msgs},"n":2}}"#), "n"),
@@ -125,14 +140,90 @@ fn untranslatable_parameters_are_refused_by_name() {
                 .into(),
             "messages[0].content[0].document",
         ),
+        (
+            from_responses,
+            r#"{"model":"m","input":"hi","previous_response_id":"resp_1"}"#.into(),
+            "previous_response_id",
+        ),
+        (from_responses, r#"{"model":"m","input":"hi","background":true}"#.into(), "background"),
+        (from_responses, r#"{"model":"m","input":"hi","tools":[{"type":"web_search"}]}"#.into(), "tools[0].type"),
     ];
+    assert_refused(&cases);
+}
+
+/// Each request is refused with a 400 naming exactly its parameter.
+fn assert_refused(cases: &[(Pair, String, &str)]) {
     for (pair, body, param) in cases {
-        let err = pair.request(body.as_bytes(), "up").expect_err(param);
-        assert_eq!(err, TranslateError::Unsupported { param: param.into() }, "{body}");
+        let err = pair.request_for_model(body.as_bytes(), "asked", false, "up").expect_err(param);
+        assert_eq!(err, TranslateError::Unsupported { param: param.to_string() }, "{body}");
         let api = pair.refusal(&err);
         assert_eq!(api.status, 400);
         assert!(api.message.contains(&format!("`{param}`")), "{}", api.message);
     }
+}
+
+/// The same rule towards Gemini providers.
+#[test]
+fn parameters_gemini_cannot_express_are_refused_by_name() {
+    let to_gemini = pair(Inbound::OpenAiChat, ProviderKind::Gemini).unwrap();
+    let from_anthropic = pair(Inbound::Anthropic, ProviderKind::Gemini).unwrap();
+    let msgs = r#""messages":[{"role":"user","content":"hi"}]"#;
+    let url = r#"[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]"#;
+    let called = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}"#;
+    let image = r#"{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}}"#;
+    let result =
+        format!(r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t","content":[{image}]}}]}}"#);
+    let no_parallel = r#""tool_choice":{"type":"auto","disable_parallel_tool_use":true}"#;
+    let cases = [
+        (to_gemini, format!(r#"{{"model":"m",{msgs},"logit_bias":{{"1":2}}}}"#), "logit_bias"),
+        (to_gemini, format!(r#"{{"model":"m",{msgs},"user":"u-1"}}"#), "user"),
+        (to_gemini, format!(r#"{{"model":"m",{msgs},"parallel_tool_calls":false}}"#), "parallel_tool_calls"),
+        (to_gemini, format!(r#"{{"model":"m",{msgs},"reasoning_effort":"none"}}"#), "reasoning_effort"),
+        (
+            to_gemini,
+            format!(r#"{{"model":"m","messages":[{{"role":"user","content":{url}}}]}}"#),
+            "messages[0].content[0].image_url",
+        ),
+        (
+            from_anthropic,
+            format!(r#"{{"model":"m","max_tokens":5,"messages":[{called},{result}]}}"#),
+            "messages[1].content[0].content[0]",
+        ),
+        (from_anthropic, format!(r#"{{"model":"m","max_tokens":5,{msgs},{no_parallel}}}"#), "parallel_tool_calls"),
+    ];
+    assert_refused(&cases);
+}
+
+/// The same rule for Gemini clients: Google-only features are refused by their own names.
+#[test]
+fn gemini_parameters_without_a_counterpart_are_refused_by_name() {
+    let to_openai = pair(Inbound::Gemini, ProviderKind::OpenAi).unwrap();
+    let to_anthropic = pair(Inbound::Gemini, ProviderKind::Anthropic).unwrap();
+    let g = |extra: &str| format!(r#"{{"contents":[{{"role":"user","parts":[{{"text":"hi"}}]}}],{extra}}}"#);
+    let config = |c: &str| g(&format!(r#""generationConfig":{c}"#));
+    let calling = |f: &str| g(&format!(r#""toolConfig":{{"functionCallingConfig":{f}}}"#));
+    let part = |p: &str| format!(r#"{{"contents":[{{"parts":[{p}]}}]}}"#);
+    let pdf = r#"{"inlineData":{"mimeType":"application/pdf","data":"JVBERi0="}}"#;
+    let file = r#"{"fileData":{"mimeType":"image/png","fileUri":"https://generativelanguage.googleapis.com/v1beta/files/f1"}}"#;
+    let safety = r#""safetySettings":[{"category":"HARM_CATEGORY_HARASSMENT","threshold":"BLOCK_NONE"}]"#;
+    let names = "toolConfig.functionCallingConfig.allowedFunctionNames";
+    let cases = [
+        (to_openai, config(r#"{"topK":40}"#), "top_k"),
+        (to_openai, config(r#"{"thinkingConfig":{"thinkingBudget":1024}}"#), "thinking.budget_tokens"),
+        (to_openai, config(r#"{"candidateCount":2}"#), "generationConfig.candidateCount"),
+        (to_openai, g(safety), "safetySettings"),
+        (to_openai, g(r#""cachedContent":"cachedContents/abc123""#), "cachedContent"),
+        (to_openai, calling(r#"{"mode":"VALIDATED"}"#), "toolConfig.functionCallingConfig.mode"),
+        (to_openai, calling(r#"{"mode":"ANY","allowedFunctionNames":["a","b"]}"#), names),
+        (to_openai, part(pdf), "contents[0].parts[0].inlineData"),
+        (to_anthropic, part(file), "contents[0].parts[0].fileData"),
+        (to_anthropic, g(r#""tools":[{"googleSearch":{}}]"#), "tools[0].googleSearch"),
+        (to_anthropic, config(r#"{"seed":3}"#), "seed"),
+        (to_anthropic, config(r#"{"thinkingConfig":{"thinkingLevel":"HIGH"}}"#), "reasoning_effort"),
+        (to_anthropic, config(r#"{"responseMimeType":"text/x.enum"}"#), "generationConfig.responseMimeType"),
+        (to_anthropic, config(r#"{"responseModalities":["TEXT","IMAGE"]}"#), "generationConfig.responseModalities"),
+    ];
+    assert_refused(&cases);
 }
 
 #[test]
@@ -187,4 +278,21 @@ fn upstream_errors_are_carried_in_the_clients_envelope() {
     );
     let v: Value = serde_json::from_slice(&to_openai.error_body(502, b"<html>bad gateway</html>")).unwrap();
     assert_eq!(v["error"]["message"], "upstream answered 502: <html>bad gateway</html>");
+}
+
+/// Gemini clients get Google's envelope; Gemini's own errors are read like the others.
+#[test]
+fn gemini_errors_in_both_directions() {
+    let from_gemini = pair(Inbound::Gemini, ProviderKind::Anthropic).unwrap();
+    let anthropic_err = br#"{"type":"error","error":{"type":"rate_limit_error","message":"Slow down"}}"#;
+    let v: Value = serde_json::from_slice(&from_gemini.error_body(429, anthropic_err)).unwrap();
+    assert_eq!(v, serde_json::json!({"error": {"code": 429, "message": "Slow down", "status": "RESOURCE_EXHAUSTED"}}));
+    let to_gemini = pair(Inbound::OpenAiChat, ProviderKind::Gemini).unwrap();
+    let gemini_err = br#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",
+        "details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}"#;
+    let v: Value = serde_json::from_slice(&to_gemini.error_body(400, gemini_err)).unwrap();
+    assert_eq!(v["error"]["message"], "API key not valid. Please pass a valid API key.");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    let refusal = to_gemini.refusal(&TranslateError::Unsupported { param: "user".into() });
+    assert!(refusal.message.contains("gemini API"), "{}", refusal.message);
 }

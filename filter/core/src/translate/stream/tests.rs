@@ -13,11 +13,14 @@ fn pair_named(name: &str) -> Pair {
     let inbound = match client {
         "openai" => Inbound::OpenAiChat,
         "anthropic" => Inbound::Anthropic,
+        "gemini" => Inbound::Gemini,
+        "responses" => Inbound::Responses,
         other => panic!("{other}"),
     };
     let kind = match provider {
         "openai" => ProviderKind::OpenAi,
         "anthropic" => ProviderKind::Anthropic,
+        "gemini" => ProviderKind::Gemini,
         other => panic!("{other}"),
     };
     pair(inbound, kind).unwrap()
@@ -95,7 +98,7 @@ fn the_first_token_leaves_with_the_event_that_carries_it() {
 
 #[test]
 fn a_cut_stream_ends_with_an_error_not_a_done() {
-    for name in ["openai-to-anthropic", "anthropic-to-openai"] {
+    for name in ["openai-to-anthropic", "anthropic-to-openai", "responses-to-openai", "responses-to-anthropic"] {
         let (p, _, input, _) = cases().into_iter().find(|(p, ..)| *p == pair_named(name)).unwrap();
         // After the second event: content has started, nothing has finished.
         let first = input.windows(2).position(|w| w == b"\n\n").unwrap() + 2;
@@ -104,6 +107,9 @@ fn a_cut_stream_ends_with_an_error_not_a_done() {
         let out = String::from_utf8(run(p, &[cut])).unwrap();
         assert!(out.contains("ended before the answer was complete"), "{name}: {out}");
         assert!(!out.contains("[DONE]") && !out.contains("message_stop"), "{name}: {out}");
+        if name.starts_with("responses") {
+            assert!(!out.contains("response.completed") && out.contains("event: error"), "{name}: {out}");
+        }
     }
 }
 
