@@ -282,6 +282,9 @@ impl Stream {
             return Action::Continue;
         };
         let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
+        if api == Api::CountTokens {
+            return self.count_tokens(&config, &body);
+        }
         let ct = self.content_type.take();
         match route_request(&config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
             Ok(mut decision) => {
@@ -293,6 +296,17 @@ impl Stream {
                 self.model_requested = requested_model(&body, api);
                 self.reply_error(&e)
             }
+        }
+    }
+
+    /// `count_tokens`: answered here (an estimate), for a model the caller may use.
+    fn count_tokens(&mut self, config: &Config, body: &[u8]) -> Action {
+        match translate::count::estimate(body) {
+            Ok((model, tokens)) => match config.authorize(self.caller, &model) {
+                Ok(_) => self.reply(200, &translate::count::answer(tokens)),
+                Err(e) => self.reply_error(&e),
+            },
+            Err(e) => self.reply_error(&ApiError::bad_request(e.to_string())),
         }
     }
 
@@ -349,6 +363,7 @@ impl Stream {
 fn upstream_dialect(api: Api, translated_to: Option<Outbound>) -> UsageDialect {
     match (translated_to, api) {
         (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
+        (Some(Outbound::Gemini), _) | (None, Api::GenerateContent | Api::StreamGenerateContent) => UsageDialect::Gemini,
         _ => UsageDialect::OpenAi,
     }
 }

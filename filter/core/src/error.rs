@@ -84,6 +84,16 @@ impl ApiError {
         Self::new(413, "invalid_request_error", Some("request_too_large"), message)
     }
 
+    /// 501 for the Responses API's lifecycle calls (`GET`/`DELETE /v1/responses/{id}`,
+    /// `.../cancel`, `.../input_items`): responses are not stored by the gateway.
+    pub fn response_lifecycle_unsupported(method: &str, path: &str) -> Self {
+        let message = format!(
+            "{method} {path}: responses served through ferrogate are not stored, so they cannot be retrieved, \
+             listed, cancelled or deleted here"
+        );
+        Self::new(501, "invalid_request_error", Some("response_lifecycle_unsupported"), message)
+    }
+
     /// 503, e.g. no configuration snapshot yet.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "server_error", Some("service_unavailable"), message.into())

@@ -29,10 +29,19 @@ pub enum Api {
     AudioTranslations,
     /// `POST /v1/messages` (Anthropic Messages).
     Messages,
+    /// `POST /v1/messages/count_tokens`: answered here with an estimate
+    /// ([`crate::translate::count`]), never forwarded.
+    CountTokens,
+    /// `POST /v1beta/models/{model}:generateContent` (Gemini; the model is in the path).
+    GenerateContent,
+    /// `POST /v1beta/models/{model}:streamGenerateContent` (Gemini).
+    StreamGenerateContent,
+    /// `POST /v1/responses` (OpenAI Responses; stateless through the gateway).
+    Responses,
 }
 
 /// Every forwarded API, for path lookup.
-const APIS: [Api; 8] = [
+const APIS: [Api; 10] = [
     Api::ChatCompletions,
     Api::Completions,
     Api::Embeddings,
@@ -41,6 +50,8 @@ const APIS: [Api; 8] = [
     Api::AudioTranscriptions,
     Api::AudioTranslations,
     Api::Messages,
+    Api::CountTokens,
+    Api::Responses,
 ];
 
 impl Api {
@@ -55,6 +66,10 @@ impl Api {
             Api::AudioTranscriptions => "/v1/audio/transcriptions",
             Api::AudioTranslations => "/v1/audio/translations",
             Api::Messages => "/v1/messages",
+            Api::CountTokens => "/v1/messages/count_tokens",
+            Api::Responses => "/v1/responses",
+            // The model and method follow (see `paths::gemini_model`).
+            Api::GenerateContent | Api::StreamGenerateContent => "/v1beta/models",
         }
     }
 
@@ -63,6 +78,8 @@ impl Api {
         match self {
             Api::ChatCompletions => Some(Inbound::OpenAiChat),
             Api::Messages => Some(Inbound::Anthropic),
+            Api::GenerateContent | Api::StreamGenerateContent => Some(Inbound::Gemini),
+            Api::Responses => Some(Inbound::Responses),
             _ => None,
         }
     }
@@ -70,7 +87,10 @@ impl Api {
     /// Whether a provider of `kind` takes this API's bodies as they are.
     fn native_to(self, kind: ProviderKind) -> bool {
         match self {
-            Api::Messages => kind == ProviderKind::Anthropic,
+            Api::Messages | Api::CountTokens => kind == ProviderKind::Anthropic,
+            Api::GenerateContent | Api::StreamGenerateContent => kind == ProviderKind::Gemini,
+            // OpenAI itself serves the Responses API; other OpenAI-compatible servers get chat.
+            Api::Responses => kind == ProviderKind::OpenAi,
             _ => kind.speaks_openai(),
         }
     }
@@ -82,10 +102,30 @@ impl Api {
 
     /// Whether the response can carry token usage worth tracking (text generation).
     pub fn is_generation(self) -> bool {
-        matches!(self, Api::ChatCompletions | Api::Completions | Api::Messages)
+        matches!(
+            self,
+            Api::ChatCompletions
+                | Api::Completions
+                | Api::Messages
+                | Api::GenerateContent
+                | Api::StreamGenerateContent
+                | Api::Responses
+        )
+    }
+
+    /// Whether the model is named in the path rather than the body (Gemini).
+    pub fn model_in_path(self) -> bool {
+        matches!(self, Api::GenerateContent | Api::StreamGenerateContent)
     }
 
     fn from_path(path: &str) -> Option<Self> {
+        if let Some((_, method)) = paths::gemini_model(path) {
+            return match method {
+                "generateContent" => Some(Api::GenerateContent),
+                "streamGenerateContent" => Some(Api::StreamGenerateContent),
+                _ => None,
+            };
+        }
         APIS.into_iter().find(|a| a.path() == path)
     }
 }
@@ -115,6 +155,10 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
             Some(_) => Endpoint::Reject(ApiError::unknown_url(method, bare)),
             None => Endpoint::ListModels,
         };
+    }
+    if bare.starts_with("/v1/responses/") {
+        // Retrieving, deleting or cancelling a response needs state the gateway does not keep.
+        return Endpoint::Reject(ApiError::response_lifecycle_unsupported(method, bare));
     }
     match Api::from_path(bare) {
         Some(api) if method == "POST" => Endpoint::Forward(api),
@@ -161,8 +205,14 @@ pub fn route<'c>(
     body: &[u8],
     counter: u64,
 ) -> Result<RouteDecision<'c>, ApiError> {
-    let field = openai::find_model(body)?;
     let target = Decider { config, caller, api, path, counter, original: Some(body) };
+    if api.model_in_path() {
+        let bare = path.split_once('?').map_or(path, |(p, _)| p);
+        let (model, _) = paths::gemini_model(bare).ok_or_else(|| ApiError::unknown_url("POST", bare))?;
+        // The body names no model: nothing to rewrite in it.
+        return target.decide(model, |_| body.to_vec());
+    }
+    let field = openai::find_model(body)?;
     target.decide(field.value.as_ref(), |m| openai::rewrite_model(body, field.span.clone(), m))
 }
 
@@ -209,18 +259,33 @@ impl<'c> Decider<'c, '_> {
         let resolved = self.config.authorize(self.caller, requested)?;
         let (provider, upstream_model, endpoint) =
             upstream(self.config, resolved, self.counter).ok_or_else(|| ApiError::model_not_found(requested))?;
-        let (body, api_path, translation) = match self.plan(provider)? {
-            None => ((upstream_model != requested).then(|| rewrite(upstream_model)), self.api.path(), None),
+        let (body, path, translation) = match self.plan(provider)? {
+            None => {
+                let splice = upstream_model != requested && !self.api.model_in_path();
+                (
+                    splice.then(|| rewrite(upstream_model)),
+                    paths::verbatim(provider, self.api, upstream_model, self.path),
+                    None,
+                )
+            }
             Some(pair) => {
                 let original = self.original.unwrap_or_default();
-                let (body, ctx) = pair.request(original, upstream_model).map_err(|e| pair.refusal(&e))?;
-                (Some(body), pair.outbound.path(), Some((pair, ctx)))
+                let stream = self.api == Api::StreamGenerateContent;
+                if stream && !paths::is_sse(self.path) {
+                    let msg = "Translated streams are server-sent events: add ?alt=sse to streamGenerateContent.";
+                    return Err(ApiError::bad_request(msg));
+                }
+                let asked = if self.api.model_in_path() { requested } else { "" };
+                let (body, ctx) =
+                    pair.request_for_model(original, asked, stream, upstream_model).map_err(|e| pair.refusal(&e))?;
+                let api_path = pair.outbound.upstream_path(upstream_model, ctx.stream);
+                (Some(body), format!("{}{api_path}", provider.base_url.path_prefix), Some((pair, ctx)))
             }
         };
         Ok(RouteDecision {
             provider: &provider.name,
             authority: &provider.authority,
-            path: upstream_path(provider, api_path, self.path),
+            path,
             body,
             upstream_model: upstream_model.to_string(),
             endpoint,
@@ -303,13 +368,7 @@ fn pick_endpoint(provider: &Provider, counter: u64) -> Option<&str> {
     provider.endpoints.get(i).map(String::as_str)
 }
 
-fn upstream_path(provider: &Provider, api_path: &str, client_path: &str) -> String {
-    let prefix = &provider.base_url.path_prefix;
-    match client_path.split_once('?') {
-        Some((_, query)) => format!("{prefix}{api_path}?{query}"),
-        None => format!("{prefix}{api_path}"),
-    }
-}
+mod paths;
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@ providers:
   - { name: pool, kind: openai_compatible, base_url: "http://vllm:8000/prefix/", endpoints: ["10.0.0.1:8000", "10.0.0.2:8000"] }
   - { name: openai, kind: openai, base_url: "https://api.openai.com", api_key_env: OPENAI_API_KEY }
   - { name: anthropic, kind: anthropic, base_url: "https://api.anthropic.com", api_key_env: ANTHROPIC_API_KEY }
+  - { name: google, kind: gemini, base_url: "https://generativelanguage.googleapis.com", api_key_env: GEMINI_API_KEY }
 models:
   - { name: chat, targets: [{ provider: local, model: sim-small }] }
   - name: rr
@@ -21,6 +22,7 @@ models:
     targets: [{ provider: openai, model: a }, { provider: local, model: b }]
   - { name: claude, targets: [{ provider: anthropic, model: claude-x }] }
   - { name: same, targets: [{ provider: local, model: same }] }
+  - { name: gem, targets: [{ provider: google, model: gem-x }] }
 aliases: { default: chat }
 "#;
 
@@ -191,7 +193,7 @@ fn models_listing_in_open_mode() {
     let v: serde_json::Value = serde_json::from_slice(&crate::openai::models_list_for(&c, Caller::Open)).unwrap();
     assert_eq!(v["object"], "list");
     let ids: Vec<&str> = v["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["chat", "rr", "w", "first", "claude", "same", "default"]);
+    assert_eq!(ids, ["chat", "rr", "w", "first", "claude", "same", "gem", "default"]);
     assert_eq!(v["data"][0]["object"], "model");
     assert!(crate::openai::model_entry_for(&c, Caller::Open, "default").is_ok());
     assert_eq!(crate::openai::model_entry_for(&c, Caller::Open, "openai/gpt-4o").unwrap_err().status, 404);
@@ -253,4 +255,54 @@ Content-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\nContent-Typ
     .unwrap();
     assert_eq!(d.path, "/v1/images/generations");
     assert_eq!(d.body.as_deref(), Some(&br#"{"model":"sim-small"}"#[..]));
+}
+
+/// Gemini names the model and streaming in the path: verbatim to a Gemini provider (the
+/// client's `key` parameter removed), translated elsewhere, and other clients reach Gemini
+/// providers at the model's path.
+#[test]
+fn gemini_paths_route_by_the_model_in_them() {
+    let c: &'static Config = Box::leak(Box::new(config()));
+    let gemini =
+        |api: Api, path: &'static str, body: &'static str| route(c, Caller::Open, api, path, body.as_bytes(), 0);
+    let body = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
+    let d = gemini(Api::StreamGenerateContent, "/v1beta/models/gem:streamGenerateContent?key=secret&alt=sse", body)
+        .unwrap();
+    assert_eq!(d.path, "/v1beta/models/gem-x:streamGenerateContent?alt=sse");
+    assert_eq!((d.body, d.translation.is_none(), d.requested.as_str()), (None, true, "gem"));
+
+    let d = gemini(Api::GenerateContent, "/v1beta/models/claude:generateContent", body).unwrap();
+    assert_eq!(d.path, "/v1/messages");
+    let (_, ctx) = d.translation.unwrap();
+    assert_eq!((ctx.model.as_str(), ctx.stream), ("claude", false));
+    let e = gemini(Api::StreamGenerateContent, "/v1beta/models/claude:streamGenerateContent", body).unwrap_err();
+    assert!(e.message.contains("alt=sse"), "{}", e.message);
+    assert_eq!(gemini(Api::GenerateContent, "/v1beta/models/nope:generateContent", body).unwrap_err().status, 404);
+
+    let d = chat(c, r#"{"model":"gem","stream":true,"messages":[{"role":"user","content":"hi"}]}"#, 0).unwrap();
+    assert_eq!(d.path, "/v1beta/models/gem-x:streamGenerateContent?alt=sse");
+    assert!(classify("POST", "/v1beta/models/gem:generateContent") == Endpoint::Forward(Api::GenerateContent));
+}
+
+/// `/v1/responses` goes verbatim to OpenAI, translated to chat elsewhere; its lifecycle calls
+/// answer 501 (nothing is stored).
+#[test]
+fn responses_api_routes_and_lifecycle_is_501() {
+    let c: &'static Config = Box::leak(Box::new(config()));
+    let go = |model: &str| {
+        let body = Box::leak(format!(r#"{{"model":"{model}","input":"hi"}}"#).into_boxed_str());
+        route(c, Caller::Open, Api::Responses, "/v1/responses", body.as_bytes(), 0)
+    };
+    let d = go("openai/gpt-4o").unwrap();
+    assert_eq!((d.path.as_str(), d.translation.is_none()), ("/v1/responses", true));
+    let d = go("chat").unwrap();
+    assert_eq!(d.path, "/v1/chat/completions");
+    assert_eq!(d.translation.unwrap().0.inbound, Inbound::Responses);
+    assert_eq!(go("claude").unwrap().path, "/v1/messages");
+    for (method, path) in
+        [("GET", "/v1/responses/resp_1"), ("DELETE", "/v1/responses/resp_1"), ("POST", "/v1/responses/resp_1/cancel")]
+    {
+        let Endpoint::Reject(e) = classify(method, path) else { panic!("{method} {path}") };
+        assert_eq!((e.status, e.code), (501, Some("response_lifecycle_unsupported")));
+    }
 }

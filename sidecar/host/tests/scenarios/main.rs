@@ -15,3 +15,4 @@ mod properties;
 mod shared_state;
 mod snapshot_feed;
 mod translation;
+mod translation_gemini;

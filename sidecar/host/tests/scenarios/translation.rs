@@ -228,3 +228,26 @@ fn a_stream_is_translated_as_it_flows() {
     assert_eq!((record["prompt_tokens"].as_u64(), record["completion_tokens"].as_u64()), (Some(7), Some(2)));
     assert_eq!(record["streamed"], true);
 }
+
+/// `count_tokens` is answered by the gateway (an estimate) for a model the caller may use.
+#[test]
+fn count_tokens_is_estimated_locally() {
+    let (_rt, mut vm) = vm();
+    let s = new_stream(&mut vm);
+    vm.request_headers(s, req("POST", "/v1/messages/count_tokens", &[("content-type", "application/json")]), false)
+        .unwrap();
+    let body = r#"{"model":"claude","messages":[{"role":"user","content":"Hello, world"}]}"#;
+    vm.request_data(s, body.as_bytes(), true).unwrap();
+    let events = vm.take_events(s);
+    assert!(!events.iter().any(|e| matches!(e, StreamEvent::RequestHeaders { .. })), "nothing goes upstream");
+    assert_eq!(header(response_headers(&events), ":status"), "200");
+    let got: Value = serde_json::from_slice(&response_body(&events)).unwrap();
+    assert_eq!(got, json!({"input_tokens": 6}));
+    let s = new_stream(&mut vm);
+    vm.request_headers(s, req("POST", "/v1/messages/count_tokens", &[]), false).unwrap();
+    vm.request_data(s, br#"{"model":"nope","messages":[]}"#, true).unwrap();
+    let events = vm.take_events(s);
+    assert_eq!(header(response_headers(&events), ":status"), "404");
+    let got: Value = serde_json::from_slice(&response_body(&events)).unwrap();
+    assert_eq!(got["type"], "error", "in the Anthropic envelope");
+}
