@@ -3,7 +3,7 @@
 //! usage records on the shared queue, and the injected usage chunk hidden from the client.
 
 use crate::common::*;
-use ferrogate_host::{PluginSpec, Runtime, StreamEvent, Vm};
+use ferrogate_host::{Runtime, StreamEvent, Vm};
 
 const CONFIG: &str = r#"{"config":{
   "providers":[{"name":"local","kind":"openai_compatible","base_url":"http://127.0.0.1:8000"}],
@@ -21,17 +21,7 @@ const CONFIG: &str = r#"{"config":{
   "max_body_bytes":4096}"#;
 
 fn keyed_vm(config: &str) -> (Runtime, Vm) {
-    let spec = PluginSpec {
-        name: "ferrogate".into(),
-        root_id: "ferrogate".into(),
-        vm_id: "ferrogate".into(),
-        configuration: config.as_bytes().to_vec(),
-        allow_on_headers_stop_iteration: true,
-        ..PluginSpec::default()
-    };
-    let rt = Runtime::new(crate::ferrogate_filter::filter_wasm(), spec).expect("runtime");
-    let vm = rt.new_vm(0).expect("vm");
-    (rt, vm)
+    crate::ferrogate_filter::vm_with(config)
 }
 
 /// Runs a POST with `key` (as `Authorization: Bearer`) and returns the events.

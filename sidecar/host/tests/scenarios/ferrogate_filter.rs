@@ -33,11 +33,16 @@ const CONFIG: &str = r#"{"config":{
   "max_body_bytes":4096}"#;
 
 fn filter_vm() -> (Runtime, Vm) {
+    vm_with(CONFIG)
+}
+
+/// A runtime of the real filter with plugin configuration `config`, and its first VM.
+pub fn vm_with(config: &str) -> (Runtime, Vm) {
     let spec = PluginSpec {
         name: "ferrogate".into(),
         root_id: "ferrogate".into(),
         vm_id: "ferrogate".into(),
-        configuration: CONFIG.as_bytes().to_vec(),
+        configuration: config.as_bytes().to_vec(),
         allow_on_headers_stop_iteration: true,
         ..PluginSpec::default()
     };

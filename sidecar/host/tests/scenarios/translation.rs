@@ -5,7 +5,7 @@
 //! refusals that are said rather than attempted.
 
 use crate::common::*;
-use ferrogate_host::{Headers, PluginSpec, Runtime, StreamEvent, Vm};
+use ferrogate_host::{Headers, Runtime, StreamEvent, Vm};
 use serde_json::{json, Value};
 
 const CONFIG: &str = r#"{"config":{
@@ -19,21 +19,11 @@ const CONFIG: &str = r#"{"config":{
   "max_body_bytes":65536}"#;
 
 fn vm() -> (Runtime, Vm) {
-    let spec = PluginSpec {
-        name: "ferrogate".into(),
-        root_id: "ferrogate".into(),
-        vm_id: "ferrogate".into(),
-        configuration: CONFIG.as_bytes().to_vec(),
-        allow_on_headers_stop_iteration: true,
-        ..PluginSpec::default()
-    };
-    let rt = Runtime::new(crate::ferrogate_filter::filter_wasm(), spec).expect("runtime");
-    let vm = rt.new_vm(0).expect("vm");
-    (rt, vm)
+    crate::ferrogate_filter::vm_with(CONFIG)
 }
 
 /// Sends a request; returns the stream and what went upstream (headers, body).
-fn send(vm: &mut Vm, path: &str, body: &str) -> (u32, Headers, Vec<u8>) {
+pub fn send(vm: &mut Vm, path: &str, body: &str) -> (u32, Headers, Vec<u8>) {
     let s = new_stream(vm);
     let head = req("POST", path, &[("content-type", "application/json"), ("x-api-key", "client-key")]);
     vm.request_headers(s, head, false).unwrap();
@@ -64,7 +54,8 @@ fn answer(vm: &mut Vm, s: u32, status: &str, body: &str) -> (Headers, Vec<u8>) {
     (response_headers(&events).clone(), response_body(&events))
 }
 
-fn usage_record(rt: &Runtime, vm: &mut Vm, s: u32) -> Value {
+/// Ends the stream and returns its usage record (logged by the root: no sidecar here).
+pub fn usage_record(rt: &Runtime, vm: &mut Vm, s: u32) -> Value {
     vm.finish_stream(s, false);
     assert!(rt.shared().take_from_queue("ferrogate", "ferrogate.usage").is_none());
     vm.on_tick().unwrap();

@@ -4,7 +4,8 @@
 //! Gemini provider.
 
 use crate::common::*;
-use ferrogate_host::{Headers, PluginSpec, Runtime, StreamEvent, Vm};
+use crate::translation::{send, usage_record};
+use ferrogate_host::{Runtime, Vm};
 use serde_json::{json, Value};
 
 const CONFIG: &str = r#"{"config":{
@@ -17,41 +18,7 @@ const CONFIG: &str = r#"{"config":{
   "max_body_bytes":65536}"#;
 
 fn vm() -> (Runtime, Vm) {
-    let spec = PluginSpec {
-        name: "ferrogate".into(),
-        root_id: "ferrogate".into(),
-        vm_id: "ferrogate".into(),
-        configuration: CONFIG.as_bytes().to_vec(),
-        allow_on_headers_stop_iteration: true,
-        ..PluginSpec::default()
-    };
-    let rt = Runtime::new(crate::ferrogate_filter::filter_wasm(), spec).expect("runtime");
-    let vm = rt.new_vm(0).expect("vm");
-    (rt, vm)
-}
-
-fn send(vm: &mut Vm, path: &str, body: &str) -> (u32, Headers, Vec<u8>) {
-    let s = new_stream(vm);
-    vm.request_headers(s, req("POST", path, &[("content-type", "application/json")]), false).unwrap();
-    vm.request_data(s, body.as_bytes(), true).unwrap();
-    let events = vm.take_events(s);
-    let headers = events
-        .iter()
-        .find_map(|e| match e {
-            StreamEvent::RequestHeaders { headers, .. } => Some(headers.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("nothing went upstream: {events:?}"));
-    (s, headers, request_body(&events))
-}
-
-fn record(rt: &Runtime, vm: &mut Vm, s: u32) -> Value {
-    vm.finish_stream(s, false);
-    assert!(rt.shared().take_from_queue("ferrogate", "ferrogate.usage").is_none());
-    vm.on_tick().unwrap();
-    let logs = vm.take_logs();
-    let line = logs.iter().find_map(|(_, m)| m.strip_prefix("usage ")).unwrap_or_else(|| panic!("{logs:?}"));
-    serde_json::from_str(line).unwrap()
+    crate::ferrogate_filter::vm_with(CONFIG)
 }
 
 const GEMINI_BODY: &str = r#"{"contents":[{"role":"user","parts":[{"text":"Why is the sky blue?"}]}],"generationConfig":{"maxOutputTokens":50}}"#;
@@ -68,7 +35,7 @@ fn a_gemini_client_reaches_a_gemini_provider_verbatim() {
     vm.response_headers(s, resp("200", &[("content-type", "application/json")]), false).unwrap();
     vm.response_data(s, answer.as_bytes(), true).unwrap();
     assert_eq!(response_body(&vm.take_events(s)), answer.as_bytes());
-    let r = record(&rt, &mut vm, s);
+    let r = usage_record(&rt, &mut vm, s);
     assert_eq!((r["prompt_tokens"].as_u64(), r["completion_tokens"].as_u64()), (Some(6), Some(3)));
     assert_eq!(r["model_requested"], "gem");
 }
@@ -90,7 +57,7 @@ fn a_gemini_client_is_served_by_an_openai_compatible_provider() {
     assert_eq!(got["candidates"][0]["content"]["parts"][0]["text"], "Scattering.");
     assert_eq!(got["candidates"][0]["finishReason"], "STOP");
     assert_eq!(got["usageMetadata"]["promptTokenCount"], 6);
-    assert_eq!(record(&rt, &mut vm, s)["completion_tokens"], 2);
+    assert_eq!(usage_record(&rt, &mut vm, s)["completion_tokens"], 2);
 }
 
 #[test]
@@ -117,6 +84,6 @@ fn an_openai_client_streams_from_a_gemini_provider() {
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_string))
         .collect();
     assert_eq!(text, "Hello");
-    let r = record(&rt, &mut vm, s);
+    let r = usage_record(&rt, &mut vm, s);
     assert_eq!((r["prompt_tokens"].as_u64(), r["completion_tokens"].as_u64()), (Some(4), Some(2)));
 }
