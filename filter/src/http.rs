@@ -10,6 +10,7 @@
 //! only from callbacks that run while the headers are paused, and untrusted values are read
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
+mod dialects;
 mod head;
 mod report;
 mod response;
@@ -299,20 +300,9 @@ impl Stream {
         }
     }
 
-    /// `count_tokens`: answered here (an estimate), for a model the caller may use.
-    fn count_tokens(&mut self, config: &Config, body: &[u8]) -> Action {
-        match translate::count::estimate(body) {
-            Ok((model, tokens)) => match config.authorize(self.caller, &model) {
-                Ok(_) => self.reply(200, &translate::count::answer(tokens)),
-                Err(e) => self.reply_error(&e),
-            },
-            Err(e) => self.reply_error(&ApiError::bad_request(e.to_string())),
-        }
-    }
-
     fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], mut d: RouteDecision<'_>) {
         let mut new_body = d.body.take();
-        self.usage_dialect = upstream_dialect(api, d.translation.as_ref().map(|(p, _)| p.outbound));
+        self.usage_dialect = dialects::upstream_dialect(api, d.translation.as_ref().map(|(p, _)| p.outbound));
         if d.translation.is_none() && matches!(api, Api::ChatCompletions | Api::Completions) {
             // Ask for usage on streams so every request is accounted; the client that did not
             // ask never sees the extra chunk.
@@ -356,15 +346,6 @@ impl Stream {
         log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
         self.translation = d.translation.take();
         self.routed = Some(Routed { provider: d.provider.to_string(), upstream_model: d.upstream_model });
-    }
-}
-
-/// The dialect the upstream answers in.
-fn upstream_dialect(api: Api, translated_to: Option<Outbound>) -> UsageDialect {
-    match (translated_to, api) {
-        (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
-        (Some(Outbound::Gemini), _) | (None, Api::GenerateContent | Api::StreamGenerateContent) => UsageDialect::Gemini,
-        _ => UsageDialect::OpenAi,
     }
 }
 
