@@ -38,13 +38,23 @@ fn cases(kind: &str) -> Vec<(Pair, String, Vec<u8>, Value)> {
         for file in std::fs::read_dir(&pair_dir).unwrap() {
             let path = file.unwrap().path();
             let Some(case) = path.file_name().unwrap().to_str().unwrap().strip_suffix(".in.json") else { continue };
-            let expected = std::fs::read(pair_dir.join(format!("{case}.out.json"))).unwrap();
-            let expected: Value = serde_json::from_slice(&expected).unwrap();
+            let out_path = pair_dir.join(format!("{case}.out.json"));
+            // `BLESS=1` writes a missing expected file from the current output (review it).
+            let expected = std::fs::read(&out_path).unwrap_or_default();
+            let expected: Value = serde_json::from_slice(&expected).unwrap_or(Value::Null);
             out.push((pair, format!("{}/{case}", pair_dir.display()), std::fs::read(&path).unwrap(), expected));
         }
     }
     assert!(out.len() >= 4, "golden cases of {kind} missing");
     out
+}
+
+/// Under `BLESS=1`, writes `got` as the expected output of a case that has none yet.
+fn bless(case: &str, got: &Value, expected: &Value) {
+    if std::env::var_os("BLESS").is_some() && expected.is_null() {
+        let text = serde_json::to_string_pretty(got).unwrap() + "\n";
+        std::fs::write(format!("{case}.out.json"), text).unwrap();
+    }
 }
 
 fn upstream_model(p: Pair) -> &'static str {
@@ -67,6 +77,7 @@ fn golden_requests() {
         };
         let (body, ctx) = translated.unwrap_or_else(|e| panic!("{case}: {e}"));
         let got: Value = serde_json::from_slice(&body).unwrap();
+        bless(&case, &got, &expected);
         assert_eq!(got, expected, "{case}:\n{}", serde_json::to_string_pretty(&got).unwrap());
         let asked: Value = serde_json::from_slice(&input).unwrap();
         let asked = asked.get("model").cloned().unwrap_or_else(|| GEMINI_ASKED.into());
@@ -86,6 +97,7 @@ fn golden_responses() {
         let ctx = Context { model: model.into(), ..Context::default() };
         let body = pair.response(&input, &ctx, 1_700_000_000).unwrap_or_else(|e| panic!("{case}: {e}"));
         let got: Value = serde_json::from_slice(&body).unwrap();
+        bless(&case, &got, &expected);
         assert_eq!(got, expected, "{case}:\n{}", serde_json::to_string_pretty(&got).unwrap());
     }
 }
