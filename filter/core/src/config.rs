@@ -175,17 +175,17 @@ pub struct Model {
 /// Limits; `None` means unlimited.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Limits {
-    /// Requests per UTC minute.
+    /// Requests per minute (sliding 60 s).
     pub requests_per_minute: Option<u64>,
-    /// Requests per UTC day.
+    /// Requests per day (sliding 24 h).
     pub requests_per_day: Option<u64>,
-    /// Tokens per UTC minute.
+    /// Tokens per minute (sliding 60 s).
     pub tokens_per_minute: Option<u64>,
-    /// Tokens per UTC day.
+    /// Tokens per day (sliding 24 h).
     pub tokens_per_day: Option<u64>,
     /// Tokens per UTC calendar month.
     pub tokens_per_month: Option<u64>,
-    /// USD per UTC day.
+    /// USD per day (sliding 24 h).
     pub cost_usd_per_day: Option<f64>,
     /// USD per UTC calendar month.
     pub cost_usd_per_month: Option<f64>,
@@ -276,6 +276,10 @@ pub struct Config {
     pub store: Store,
     /// Environment variable with the Redis URL, when Redis is configured.
     pub redis_url_env: Option<String>,
+    /// Org-wide default limits.
+    pub limits: Limits,
+    /// Limits flattened per key ([`crate::limits`]).
+    pub limit_plans: crate::limits::Plans,
     provider_index: BTreeMap<String, usize>,
     model_index: BTreeMap<String, usize>,
     /// Raw SHA-256 of each key → index into `keys`, built once at validation so

@@ -9,6 +9,7 @@ pub mod error;
 pub mod grants;
 pub mod header_map;
 pub mod headers;
+pub mod limits;
 pub mod multipart;
 pub mod openai;
 pub mod plugin;

@@ -146,3 +146,52 @@ fn counter_sees_allocations() {
     });
     assert!(n >= 1, "{n}");
 }
+
+/// Counters in a fixed array, like shared data seen from the filter: updating one allocates
+/// nothing, so the count below is the admission logic's own.
+struct ArrayStore {
+    keys: [&'static str; 8],
+    counters: [ferrogate_core::limits::Counter; 8],
+}
+
+impl ferrogate_core::limits::CounterStore for ArrayStore {
+    fn update<E>(
+        &mut self,
+        key: &str,
+        f: &mut dyn FnMut(&mut ferrogate_core::limits::Counter) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let i = self.keys.iter().position(|k| *k == key).unwrap_or(0);
+        let mut c = self.counters[i];
+        f(&mut c)?;
+        self.counters[i] = c;
+        Ok(())
+    }
+}
+
+/// Admission (reserve on every limit, or on none) and settlement allocate nothing.
+#[test]
+fn limit_admission_does_not_allocate() -> Result<(), Box<dyn std::error::Error>> {
+    use ferrogate_core::limits::{admit, Amounts};
+    let yaml = r#"
+providers: [{ name: p, kind: openai, base_url: "http://h" }]
+models: [{ name: m, targets: [{ provider: p, model: x }] }]
+limits: { requests_per_day: 1000000 }
+groups: [{ name: team, models: ["*"], limits: { tokens_per_minute: 100000000, cost_usd_per_month: 1000 } }]
+keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", groups: [team], limits: { requests_per_minute: 1000000 } }]
+"#;
+    let config = Config::try_from(serde_yaml::from_str::<RawConfig>(yaml)?)?;
+    let plan = config.limit_plans.for_key(Some(0));
+    let keys: Vec<&'static str> = plan.iter().map(|s| &*Box::leak(s.counter.clone().into_boxed_str())).collect();
+    let mut store = ArrayStore { keys: [""; 8], counters: Default::default() };
+    store.keys[..keys.len()].copy_from_slice(&keys);
+    let amounts = Amounts { tokens: 500, micro_usd: Some(30) };
+    let n = allocations_in(|| {
+        for i in 0..100u64 {
+            let r = admit(plan, amounts, 1_000_000 + i, &mut store).expect("room");
+            r.settle(plan, Amounts { tokens: 20, micro_usd: Some(3) }, 1_000_500 + i, &mut store);
+        }
+    });
+    assert_eq!(n, 0, "admission and settlement allocated {n} times");
+    assert_eq!(store.counters[0].current, 100, "every request counted");
+    Ok(())
+}

@@ -38,6 +38,9 @@ pub struct RawConfig {
     /// Optional Redis for cross-replica limits and reload notifications.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<RawRedis>,
+    /// Org-wide default limits, checked for every request on top of its key's and groups'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RawLimits>,
 }
 
 /// One upstream provider.
@@ -133,22 +136,22 @@ pub struct RawKey {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
-    /// Requests per UTC minute.
+    /// Requests per minute (sliding 60 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u64>,
-    /// Requests per UTC day.
+    /// Requests per day (sliding 24 h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_day: Option<u64>,
-    /// Input + output tokens per UTC minute.
+    /// Input + output tokens per minute (sliding 60 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_minute: Option<u64>,
-    /// Input + output tokens per UTC day.
+    /// Input + output tokens per day (sliding 24 h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_day: Option<u64>,
     /// Input + output tokens per UTC calendar month.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_month: Option<u64>,
-    /// USD per UTC day.
+    /// USD per day (sliding 24 h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd_per_day: Option<f64>,
     /// USD per UTC calendar month.

@@ -65,6 +65,7 @@ impl TryFrom<RawConfig> for Config {
         let (keys, digest_index) = keys(&raw.keys, &group_index, &refs, &mut p);
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
+        let org_limits = limits("limits", raw.limits.as_ref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
         if let Some(var) = &redis_url_env {
             p.check("redis.url_env", syntax::check_env_name(var));
@@ -81,6 +82,8 @@ impl TryFrom<RawConfig> for Config {
             pricing,
             store,
             redis_url_env,
+            limits: org_limits,
+            limit_plans: Default::default(),
             provider_index,
             model_index,
             digest_index,
@@ -88,6 +91,7 @@ impl TryFrom<RawConfig> for Config {
         };
         // Derived indexes need the validated, cross-referenced config, so they come last.
         config.grants = crate::grants::flatten(&config);
+        config.limit_plans = crate::limits::build_plans(&config);
         Ok(config)
     }
 }

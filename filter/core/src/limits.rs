@@ -1,0 +1,139 @@
+//! Request, token and USD limits: which counters a request is checked against, reserving
+//! before admission and settling after, with the counters kept wherever the caller keeps them
+//! (proxy-wasm shared data in the filter, so every worker VM of a proxy counts together).
+//!
+//! A request is checked against its key's limits, each of its groups' limits and the
+//! org-wide `limits:`; every counter must have room (so the most restrictive wins). Admission
+//! reserves `1` request, the estimated prompt tokens plus the completion allowance, and their
+//! price in micro-USD; when the response ends, [`Reservation::settle`] replaces the reserved
+//! tokens and cost with what was used. Over a request or token limit the answer is 429 with
+//! `Retry-After`; over a USD budget, 402. The window rules are in [`window`].
+//!
+//! Checking allocates nothing: the plans are built with the configuration, and counters are
+//! updated in place through [`CounterStore`].
+
+mod plan;
+mod window;
+
+pub use plan::{build_plans, LimitSpec, Metric, Plans, Scope};
+pub use window::{Counter, Window, COUNTER_BYTES};
+
+/// Where counters live. `update` runs `f` on the counter under `key` and stores the result
+/// atomically with respect to other updaters (the filter retries a CAS until it sticks).
+pub trait CounterStore {
+    /// Applies `f` to the counter at `key`; when `f` fails nothing is stored.
+    fn update<E>(&mut self, key: &str, f: &mut dyn FnMut(&mut Counter) -> Result<(), E>) -> Result<(), E>;
+}
+
+/// What one request asks of its limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Amounts {
+    /// Estimated prompt tokens plus the completion allowance.
+    pub tokens: u64,
+    /// Their price; `None` when the model has no price.
+    pub micro_usd: Option<u64>,
+}
+
+impl Amounts {
+    fn of(self, metric: Metric) -> u64 {
+        match metric {
+            Metric::Requests => 1,
+            Metric::Tokens => self.tokens,
+            Metric::MicroUsd => self.micro_usd.unwrap_or(0),
+        }
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// The limit that had no room.
+    pub spec: usize,
+    /// What it counts.
+    pub metric: Metric,
+    /// Seconds until the request would fit (`None`: it never fits in that window).
+    pub retry_after_secs: Option<u64>,
+}
+
+impl Refusal {
+    /// 402 for a spent budget, 429 for a rate.
+    pub fn status(&self) -> u16 {
+        if self.metric == Metric::MicroUsd {
+            402
+        } else {
+            429
+        }
+    }
+}
+
+/// The amounts a request holds on its counters until it ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reservation {
+    /// What was reserved.
+    pub amounts: Amounts,
+}
+
+/// Reserves `amounts` on every spec of `specs`, or on none: at the first counter without room
+/// the ones already taken are given back and the refusal says which limit it was.
+/// Specs of a budget whose model has no price are skipped (the caller applies its policy).
+pub fn admit(
+    specs: &[LimitSpec],
+    amounts: Amounts,
+    now_ms: u64,
+    store: &mut impl CounterStore,
+) -> Result<Reservation, Refusal> {
+    for (i, spec) in specs.iter().enumerate() {
+        if spec.metric == Metric::MicroUsd && amounts.micro_usd.is_none() {
+            continue;
+        }
+        let amount = amounts.of(spec.metric);
+        let taken = store.update(&spec.counter, &mut |c| c.try_add(spec.window, now_ms, amount, spec.limit));
+        if let Err(wait) = taken {
+            release(specs.get(..i).unwrap_or_default(), amounts, now_ms, store);
+            let retry_after_secs = wait.map(|ms| ms.div_ceil(1000));
+            return Err(Refusal { spec: i, metric: spec.metric, retry_after_secs });
+        }
+    }
+    Ok(Reservation { amounts })
+}
+
+/// Gives back what [`admit`] took on `specs`.
+fn release(specs: &[LimitSpec], amounts: Amounts, now_ms: u64, store: &mut impl CounterStore) {
+    for spec in specs {
+        if spec.metric == Metric::MicroUsd && amounts.micro_usd.is_none() {
+            continue;
+        }
+        let delta = -i64::try_from(amounts.of(spec.metric)).unwrap_or(i64::MAX);
+        let _ = store.update::<()>(&spec.counter, &mut |c| {
+            c.adjust(spec.window, now_ms, delta);
+            Ok(())
+        });
+    }
+}
+
+impl Reservation {
+    /// Replaces the reserved tokens and cost with what the request `used` (on success, error
+    /// and client disconnect alike). Requests stay counted.
+    pub fn settle(&self, specs: &[LimitSpec], used: Amounts, now_ms: u64, store: &mut impl CounterStore) {
+        for spec in specs {
+            let (reserved, actual) = match spec.metric {
+                Metric::Requests => continue,
+                Metric::Tokens => (self.amounts.tokens, used.tokens),
+                Metric::MicroUsd => match self.amounts.micro_usd {
+                    None => continue,
+                    Some(r) => (r, used.micro_usd.unwrap_or(0)),
+                },
+            };
+            let delta = i64::try_from(actual).unwrap_or(i64::MAX) - i64::try_from(reserved).unwrap_or(i64::MAX);
+            if delta != 0 {
+                let _ = store.update::<()>(&spec.counter, &mut |c| {
+                    c.adjust(spec.window, now_ms, delta);
+                    Ok(())
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

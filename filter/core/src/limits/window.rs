@@ -1,0 +1,183 @@
+//! One limit counter and its window rule.
+//!
+//! - **Minute and day windows slide.** Each counter keeps the current fixed bucket (60 s or
+//!   86,400 s, aligned to the Unix epoch) and the previous one, and counts
+//!   `current + previous × (time left of the previous bucket's share)`: the usual sliding-window
+//!   counter, which assumes the previous bucket's traffic was spread evenly. It never lets more
+//!   than the limit through in any window aligned to a bucket, and at most twice the limit in the
+//!   worst-placed 60 s (a burst at the end of one bucket and another at the start of the next),
+//!   against 2× for plain fixed windows at every boundary.
+//! - **Month windows are UTC calendar months** (billing months): the count resets on the 1st
+//!   at 00:00 UTC.
+//!
+//! A counter is 24 bytes (bucket number, current, previous; little-endian), the form it has in
+//! proxy-wasm shared data, so every worker VM of a proxy shares it through CAS. Everything here
+//! is arithmetic on integers: no allocation, no clock (time is passed in, in milliseconds).
+
+/// The span a limit is counted over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Window {
+    /// Sliding 60 s.
+    Minute,
+    /// Sliding 24 h.
+    Day,
+    /// The UTC calendar month.
+    Month,
+}
+
+impl Window {
+    /// Short name used in counter keys and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Window::Minute => "minute",
+            Window::Day => "day",
+            Window::Month => "month",
+        }
+    }
+
+    fn bucket_ms(self) -> u64 {
+        match self {
+            Window::Minute => 60_000,
+            Window::Day => 86_400_000,
+            Window::Month => 0,
+        }
+    }
+
+    /// The bucket `now_ms` falls in: a bucket count, or for months `year × 12 + month`.
+    fn bucket(self, now_ms: u64) -> u64 {
+        match self {
+            Window::Month => month_index(now_ms / 86_400_000),
+            w => now_ms / w.bucket_ms(),
+        }
+    }
+}
+
+/// Months since year 0 of the UTC day `days` after the epoch (civil calendar).
+fn month_index(days: u64) -> u64 {
+    // Howard Hinnant's civil_from_days, for days >= 0.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    year * 12 + (month - 1)
+}
+
+/// Milliseconds from `now_ms` to the start of the next UTC month.
+fn ms_to_next_month(now_ms: u64) -> u64 {
+    let this = month_index(now_ms / 86_400_000);
+    // Months are 28-31 days: step a day at a time from 28 days ahead at most 4 times.
+    let mut day = now_ms / 86_400_000 + 1;
+    while month_index(day) == this {
+        day += 1;
+    }
+    (day * 86_400_000).saturating_sub(now_ms)
+}
+
+/// A counter's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counter {
+    /// The bucket `current` belongs to.
+    pub bucket: u64,
+    /// Amount counted in that bucket.
+    pub current: u64,
+    /// Amount counted in the bucket before it.
+    pub previous: u64,
+}
+
+/// Bytes of an encoded [`Counter`].
+pub const COUNTER_BYTES: usize = 24;
+
+impl Counter {
+    /// Decodes shared-data bytes; anything that is not a counter reads as empty.
+    pub fn decode(bytes: &[u8]) -> Counter {
+        let word = |i: usize| bytes.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+        if bytes.len() != COUNTER_BYTES {
+            return Counter::default();
+        }
+        Counter { bucket: word(0), current: word(1), previous: word(2) }
+    }
+
+    /// The shared-data form.
+    pub fn encode(&self) -> [u8; COUNTER_BYTES] {
+        let mut out = [0u8; COUNTER_BYTES];
+        for (i, w) in [self.bucket, self.current, self.previous].into_iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// Moves the counter to the bucket of `now_ms`.
+    fn roll(&mut self, window: Window, now_ms: u64) {
+        let bucket = window.bucket(now_ms);
+        if bucket == self.bucket {
+            return;
+        }
+        self.previous = if bucket == self.bucket + 1 { self.current } else { 0 };
+        self.current = 0;
+        self.bucket = bucket;
+    }
+
+    /// The amount counted in the window ending at `now_ms`.
+    pub fn used(&self, window: Window, now_ms: u64) -> u64 {
+        let mut c = *self;
+        c.roll(window, now_ms);
+        c.current.saturating_add(previous_share(&c, window, now_ms))
+    }
+
+    /// Counts `amount` if the window then holds at most `limit`; otherwise the wait, in
+    /// milliseconds, until it would fit (`None`: it never fits, `amount > limit`).
+    pub fn try_add(&mut self, window: Window, now_ms: u64, amount: u64, limit: u64) -> Result<(), Option<u64>> {
+        self.roll(window, now_ms);
+        let used = self.current.saturating_add(previous_share(self, window, now_ms));
+        if used.saturating_add(amount) <= limit {
+            self.current = self.current.saturating_add(amount);
+            return Ok(());
+        }
+        Err((amount <= limit).then(|| wait_ms(self, window, now_ms, amount, limit)))
+    }
+
+    /// Corrects the current bucket by `delta` (a reservation replaced by what was used); a
+    /// counter that has moved on to a later bucket keeps the correction in `current` anyway.
+    pub fn adjust(&mut self, window: Window, now_ms: u64, delta: i64) {
+        self.roll(window, now_ms);
+        self.current = self.current.saturating_add_signed(delta);
+    }
+}
+
+/// The previous bucket's weight at `now_ms`: its count times the share of it still inside the
+/// sliding window (months do not slide).
+fn previous_share(c: &Counter, window: Window, now_ms: u64) -> u64 {
+    let len = window.bucket_ms();
+    if len == 0 || c.previous == 0 {
+        return 0;
+    }
+    let left = len - now_ms % len;
+    // Rounded up: the share counts against the caller, never for it.
+    u64::try_from((u128::from(c.previous) * u128::from(left)).div_ceil(u128::from(len))).unwrap_or(u64::MAX)
+}
+
+/// How long until `amount` fits under `limit`, given the counter at `now_ms` (already rolled).
+fn wait_ms(c: &Counter, window: Window, now_ms: u64, amount: u64, limit: u64) -> u64 {
+    let len = window.bucket_ms();
+    if len == 0 {
+        return ms_to_next_month(now_ms);
+    }
+    let elapsed = now_ms % len;
+    let room = limit - amount;
+    if c.current <= room {
+        // The previous bucket's share must shrink to `room - current`.
+        let allowed = u128::from(room - c.current);
+        let prev = u128::from(c.previous.max(1));
+        let left_needed = allowed * u128::from(len) / prev;
+        let left_now = u128::from(len - elapsed);
+        return u64::try_from(left_now.saturating_sub(left_needed)).unwrap_or(len).max(1);
+    }
+    // The current bucket must become the previous one and then decay to `room`.
+    let cur = u128::from(c.current);
+    let left_needed = u128::from(room) * u128::from(len) / cur;
+    (len - elapsed).saturating_add(u64::try_from(u128::from(len) - left_needed).unwrap_or(len)).max(1)
+}
