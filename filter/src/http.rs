@@ -10,6 +10,7 @@
 //! only from callbacks that run while the headers are paused, and untrusted values are read
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
+mod admission;
 mod dialects;
 mod head;
 mod report;
@@ -22,6 +23,7 @@ use ferrogate_core::auth::{extract_key, Caller, KeyMemo};
 use ferrogate_core::config::Config;
 use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
+use ferrogate_core::limits::Reservation;
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
@@ -109,6 +111,8 @@ pub(crate) struct Stream {
     hide_usage: bool,
     /// The provider speaks another dialect: its answer is buffered and translated back.
     translation: Option<(Pair, translate::Context)>,
+    /// What the request holds on its limits until it ends.
+    reservation: Option<Reservation>,
     /// Set while a translated stream flows.
     stream_translator: Option<StreamTranslator>,
     /// The dialect of the upstream's answer, for the usage tracker.
@@ -146,6 +150,7 @@ impl Stream {
             hide_usage: false,
             translation: None,
             stream_translator: None,
+            reservation: None,
             usage_dialect: UsageDialect::OpenAi,
             tracker: None,
             streamed: false,
@@ -179,7 +184,13 @@ impl Stream {
 
     /// Sends a local JSON reply; the host ignores our return value after this (forced stop).
     fn reply(&mut self, status: u16, body: &[u8]) -> Action {
+        self.reply_with(status, body, None)
+    }
+
+    /// [`Stream::reply`] with one more header (e.g. `retry-after`).
+    fn reply_with(&mut self, status: u16, body: &[u8], extra: Option<(&str, &str)>) -> Action {
         let mut hdrs = vec![("content-type", "application/json")];
+        hdrs.extend(extra);
         if let Some(id) = &self.request_id {
             hdrs.push((headers::REQUEST_ID, id.as_str()));
         }
@@ -189,9 +200,13 @@ impl Stream {
     }
 
     fn reply_error(&mut self, e: &ApiError) -> Action {
+        self.reply_error_with(e, None)
+    }
+
+    fn reply_error_with(&mut self, e: &ApiError, extra: Option<(&str, &str)>) -> Action {
         log::debug!("#{} {} {}", self.id, e.status, e.message);
         let body = e.body_in(self.dialect);
-        self.reply(e.status, &body)
+        self.reply_with(e.status, &body, extra)
     }
 
     /// Authenticates from the credential headers (before they are removed).
@@ -290,6 +305,9 @@ impl Stream {
         match route_request(&config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
+                if let Err(action) = self.admit(&config, &decision, &body) {
+                    return action;
+                }
                 self.apply(plugin, api, &body, decision);
                 Action::Continue
             }

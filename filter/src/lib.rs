@@ -6,6 +6,7 @@
 //! request headers are held (Envoy ≥ 1.35 `allow_on_headers_stop_iteration: true`).
 
 mod http;
+mod limits;
 mod metrics;
 mod raw;
 mod root;

@@ -55,6 +55,8 @@ pub(crate) struct Metrics {
     latency_ms: Option<u32>,
     ttft_ms: Option<u32>,
     filter_us: Option<u32>,
+    /// Requests refused by a limit since the last tick, by what the limit counts.
+    refused: [u64; 3],
 }
 
 impl Metrics {
@@ -78,6 +80,19 @@ impl Metrics {
         record(cached(&mut self.ids, &mut self.filter_us, "ferrogate.filter_us"), o.filter_us);
     }
 
+    /// Counts a request a limit refused (`ferrogate.limit_refused.<requests|tokens|usd>`).
+    pub(crate) fn refused(&mut self, metric: ferrogate_core::limits::Metric) {
+        use ferrogate_core::limits::Metric;
+        let i = match metric {
+            Metric::Requests => 0,
+            Metric::Tokens => 1,
+            Metric::MicroUsd => 2,
+        };
+        if let Some(n) = self.refused.get_mut(i) {
+            *n += 1;
+        }
+    }
+
     fn tally(&mut self, model: &str, provider: &str, status: u16) -> Option<&mut Tally> {
         let found = self.tallies.iter().position(|t| t.status == status && t.model == model && t.provider == provider);
         let at = match found {
@@ -99,6 +114,10 @@ impl Metrics {
     pub(crate) fn flush(&mut self) {
         let total = std::mem::take(&mut self.requests_total);
         self.count("ferrogate.requests_total", total);
+        let refused = std::mem::take(&mut self.refused);
+        for (reason, n) in ["requests", "tokens", "usd"].into_iter().zip(refused) {
+            self.count(&format!("ferrogate.limit_refused.{reason}"), n);
+        }
         for t in std::mem::take(&mut self.tallies) {
             let (model, provider) = (segment(&t.model), segment(&t.provider));
             self.count(&format!("ferrogate.requests.{model}.{provider}.{}", t.status), t.requests);

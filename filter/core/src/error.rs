@@ -94,6 +94,16 @@ impl ApiError {
         Self::new(501, "invalid_request_error", Some("response_lifecycle_unsupported"), message)
     }
 
+    /// 429: a request or token limit has no room (`Retry-After` goes with it).
+    pub fn rate_limited(message: String) -> Self {
+        Self::new(429, "rate_limit_error", Some("rate_limit_exceeded"), message)
+    }
+
+    /// 402: a USD budget is spent.
+    pub fn budget_exhausted(message: String) -> Self {
+        Self::new(402, "insufficient_quota", Some("insufficient_quota"), message)
+    }
+
     /// 503, e.g. no configuration snapshot yet.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "server_error", Some("service_unavailable"), message.into())

@@ -12,6 +12,7 @@
 //! Checking allocates nothing: the plans are built with the configuration, and counters are
 //! updated in place through [`CounterStore`].
 
+pub mod estimate;
 mod plan;
 mod window;
 

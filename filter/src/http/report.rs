@@ -20,6 +20,7 @@ impl Stream {
         let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
         let config = self.config.clone();
         let record = self.record(config.as_deref(), &usage, start_ns);
+        let cost = record.cost_micro_usd;
         let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
         self.shared.metrics.borrow_mut().observe(&Observation {
             model: record.model_requested,
@@ -31,12 +32,15 @@ impl Stream {
             ttft_ms: record.ttft_ms,
             filter_us: overhead_ns / 1_000,
         });
-        let Some(queue) = self.shared.usage_queue.get() else {
-            return;
-        };
-        let mut outbox = self.shared.outbox.borrow_mut();
-        if outbox.push(&record) {
-            outbox.post(queue);
+        if let Some(queue) = self.shared.usage_queue.get() {
+            let mut outbox = self.shared.outbox.borrow_mut();
+            if outbox.push(&record) {
+                outbox.post(queue);
+            }
+        }
+        // The limits learn what the request really used (its reservation is replaced).
+        if let Some(c) = config.as_deref() {
+            self.settle(c, &usage, cost, start_ns / 1_000_000);
         }
     }
 

@@ -10,6 +10,7 @@ mod common;
 mod data_path;
 mod failure;
 mod ferrogate_filter;
+mod limits;
 mod local_reply;
 mod properties;
 mod shared_state;

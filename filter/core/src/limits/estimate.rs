@@ -1,0 +1,54 @@
+//! What a request is expected to cost before it runs: prompt tokens estimated from the body's
+//! size (a token per four bytes, the usual rule for English text and JSON), and the completion
+//! allowance the client set (`max_tokens`, `max_completion_tokens`, `max_output_tokens`,
+//! Gemini's `generationConfig.maxOutputTokens`) or [`DEFAULT_COMPLETION`].
+//! Settlement replaces the estimate with the real counts, so its error only matters while the
+//! request runs.
+
+use serde::Deserialize;
+
+/// Completion tokens reserved when the request sets no limit of its own.
+pub const DEFAULT_COMPLETION: u64 = 1024;
+
+#[derive(Deserialize)]
+struct Caps {
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    max_output_tokens: Option<u64>,
+    #[serde(rename = "generationConfig", alias = "generation_config")]
+    generation: Option<GenerationCaps>,
+}
+
+#[derive(Deserialize)]
+struct GenerationCaps {
+    #[serde(rename = "maxOutputTokens", alias = "max_output_tokens")]
+    max_output_tokens: Option<u64>,
+}
+
+/// `(estimated prompt tokens, completion allowance)` of a JSON request body.
+pub fn estimate(body: &[u8]) -> (u64, u64) {
+    let prompt = (body.len() as u64).div_ceil(4);
+    let caps: Option<Caps> = serde_json::from_slice(body).ok();
+    let completion = caps
+        .and_then(|c| {
+            let gemini = c.generation.and_then(|g| g.max_output_tokens);
+            c.max_completion_tokens.or(c.max_tokens).or(c.max_output_tokens).or(gemini)
+        })
+        .unwrap_or(DEFAULT_COMPLETION);
+    (prompt, completion)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowances_from_every_dialect() {
+        assert_eq!(estimate(br#"{"model":"m","max_tokens":50}"#).1, 50);
+        assert_eq!(estimate(br#"{"max_completion_tokens":7,"max_tokens":50}"#).1, 7);
+        assert_eq!(estimate(br#"{"max_output_tokens":9}"#).1, 9);
+        assert_eq!(estimate(br#"{"generationConfig":{"maxOutputTokens":11}}"#).1, 11);
+        assert_eq!(estimate(br#"{"model":"m"}"#), (4, DEFAULT_COMPLETION));
+        assert_eq!(estimate(b"not json").1, DEFAULT_COMPLETION);
+    }
+}

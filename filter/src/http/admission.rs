@@ -1,0 +1,75 @@
+//! Limits at the door and at the end: a routed request reserves on every limit of its key,
+//! groups and org ([`ferrogate_core::limits`]) before it is forwarded, and settles with what it
+//! used when the stream ends, whatever the outcome (success, error, client gone).
+
+use ferrogate_core::config::Config;
+use ferrogate_core::limits::{self, estimate, Amounts, LimitSpec, Metric, Refusal};
+use ferrogate_core::openai::ApiError;
+use ferrogate_core::route::RouteDecision;
+use ferrogate_core::usage::{cost_micro_usd, Usage};
+use proxy_wasm::types::Action;
+
+use super::Stream;
+use crate::limits::SharedCounters;
+
+impl Stream {
+    /// Reserves the request's amounts on its limits; on refusal answers 429 (with
+    /// `Retry-After`) or 402 and returns the action to take.
+    pub(super) fn admit(&mut self, config: &Config, d: &RouteDecision<'_>, body: &[u8]) -> Result<(), Action> {
+        let plan = config.limit_plans.for_key(self.caller.key_index());
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let amounts = amounts(config, plan, d, body);
+        let now_ms = self.started_ns / 1_000_000;
+        match limits::admit(plan, amounts, now_ms, &mut SharedCounters) {
+            Ok(reservation) => {
+                self.reservation = Some(reservation);
+                Ok(())
+            }
+            Err(refusal) => Err(self.refuse(plan, &refusal)),
+        }
+    }
+
+    fn refuse(&mut self, plan: &[LimitSpec], refusal: &Refusal) -> Action {
+        let spec = plan.get(refusal.spec);
+        let what = spec.map_or_else(String::new, |s| {
+            let whose = if s.name.is_empty() {
+                s.scope.as_str().to_string()
+            } else {
+                format!("{} {}", s.scope.as_str(), s.name)
+            };
+            let unit = if s.metric == Metric::MicroUsd { "micro-USD" } else { s.metric.as_str() };
+            format!("{whose} allows {} {unit} per {}", s.limit, s.window.as_str())
+        });
+        self.shared.metrics.borrow_mut().refused(refusal.metric);
+        if refusal.status() == 402 {
+            return self.reply_error(&ApiError::budget_exhausted(format!("Budget exhausted: {what}.")));
+        }
+        let e = ApiError::rate_limited(format!("Rate limit reached: {what}."));
+        let retry = refusal.retry_after_secs.map(|s| s.max(1).to_string());
+        self.reply_error_with(&e, retry.as_deref().map(|r| ("retry-after", r)))
+    }
+
+    /// Replaces the reservation with what the request used (tokens and cost from its record).
+    pub(super) fn settle(&mut self, config: &Config, usage: &Usage, cost: Option<u64>, now_ms: u64) {
+        let Some(reservation) = self.reservation.take() else { return };
+        let plan = config.limit_plans.for_key(self.caller.key_index());
+        let used = Amounts { tokens: usage.total_tokens(), micro_usd: cost };
+        reservation.settle(plan, used, now_ms, &mut SharedCounters);
+    }
+}
+
+/// What the request reserves: tokens and their price only when a limit counts them (the
+/// estimate parses the body once more).
+fn amounts(config: &Config, plan: &[LimitSpec], d: &RouteDecision<'_>, body: &[u8]) -> Amounts {
+    if plan.iter().all(|s| s.metric == Metric::Requests) {
+        return Amounts::default();
+    }
+    let (prompt, completion) = estimate::estimate(body);
+    let usage = Usage { prompt_tokens: prompt, completion_tokens: completion, cached_tokens: 0 };
+    Amounts {
+        tokens: prompt.saturating_add(completion),
+        micro_usd: cost_micro_usd(&config.pricing, d.provider, &d.upstream_model, &usage),
+    }
+}
