@@ -57,8 +57,9 @@ test-rust:
 	$(CARGO) clippy -p ferrogate-core -p ferrogate-filter --target $(WASM_TARGET) -- -D warnings
 	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter
 
-## test-python: end-to-end tests with the official OpenAI Python SDK (tests/python) against
-## `ferrogate serve` (debug build, release filter wasm) in front of `ferrogate sim`
+## test-python: end-to-end tests with the official OpenAI, Anthropic and Google Gen AI Python
+## SDKs (tests/python) against `ferrogate serve` (debug build, release filter wasm) in front of
+## `ferrogate sim`
 test-python: wasm
 	$(CARGO) build -p ferrogate-sidecar
 	FERROGATE_BIN=$(CURDIR)/target/debug/ferrogate FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/pytest

@@ -1,14 +1,19 @@
 """Fixtures for the end-to-end tests: `ferrogate sim` behind `ferrogate serve`, driven by the
-official OpenAI Python SDK.
+official OpenAI, Anthropic and Google Gen AI Python SDKs.
 
 One session-scoped gateway serves every test:
 
-  * `ferrogate sim` (deterministic upstream: --itl-ms 20 --output-tokens 6);
-  * `ferrogate serve` with a generated config: provider `local` -> the sim, models `chat` and
-    `embed` (both local/sim-small), alias `default: chat`, group `dev` [chat, embed] and keys
-    `alice` (group dev), `bob` (models [embed]) and `old` (expired). Plaintext keys are made
-    here; the config holds only their `sha256:` digests. FERROGATE_ADMIN_TOKEN is set so the
-    admin usage API can be queried.
+  * `ferrogate sim` (deterministic upstream: --itl-ms 20 --output-tokens 6), serving the models
+    `sim-small`, `sim-claude` and `sim-gemini` in all three provider dialects on one port;
+  * `ferrogate serve` with a generated config: providers `local` (openai_compatible), `claude`
+    (anthropic) and `gem` (gemini), all three -> the sim; models `chat` and `embed` (both
+    local/sim-small), alias `default: chat`, group `dev` [chat, embed] and keys `alice` (group
+    dev), `bob` (models [embed]) and `old` (expired). For the SDK matrix (test_sdk_matrix.py):
+    the public models of UPSTREAMS (`oa-chat` -> local/sim-small, `an-chat` ->
+    claude/sim-claude, `ge-chat` -> gem/sim-gemini), group `sdk` granting them, and key `carol`
+    (group sdk). The anthropic and gemini providers take their (dummy) keys from `api_key_env`
+    variables set for serve. Plaintext keys are made here; the config holds only their
+    `sha256:` digests. FERROGATE_ADMIN_TOKEN is set so the admin usage API can be queried.
 
 Ports are picked free on 127.0.0.1 (a start that loses a port race is retried with new ones).
 Logs go to files in a temporary directory; a failing test gets the part of each log written
@@ -49,6 +54,24 @@ STARTUP_TIMEOUT_S = 90.0  # a debug build compiles the filter wasm at start; the
 USAGE_TIMEOUT_S = 10.0  # usage records travel asynchronously: filter queue -> sidecar
 LOG_TAIL_BYTES = 16_000
 NO_AUTH = {"Authorization": openai.omit}  # extra_headers that make the SDK send no key
+SIM_MODELS = ("sim-small", "sim-claude", "sim-gemini")
+PROVIDER_KEY_ENV = {"claude": "FERROGATE_TEST_ANTHROPIC_KEY", "gem": "FERROGATE_TEST_GEMINI_KEY"}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A public model of the SDK matrix and where the gateway sends it."""
+    model: str  # public name the clients send
+    provider: str  # provider name in the config
+    kind: str  # provider kind: the dialect the gateway speaks to the sim
+    upstream_model: str  # model id the sim answers as
+
+
+UPSTREAMS = (
+    Upstream("oa-chat", "local", "openai_compatible", "sim-small"),
+    Upstream("an-chat", "claude", "anthropic", "sim-claude"),
+    Upstream("ge-chat", "gem", "gemini", "sim-gemini"),
+)
 
 
 # --------------------------------------------------------------------------- processes
@@ -153,21 +176,30 @@ def digest(key: str) -> str:
 
 def gateway_config(sim_port: int, keys: dict[str, str]) -> dict:
     """The config document (written as JSON, which `serve` accepts like YAML)."""
+    sim = f"http://127.0.0.1:{sim_port}"
     return {
         "providers": [
-            {"name": "local", "kind": "openai_compatible", "base_url": f"http://127.0.0.1:{sim_port}"},
+            {"name": "local", "kind": "openai_compatible", "base_url": sim},
+            {"name": "claude", "kind": "anthropic", "base_url": sim, "api_key_env": PROVIDER_KEY_ENV["claude"]},
+            {"name": "gem", "kind": "gemini", "base_url": sim, "api_key_env": PROVIDER_KEY_ENV["gem"]},
         ],
         "models": [
             {"name": "chat", "targets": [{"provider": "local", "model": "sim-small"}]},
             {"name": "embed", "targets": [{"provider": "local", "model": "sim-small"}]},
+            *({"name": u.model, "targets": [{"provider": u.provider, "model": u.upstream_model}]}
+              for u in UPSTREAMS),
         ],
         "aliases": {"default": "chat"},
-        "groups": [{"name": "dev", "models": ["chat", "embed"]}],
+        "groups": [
+            {"name": "dev", "models": ["chat", "embed"]},
+            {"name": "sdk", "models": [u.model for u in UPSTREAMS]},
+        ],
         "keys": [
             {"name": "alice", "digest": digest(keys["alice"]), "groups": ["dev"]},
             {"name": "bob", "digest": digest(keys["bob"]), "models": ["embed"]},
             {"name": "old", "digest": digest(keys["old"]), "groups": ["dev"],
              "expires_at": "2020-01-01T00:00:00Z"},
+            {"name": "carol", "digest": digest(keys["carol"]), "groups": ["sdk"]},
         ],
     }
 
@@ -183,10 +215,11 @@ class Gateway:
     keys: dict[str, str]
     procs: list[Proc]
     workdir: Path
-    clients: list[openai.OpenAI] = field(default_factory=list)
+    sim_url: str = ""  # http://127.0.0.1:<port> of `ferrogate sim`, for answers without the gateway
+    clients: list = field(default_factory=list)  # SDK clients to close at the end (any SDK)
 
     def client(self, key: str | None = None, **kw) -> openai.OpenAI:
-        """An SDK client for the named key ("alice", "bob", "old") or a literal key string.
+        """An SDK client for the named key ("alice", "bob", "old", "carol") or a literal key string.
         (For no key at all, pass `extra_headers=NO_AUTH` on the call: the SDK insists that the
         Authorization header be omitted explicitly, per request.)"""
         opts = dict(base_url=self.base_url, api_key=self.keys.get(key, key) if key else "unused",
@@ -256,7 +289,7 @@ def _bin() -> Path:
 def _start(workdir: Path, attempt: int) -> Gateway:
     binary = str(_bin())
     sim_port, gw_port, admin_port, side_port = (_free_port() for _ in range(4))
-    keys = {name: new_key() for name in ("alice", "bob", "old")}
+    keys = {name: new_key() for name in ("alice", "bob", "old", "carol")}
     admin_token = secrets.token_hex(24)
     cfg = workdir / "ferrogate.json"
     cfg.write_text(json.dumps(gateway_config(sim_port, keys), indent=2))
@@ -266,10 +299,13 @@ def _start(workdir: Path, attempt: int) -> Gateway:
     env["NO_COLOR"] = "1"  # plain log files
     env["FERROGATE_ADMIN_TOKEN"] = admin_token
     env.pop("FERROGATE_INTERNAL_TOKEN", None)  # serve generates and shares its own
+    for var in PROVIDER_KEY_ENV.values():  # the sim accepts and ignores any provider key
+        env[var] = "sim-key-" + secrets.token_hex(8)
 
     procs: list[Proc] = []
     try:
-        sim = Proc("sim", [binary, "sim", "--listen", f"127.0.0.1:{sim_port}", "--model", "sim-small",
+        sim = Proc("sim", [binary, "sim", "--listen", f"127.0.0.1:{sim_port}",
+                           *(arg for m in SIM_MODELS for arg in ("--model", m)),
                            "--itl-ms", str(SIM_ITL_MS), "--output-tokens", str(SIM_OUTPUT_TOKENS)],
                    workdir / f"sim.{attempt}.log", env)
         procs.append(sim)
@@ -283,7 +319,7 @@ def _start(workdir: Path, attempt: int) -> Gateway:
 
         gw = Gateway(base_url=f"http://127.0.0.1:{gw_port}/v1", gateway_url=f"http://127.0.0.1:{gw_port}",
                      admin_url=f"http://127.0.0.1:{admin_port}", admin_token=admin_token, keys=keys,
-                     procs=procs, workdir=workdir)
+                     procs=procs, workdir=workdir, sim_url=f"http://127.0.0.1:{sim_port}")
 
         _wait_until("sim /v1/models", procs,
                     lambda: httpx.get(f"http://127.0.0.1:{sim_port}/v1/models", timeout=2).status_code == 200,

@@ -29,7 +29,9 @@ use super::SimState;
 
 mod stream;
 
-/// API versions the `anthropic-version` header may name.
+/// API versions the `anthropic-version` header may name. A well-formed later date is taken
+/// as a version newer than the sim (the official SDKs send theirs), so a current SDK talking
+/// to the sim verbatim through a gateway is not refused.
 const VERSIONS: [&str; 2] = ["2023-06-01", "2023-01-01"];
 /// Top-level fields of a Messages request (including beta ones); others are refused.
 const KNOWN_FIELDS: [&str; 29] = [
@@ -211,11 +213,22 @@ fn check_version(headers: &HeaderMap) -> Result<(), SimError> {
         return Err(SimError::BadRequest("anthropic-version: header is required".into()));
     };
     let version = value.to_str().unwrap_or_default().trim();
-    if VERSIONS.contains(&version) {
+    if VERSIONS.contains(&version) || is_later_version(version) {
         Ok(())
     } else {
         Err(SimError::BadRequest(format!("anthropic-version: \"{version}\" is not a valid version")))
     }
+}
+
+/// `YYYY-MM-DD` (month 01-12, day 01-31) after the newest version in [`VERSIONS`].
+fn is_later_version(version: &str) -> bool {
+    let bytes = version.as_bytes();
+    let digits = |range: std::ops::Range<usize>| bytes[range].iter().all(u8::is_ascii_digit);
+    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' || !digits(0..4) || !digits(5..7) || !digits(8..10) {
+        return false;
+    }
+    let (month, day) = (&version[5..7], &version[8..10]);
+    ("01"..="12").contains(&month) && ("01"..="31").contains(&day) && version > VERSIONS[0]
 }
 
 fn body_object(body: &Bytes) -> Result<Map<String, Value>, SimError> {
@@ -359,5 +372,21 @@ mod tests {
         let system = json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]});
         assert!(bad(system).starts_with("messages: Unexpected role \"system\""));
         assert_eq!(tool_choice(&json!({"type": "tool", "name": "f"})), ToolChoice::Named("f".into()));
+    }
+
+    #[test]
+    fn versions_are_the_known_ones_or_later_dates() {
+        let check = |version: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("anthropic-version", version.parse().unwrap());
+            check_version(&headers).is_ok()
+        };
+        for good in ["2023-06-01", "2023-01-01", "2026-10-21", " 2024-02-29 "] {
+            assert!(check(good), "{good}");
+        }
+        let bad = ["", "latest", "2023-05-31", "2026-13-01", "2026-10-00", "2026-1-21", "2026/10/21", "2026-10-21x"];
+        for bad in bad {
+            assert!(!check(bad), "{bad}");
+        }
     }
 }
