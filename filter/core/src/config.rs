@@ -172,6 +172,18 @@ pub struct Model {
     pub fallbacks: Vec<usize>,
 }
 
+/// What a USD budget does with a model that has no price (its cost cannot be counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unpriced {
+    /// Serve it; the budget does not see it.
+    Ignore,
+    /// Serve it and log once per model.
+    #[default]
+    Warn,
+    /// Refuse it (402) wherever a USD budget applies.
+    Block,
+}
+
 /// Limits; `None` means unlimited.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Limits {
@@ -278,6 +290,8 @@ pub struct Config {
     pub redis_url_env: Option<String>,
     /// Org-wide default limits.
     pub limits: Limits,
+    /// What USD budgets do with unpriced models.
+    pub unpriced: Unpriced,
     /// Limits flattened per key ([`crate::limits`]).
     pub limit_plans: crate::limits::Plans,
     provider_index: BTreeMap<String, usize>,

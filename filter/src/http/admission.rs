@@ -2,11 +2,12 @@
 //! groups and org ([`ferrogate_core::limits`]) before it is forwarded, and settles with what it
 //! used when the stream ends, whatever the outcome (success, error, client gone).
 
-use ferrogate_core::config::Config;
+use ferrogate_core::config::{Config, Unpriced};
 use ferrogate_core::limits::{self, estimate, Amounts, LimitSpec, Metric, Refusal};
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::RouteDecision;
 use ferrogate_core::usage::{cost_micro_usd, Usage};
+use proxy_wasm::hostcalls;
 use proxy_wasm::types::Action;
 
 use super::Stream;
@@ -21,6 +22,9 @@ impl Stream {
             return Ok(());
         }
         let amounts = amounts(config, plan, d, body);
+        if amounts.micro_usd.is_none() && plan.iter().any(|s| s.metric == Metric::MicroUsd) {
+            self.unpriced(config.unpriced, &d.upstream_model)?;
+        }
         let now_ms = self.started_ns / 1_000_000;
         match limits::admit(plan, amounts, now_ms, &mut SharedCounters) {
             Ok(reservation) => {
@@ -28,6 +32,27 @@ impl Stream {
                 Ok(())
             }
             Err(refusal) => Err(self.refuse(plan, &refusal)),
+        }
+    }
+
+    /// A USD budget applies but the model has no price: the configured policy decides.
+    fn unpriced(&mut self, policy: Unpriced, model: &str) -> Result<(), Action> {
+        match policy {
+            Unpriced::Ignore => Ok(()),
+            Unpriced::Warn => {
+                // Once per model per proxy: the first VM to claim the key logs.
+                let key = format!("ferrogate.unpriced.{model}");
+                if matches!(hostcalls::get_shared_data(&key), Ok((None, _))) {
+                    let _ = hostcalls::set_shared_data(&key, Some(b"1"), None);
+                    log::warn!("model {model:?} has no price: USD budgets do not count it (unpriced: warn)");
+                }
+                Ok(())
+            }
+            Unpriced::Block => {
+                self.shared.metrics.borrow_mut().refused(Metric::MicroUsd);
+                let msg = format!("The model {model:?} has no price, so a USD budget cannot be enforced for it.");
+                Err(self.reply_error(&ApiError::budget_exhausted(msg)))
+            }
         }
     }
 

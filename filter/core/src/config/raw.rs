@@ -41,6 +41,10 @@ pub struct RawConfig {
     /// Org-wide default limits, checked for every request on top of its key's and groups'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<RawLimits>,
+    /// What a USD budget does with a model that has no price: `ignore`, `warn` (default:
+    /// served, logged once per model) or `block` (402).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpriced: Option<String>,
 }
 
 /// One upstream provider.

@@ -13,6 +13,7 @@ use super::raw::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
 use super::syntax::{self, check_public_name, check_slug};
 use super::{
     Config, ConfigError, Credential, Group, Key, Limits, Model, Problem, Provider, ProviderKind, Strategy, Target,
+    Unpriced,
 };
 
 mod sections;
@@ -66,6 +67,15 @@ impl TryFrom<RawConfig> for Config {
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
         let org_limits = limits("limits", raw.limits.as_ref(), &mut p);
+        let unpriced = match raw.unpriced.as_deref() {
+            None | Some("warn") => Unpriced::Warn,
+            Some("ignore") => Unpriced::Ignore,
+            Some("block") => Unpriced::Block,
+            Some(other) => {
+                p.add("unpriced", format!("unknown policy {other:?} (expected ignore, warn or block)"));
+                Unpriced::Warn
+            }
+        };
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
         if let Some(var) = &redis_url_env {
             p.check("redis.url_env", syntax::check_env_name(var));
@@ -83,6 +93,7 @@ impl TryFrom<RawConfig> for Config {
             store,
             redis_url_env,
             limits: org_limits,
+            unpriced,
             limit_plans: Default::default(),
             provider_index,
             model_index,

@@ -136,3 +136,13 @@ fn settlement_replaces_the_reservation_with_what_was_used() {
     assert_eq!(store.0["ferrogate.limit.key.a.requests.minute"].current, 1, "requests stay counted");
     admit(plan, Amounts { tokens: 200, micro_usd: Some(1) }, now + 2_000, &mut store).unwrap();
 }
+
+#[test]
+fn the_unpriced_policy_is_validated() {
+    let with =
+        |p: &str| Config::try_from(serde_yaml::from_str::<RawConfig>(&format!("{YAML}unpriced: {p}\n")).unwrap());
+    assert_eq!(config().unpriced, crate::config::Unpriced::Warn);
+    assert_eq!(with("block").unwrap().unpriced, crate::config::Unpriced::Block);
+    let err = with("maybe").unwrap_err();
+    assert_eq!(err.problems[0].path, "unpriced");
+}

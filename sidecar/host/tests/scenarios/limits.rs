@@ -116,3 +116,20 @@ fn an_abandoned_request_gives_its_reservation_back() {
     let (_, events) = ask(&mut vm, "sk-bob", body);
     assert!(forwarded(&events), "released when the first ended");
 }
+
+/// A USD budget over a model without a price: served under `warn` (the default), 402 under
+/// `block`.
+#[test]
+fn unpriced_models_follow_the_policy() {
+    let unpriced =
+        CONFIG.replace(r#""pricing":{"sim-small":{"input_per_mtok":1.0,"output_per_mtok":2.0}}"#, r#""pricing":{}"#);
+    let (_rt, mut vm) = crate::ferrogate_filter::vm_with(&unpriced);
+    let (_, events) = ask(&mut vm, "sk-carol", r#"{"model":"chat","messages":[]}"#);
+    assert!(forwarded(&events), "warn serves it");
+    let blocked = unpriced.replace(r#""pricing":{}"#, r#""pricing":{},"unpriced":"block""#);
+    let (_rt, mut vm) = crate::ferrogate_filter::vm_with(&blocked);
+    let (_, events) = ask(&mut vm, "sk-carol", r#"{"model":"chat","messages":[]}"#);
+    assert_eq!(header(response_headers(&events), ":status"), "402");
+    let (_, events) = ask(&mut vm, "sk-bob", r#"{"model":"chat","messages":[]}"#);
+    assert!(forwarded(&events), "no USD budget applies to bob");
+}
