@@ -29,7 +29,7 @@ use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
 use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::translate::{self, Outbound, Pair};
-use ferrogate_core::usage::{ensure_include_usage_in_valid, Tracker, UsageDialect};
+use ferrogate_core::usage::{Tracker, UsageDialect};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, MapType};
 
@@ -319,18 +319,8 @@ impl Stream {
     }
 
     fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], mut d: RouteDecision<'_>) {
-        let mut new_body = d.body.take();
         self.usage_dialect = dialects::upstream_dialect(api, d.translation.as_ref().map(|(p, _)| p.outbound));
-        if d.translation.is_none() && matches!(api, Api::ChatCompletions | Api::Completions) {
-            // Ask for usage on streams so every request is accounted; the client that did not
-            // ask never sees the extra chunk.
-            // The router validated the client's JSON and a model rewrite keeps it valid.
-            let current = new_body.as_deref().unwrap_or(original);
-            if let Ok(Some(with_usage)) = ensure_include_usage_in_valid(current) {
-                new_body = Some(with_usage);
-                self.hide_usage = true;
-            }
-        }
+        let new_body = self.with_usage_requested(api, original, d.body.take(), d.translation.is_some());
         if let Some(new_body) = &new_body {
             self.set_http_request_body(0, self.body_size, new_body);
             // Envoy never recomputes framing; a stale length (or chunked plus length) corrupts it.

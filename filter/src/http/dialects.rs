@@ -1,11 +1,12 @@
 //! The parts of the request phase that depend on the API dialects: which dialect the
-//! upstream answers in (for the usage tracker), and `count_tokens`, which is answered here.
+//! upstream answers in (for the usage tracker), asking OpenAI upstreams for stream usage, and
+//! `count_tokens`, which is answered here.
 
 use ferrogate_core::config::Config;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::Api;
 use ferrogate_core::translate::{self, Outbound};
-use ferrogate_core::usage::UsageDialect;
+use ferrogate_core::usage::{ensure_include_usage_in_valid, UsageDialect};
 use proxy_wasm::types::Action;
 
 use super::Stream;
@@ -29,5 +30,29 @@ pub(super) fn upstream_dialect(api: Api, translated_to: Option<Outbound>) -> Usa
         (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
         (Some(Outbound::Gemini), _) | (None, Api::GenerateContent | Api::StreamGenerateContent) => UsageDialect::Gemini,
         _ => UsageDialect::OpenAi,
+    }
+}
+
+impl Stream {
+    /// The body to send: for OpenAI chat and completions forwarded as they are, one that asks
+    /// for usage on streams, so every request is accounted (the client that did not ask never
+    /// sees the extra chunk). The router validated the JSON and a model rewrite keeps it valid.
+    pub(super) fn with_usage_requested(
+        &mut self,
+        api: Api,
+        original: &[u8],
+        body: Option<Vec<u8>>,
+        translated: bool,
+    ) -> Option<Vec<u8>> {
+        if translated || !matches!(api, Api::ChatCompletions | Api::Completions) {
+            return body;
+        }
+        match ensure_include_usage_in_valid(body.as_deref().unwrap_or(original)) {
+            Ok(Some(with_usage)) => {
+                self.hide_usage = true;
+                Some(with_usage)
+            }
+            _ => body,
+        }
     }
 }

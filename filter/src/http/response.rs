@@ -45,21 +45,25 @@ impl Stream {
                 // Removing an event, or translating the body, changes the length.
                 self.set_http_response_header("content-length", None);
             }
-            match &self.translation {
-                // A stream is translated event by event as it flows.
-                Some((pair, ctx)) if streaming && (200..300).contains(&self.status) => {
-                    let created = self.started_ns / 1_000_000_000;
-                    self.stream_translator = Some(StreamTranslator::new(*pair, ctx, created));
-                }
-                // Anything else is buffered, and the client gets JSON in its dialect.
-                Some(_) => self.set_http_response_header("content-type", Some("application/json")),
-                None => {}
-            }
+            self.prepare_translation(streaming);
         }
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
         }
         Action::Continue
+    }
+
+    /// A translated answer: a successful stream is translated event by event as it flows;
+    /// anything else is buffered, and the client gets JSON in its dialect.
+    fn prepare_translation(&mut self, streaming: bool) {
+        match &self.translation {
+            Some((pair, ctx)) if streaming && (200..300).contains(&self.status) => {
+                let created = self.started_ns / 1_000_000_000;
+                self.stream_translator = Some(StreamTranslator::new(*pair, ctx, created));
+            }
+            Some(_) => self.set_http_response_header("content-type", Some("application/json")),
+            None => {}
+        }
     }
 
     pub(super) fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {

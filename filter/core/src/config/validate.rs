@@ -67,15 +67,7 @@ impl TryFrom<RawConfig> for Config {
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
         let org_limits = limits("limits", raw.limits.as_ref(), &mut p);
-        let unpriced = match raw.unpriced.as_deref() {
-            None | Some("warn") => Unpriced::Warn,
-            Some("ignore") => Unpriced::Ignore,
-            Some("block") => Unpriced::Block,
-            Some(other) => {
-                p.add("unpriced", format!("unknown policy {other:?} (expected ignore, warn or block)"));
-                Unpriced::Warn
-            }
-        };
+        let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
         if let Some(var) = &redis_url_env {
             p.check("redis.url_env", syntax::check_env_name(var));
@@ -104,6 +96,18 @@ impl TryFrom<RawConfig> for Config {
         config.grants = crate::grants::flatten(&config);
         config.limit_plans = crate::limits::build_plans(&config);
         Ok(config)
+    }
+}
+
+fn unpriced(raw: Option<&str>, p: &mut Problems) -> Unpriced {
+    match raw {
+        None | Some("warn") => Unpriced::Warn,
+        Some("ignore") => Unpriced::Ignore,
+        Some("block") => Unpriced::Block,
+        Some(other) => {
+            p.add("unpriced", format!("unknown policy {other:?} (expected ignore, warn or block)"));
+            Unpriced::Warn
+        }
     }
 }
 
