@@ -1,0 +1,21 @@
+//! Every answer translator (each provider dialect back to each client dialect) and the error
+//! envelope mapping over arbitrary bytes: never panics; successes and errors are JSON.
+#![no_main]
+
+use ferrogate_core::config::ProviderKind;
+use ferrogate_core::translate::{pair, Context, Inbound};
+use libfuzzer_sys::fuzz_target;
+
+const INBOUND: [Inbound; 4] = [Inbound::OpenAiChat, Inbound::Anthropic, Inbound::Gemini, Inbound::Responses];
+const KINDS: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, body)) = data.split_first() else { return };
+    let Some(p) = pair(INBOUND[usize::from(mode & 3)], KINDS[usize::from(mode >> 2) % 3]) else { return };
+    let ctx = Context { model: "m".into(), structured: mode & 0x40 != 0, stream: false, stream_usage: false };
+    if let Ok(out) = p.response(body, &ctx, 1) {
+        serde_json::from_slice::<serde_json::Value>(&out).expect("translated answers are JSON");
+    }
+    let status = 400 + u16::from(mode >> 4) * 11;
+    serde_json::from_slice::<serde_json::Value>(&p.error_body(status, body)).expect("error bodies are JSON");
+});
