@@ -4,6 +4,8 @@
 //! notify the VM that registered them last.
 
 use std::collections::{HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Callback that wakes the driver of a VM when queue notifications arrive for it.
@@ -32,7 +34,7 @@ struct Notifier {
 
 #[derive(Default)]
 struct Inner {
-    data: HashMap<String, HashMap<String, (Vec<u8>, u32)>>,
+    data: FxHashMap<String, FxHashMap<String, (Vec<u8>, u32)>>,
     last_cas: u32,
     queue_tokens: HashMap<(String, String), u32>,
     queues: HashMap<u32, Queue>,
@@ -61,19 +63,19 @@ impl Shared {
     /// Envoy's CAS rules: `cas == 0` or an absent key store unconditionally; a present key
     /// with a different non-zero CAS is a mismatch; every store takes a fresh global CAS.
     pub(crate) fn set_shared_data(&self, vm_id: &str, key: &str, value: Vec<u8>, cas: u32) -> SetOutcome {
-        let mut inner = self.lock();
-        let current = inner.data.get(vm_id).and_then(|m| m.get(key)).map(|(_, c)| *c);
-        if let Some(current) = current {
-            if cas != 0 && cas != current {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let fresh = inner.last_cas.wrapping_add(1).max(1); // 0 means "no CAS" to the SDK
+                                                           // Updating an existing entry (the common case: counters, feeds) allocates nothing.
+        if let Some(entry) = inner.data.get_mut(vm_id).and_then(|m| m.get_mut(key)) {
+            if cas != 0 && cas != entry.1 {
                 return SetOutcome::CasMismatch;
             }
+            *entry = (value, fresh);
+        } else {
+            inner.data.entry(vm_id.to_string()).or_default().insert(key.to_string(), (value, fresh));
         }
-        inner.last_cas = inner.last_cas.wrapping_add(1);
-        if inner.last_cas == 0 {
-            inner.last_cas = 1; // 0 means "no CAS" to the SDK
-        }
-        let fresh = inner.last_cas;
-        inner.data.entry(vm_id.to_string()).or_default().insert(key.to_string(), (value, fresh));
+        inner.last_cas = fresh;
         SetOutcome::Stored
     }
 
