@@ -6,7 +6,7 @@
 
 use std::io::BufRead;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,6 +17,10 @@ use opentelemetry_proto::tonic::common::v1::{any_value::Value as AnyValue, KeyVa
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, status::StatusCode, Span};
 use prost::Message;
 use serde_json::json;
+
+#[path = "common/wasm.rs"]
+mod wasm;
+use wasm::filter_wasm;
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID: &str = "00f067aa0ba902b7";
@@ -210,15 +214,6 @@ async fn fake_upstream() -> (String, Arc<Mutex<Vec<String>>>) {
         }),
     );
     (serve_router(app).await, seen)
-}
-
-fn filter_wasm() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = std::env::var_os("FERROGATE_FILTER_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"));
-    assert!(path.is_file(), "{} missing: build it with `make wasm`", path.display());
-    path
 }
 
 async fn chat(base: &str, model: &str, headers: &[(&str, &str)]) -> reqwest::Response {

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use ferrogate_sidecar::serve::{Gateway, ServeArgs};
-use ferrogate_sidecar::sim::SimArgs;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
@@ -27,18 +26,17 @@ use tokio_postgres::NoTls;
 mod forwarder;
 use forwarder::Forwarder;
 
+#[path = "common/wasm.rs"]
+mod wasm;
+use wasm::filter_wasm;
+#[path = "common/sim.rs"]
+mod sim_helper;
+use sim_helper::start_sim;
+
 #[derive(Parser)]
 struct Cli<T: clap::Args> {
     #[command(flatten)]
     args: T,
-}
-
-async fn start_sim() -> std::net::SocketAddr {
-    let args = Cli::<SimArgs>::parse_from(["sim", "--listen", "127.0.0.1:0"]).args;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
-    addr
 }
 
 /// A schema of its own on the test database; its URL selects it through `search_path`.
@@ -58,13 +56,6 @@ async fn drop_schema(name: &str) {
     let (client, conn) = tokio_postgres::connect(&base, NoTls).await.unwrap();
     tokio::spawn(conn);
     client.batch_execute(&format!("DROP SCHEMA {name} CASCADE")).await.unwrap();
-}
-
-fn filter_wasm() -> PathBuf {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::env::var_os("FERROGATE_FILTER_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"))
 }
 
 /// `serve` arguments for `config`, every listener on an ephemeral port.
@@ -139,7 +130,7 @@ async fn chat(client: &reqwest::Client, gw: &Gateway, key: Option<&str>, model: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_share_one_database() {
     let (url, schema) = schema_url().await;
-    let sim = start_sim().await;
+    let sim = start_sim(&[]).await;
     let redis = std::env::var("FERROGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let (a, b, dir) = pair(&schema, &url, &redis, sim).await;
     let client = reqwest::Client::new();
@@ -223,7 +214,7 @@ async fn two_gateways_share_one_database() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_alone_converges_when_redis_is_down() {
     let (url, schema) = schema_url().await;
-    let sim = start_sim().await;
+    let sim = start_sim(&[]).await;
     // Nothing listens on port 1: every announcement and subscription fails.
     let (a, b, dir) = pair(&schema, &url, "redis://127.0.0.1:1", sim).await;
     let client = reqwest::Client::new();
@@ -250,7 +241,7 @@ async fn polling_alone_converges_when_redis_is_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_starts_on_its_cached_snapshot_while_the_database_is_down() {
     let (url, schema) = schema_url().await;
-    let sim = start_sim().await;
+    let sim = start_sim(&[]).await;
     let db = Forwarder::start(&url).await;
     MASTER.call_once(|| unsafe { std::env::set_var("FERROGATE_MASTER_KEY", MASTER_KEY) });
     let db_var = format!("FG_TEST_DB_{schema}");

@@ -10,6 +10,13 @@ use ferrogate_sidecar::sim::SimArgs;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
+#[path = "common/wasm.rs"]
+mod wasm;
+use wasm::filter_wasm;
+#[path = "common/sim.rs"]
+mod sim_helper;
+use sim_helper::start_sim;
+
 #[derive(Parser)]
 struct SimCli {
     #[command(flatten)]
@@ -33,16 +40,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-async fn start_sim(extra: &[&str]) -> std::net::SocketAddr {
-    let mut argv = vec!["sim", "--listen", "127.0.0.1:0"];
-    argv.extend_from_slice(extra);
-    let args = SimCli::parse_from(argv).args;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
-    addr
 }
 
 fn write_config(upstream: &str) -> TempDir {
@@ -88,19 +85,6 @@ async fn start_with_upstream(upstream: &str, serve_extra: &[&str]) -> Setup {
     let gateway = Gateway::start(&args).await.expect("gateway starts");
     let base = format!("http://{}", gateway.addr());
     Setup { gateway, base, _dir: dir }
-}
-
-fn filter_wasm() -> std::path::PathBuf {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = std::env::var_os("FERROGATE_FILTER_WASM")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"));
-    assert!(
-        path.is_file(),
-        "{} missing: build it with `cargo build --release --target wasm32-unknown-unknown -p ferrogate-filter` (or `make wasm`)",
-        path.display()
-    );
-    path
 }
 
 fn chat(stream: bool) -> Value {

@@ -8,9 +8,15 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use ferrogate_sidecar::serve::{Gateway, ServeArgs};
-use ferrogate_sidecar::sim::SimArgs;
 use ferrogate_sidecar::standalone::{Sidecar, SidecarArgs};
 use serde_json::{json, Value};
+
+#[path = "common/wasm.rs"]
+mod wasm;
+use wasm::filter_wasm;
+#[path = "common/sim.rs"]
+mod sim_helper;
+use sim_helper::start_sim;
 
 #[derive(Parser)]
 struct Cli<T: clap::Args> {
@@ -32,21 +38,6 @@ impl Drop for TempDir {
     }
 }
 
-async fn start_sim() -> std::net::SocketAddr {
-    let args = Cli::<SimArgs>::parse_from(["sim", "--listen", "127.0.0.1:0"]).args;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
-    addr
-}
-
-fn filter_wasm() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::env::var_os("FERROGATE_FILTER_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"))
-}
-
 fn provider(name: &str, addr: std::net::SocketAddr) -> String {
     format!("  - {{ name: {name}, kind: openai_compatible, base_url: 'http://{addr}' }}\n")
 }
@@ -65,7 +56,7 @@ async fn ask(client: &reqwest::Client, base: &str, model: &str) -> (u16, Value) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_applies_config_edits_without_a_restart() {
-    let (sim_a, sim_b) = (start_sim().await, start_sim().await);
+    let (sim_a, sim_b) = (start_sim(&[]).await, start_sim(&[]).await);
     let dir = TempDir::new();
     let path = dir.0.join("config.yaml");
     let write = |providers: &str, models: &str| {
@@ -151,7 +142,7 @@ async fn start_sidecar(config: &Path, cache: &Path, token: &str) -> Sidecar {
 async fn sidecar_serves_snapshots_with_etags_and_restores_the_last_good_one() {
     let dir = TempDir::new();
     let (config, cache) = (dir.0.join("config.yaml"), dir.0.join("snapshot.json"));
-    let sim = start_sim().await;
+    let sim = start_sim(&[]).await;
     std::fs::write(&config, format!("providers:\n{}models:\n{}", provider("a", sim), model("chat", "a"))).unwrap();
     let sidecar = start_sidecar(&config, &cache, "s3cret").await;
     let url = format!("http://{}/v1/snapshot", sidecar.sidecar_addr);

@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use ferrogate_core::usage::Record;
 use ferrogate_sidecar::serve::{Gateway, ServeArgs};
-use ferrogate_sidecar::sim::SimArgs;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 
@@ -37,6 +36,13 @@ use tokio_postgres::NoTls;
 mod forwarder;
 
 use forwarder::Forwarder;
+
+#[path = "common/wasm.rs"]
+mod wasm;
+use wasm::filter_wasm;
+#[path = "common/sim.rs"]
+mod sim_helper;
+use sim_helper::start_sim;
 
 #[derive(Parser)]
 struct Cli<T: clap::Args> {
@@ -272,21 +278,6 @@ async fn a_killed_file_store_sidecar_reads_its_usage_file_back() {
     scratch.drop_all().await;
 }
 
-async fn start_sim() -> SocketAddr {
-    let args = Cli::<SimArgs>::parse_from(["sim", "--listen", "127.0.0.1:0"]).args;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
-    addr
-}
-
-fn filter_wasm() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    std::env::var_os("FERROGATE_FILTER_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"))
-}
-
 /// `serve` on the database behind `db_url`, seeded with models chat and embed (both on the
 /// sim) and the keys alice and bob; returns the gateway and both keys.
 async fn gateway(scratch: &Scratch, db_url: &str, sim: SocketAddr) -> (Gateway, [String; 2]) {
@@ -348,7 +339,7 @@ async fn wait_stored(scratch: &Scratch, n: i64, within: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_filter_keeps_its_records_while_the_usage_database_is_away() {
     let scratch = Scratch::new().await;
-    let (sim, fwd) = (start_sim().await, Forwarder::start(&scratch.url).await);
+    let (sim, fwd) = (start_sim(&[]).await, Forwarder::start(&scratch.url).await);
     let (gw, keys) = gateway(&scratch, &fwd.url(&scratch.url), sim).await;
     let (n, m) = (9, 12);
     requests(&gw, &keys, 0, n).await;

@@ -3,9 +3,7 @@
 //! exactly as the memory store does, a batch sent twice is stored once, and a database that
 //! goes away makes ingestion answer 503 with nothing half-stored.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
 use axum::http::Request;
@@ -131,56 +129,10 @@ async fn a_batch_sent_twice_is_stored_once() {
     assert_eq!(store.query_usage(&Query::default()).await.unwrap().totals.requests, 6);
 }
 
-/// A TCP forwarder to the test database that can be cut (open connections closed, new ones
-/// dropped at once) and restored: the database goes away without touching the real server.
-struct Forwarder {
-    addr: SocketAddr,
-    up: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-}
-
-impl Forwarder {
-    async fn start(url: &str) -> Forwarder {
-        let config: tokio_postgres::Config = url.parse().unwrap();
-        let host = match &config.get_hosts()[0] {
-            tokio_postgres::config::Host::Tcp(h) => h.clone(),
-            other => panic!("a TCP database is needed, not {other:?}"),
-        };
-        let target = format!("{host}:{}", config.get_ports().first().copied().unwrap_or(5432));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let fwd = Forwarder { addr: listener.local_addr().unwrap(), up: Arc::default(), conns: Arc::default() };
-        fwd.up.store(true, Ordering::SeqCst);
-        let (up, conns) = (fwd.up.clone(), fwd.conns.clone());
-        tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                if !up.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let target = target.clone();
-                conns.lock().unwrap().push(tokio::spawn(async move {
-                    if let Ok(mut out) = tokio::net::TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
-                    }
-                }));
-            }
-        });
-        fwd
-    }
-
-    /// `url` with its host and port replaced by the forwarder's.
-    fn url(&self, url: &str) -> String {
-        let at = url.find('@').unwrap() + 1;
-        let end = at + url[at..].find('/').unwrap();
-        format!("{}{}{}", &url[..at], self.addr, &url[end..])
-    }
-
-    fn set(&self, up: bool) {
-        self.up.store(up, Ordering::SeqCst);
-        if !up {
-            self.conns.lock().unwrap().drain(..).for_each(|c| c.abort());
-        }
-    }
-}
+// The same forwarder the integration tests use (one piece of code for both).
+#[path = "../../../../tests/common/forwarder.rs"]
+mod forwarder;
+use forwarder::Forwarder;
 
 async fn post(app: &axum::Router, body: String) -> (u16, serde_json::Value) {
     let req = Request::post("/v1/usage").header("authorization", "Bearer t").body(Body::from(body)).unwrap();

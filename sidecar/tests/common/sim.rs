@@ -1,0 +1,21 @@
+//! A `ferrogate sim` in the test process, on an ephemeral port.
+
+use clap::Parser;
+use ferrogate_sidecar::sim::SimArgs;
+
+#[derive(Parser)]
+struct SimCli {
+    #[command(flatten)]
+    args: SimArgs,
+}
+
+/// Starts a sim with `extra` command-line options; returns its address.
+pub async fn start_sim(extra: &[&str]) -> std::net::SocketAddr {
+    let mut argv = vec!["sim", "--listen", "127.0.0.1:0"];
+    argv.extend_from_slice(extra);
+    let args = SimCli::parse_from(argv).args;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
+    addr
+}
