@@ -36,11 +36,13 @@ pub struct Amounts {
 }
 
 impl Amounts {
-    fn of(self, metric: Metric) -> u64 {
+    /// What the request takes on a counter of `metric`; `None` for a budget when the model has
+    /// no price (the caller applies its policy, the counter is left alone).
+    fn of(self, metric: Metric) -> Option<u64> {
         match metric {
-            Metric::Requests => 1,
-            Metric::Tokens => self.tokens,
-            Metric::MicroUsd => self.micro_usd.unwrap_or(0),
+            Metric::Requests => Some(1),
+            Metric::Tokens => Some(self.tokens),
+            Metric::MicroUsd => self.micro_usd,
         }
     }
 }
@@ -84,10 +86,7 @@ pub fn admit(
     store: &mut impl CounterStore,
 ) -> Result<Reservation, Refusal> {
     for (i, spec) in specs.iter().enumerate() {
-        if spec.metric == Metric::MicroUsd && amounts.micro_usd.is_none() {
-            continue;
-        }
-        let amount = amounts.of(spec.metric);
+        let Some(amount) = amounts.of(spec.metric) else { continue };
         let taken = store.update(&spec.counter, &mut |c| c.try_add(spec.window, now_ms, amount, spec.limit));
         if let Err(wait) = taken {
             release(specs.get(..i).unwrap_or_default(), amounts, now_ms, store);
@@ -101,10 +100,8 @@ pub fn admit(
 /// Gives back what [`admit`] took on `specs`.
 fn release(specs: &[LimitSpec], amounts: Amounts, now_ms: u64, store: &mut impl CounterStore) {
     for spec in specs {
-        if spec.metric == Metric::MicroUsd && amounts.micro_usd.is_none() {
-            continue;
-        }
-        let delta = -i64::try_from(amounts.of(spec.metric)).unwrap_or(i64::MAX);
+        let Some(amount) = amounts.of(spec.metric) else { continue };
+        let delta = -i64::try_from(amount).unwrap_or(i64::MAX);
         let _ = store.update::<()>(&spec.counter, &mut |c| {
             c.adjust(spec.window, now_ms, delta);
             Ok(())

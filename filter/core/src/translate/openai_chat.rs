@@ -200,7 +200,8 @@ fn response_content(mut message: Map<String, Value>) -> Result<Vec<Block>, Trans
     Ok(content)
 }
 
-fn finish_reason(reason: Option<&str>) -> Finish {
+/// The neutral finish of a `finish_reason`.
+pub(crate) fn finish_reason(reason: Option<&str>) -> Finish {
     match reason {
         Some("length") => Finish::Length,
         Some("tool_calls" | "function_call") => Finish::ToolCalls,
@@ -209,7 +210,8 @@ fn finish_reason(reason: Option<&str>) -> Finish {
     }
 }
 
-fn usage(u: &Value) -> Usage {
+/// Neutral usage from a chat `usage` object.
+pub(crate) fn usage(u: &Value) -> Usage {
     let n = |v: &Value| v.as_u64().unwrap_or(0);
     Usage {
         input: n(&u["prompt_tokens"]),

@@ -220,15 +220,21 @@ pub fn decode_response(body: &[u8], structured: bool) -> Result<Response, Transl
             other => content.push(other),
         }
     }
-    let finish = match stop.as_deref() {
+    let finish = finish(stop.as_deref(), sequence, structured);
+    let usage = doc.get("usage").map(usage).unwrap_or_default();
+    Ok(Response { id, model, content, finish, usage })
+}
+
+/// The neutral finish of a `stop_reason`; `tool_use_is_answer` when the tool called was the
+/// structured-output one (then the answer simply ended).
+pub(crate) fn finish(reason: Option<&str>, sequence: Option<String>, tool_use_is_answer: bool) -> Finish {
+    match reason {
         Some("max_tokens") => Finish::Length,
-        Some("tool_use") if !structured => Finish::ToolCalls,
+        Some("tool_use") if !tool_use_is_answer => Finish::ToolCalls,
         Some("stop_sequence") => Finish::StopSequence(sequence),
         Some("refusal") => Finish::ContentFilter,
         _ => Finish::Stop,
-    };
-    let usage = doc.get("usage").map(usage).unwrap_or_default();
-    Ok(Response { id, model, content, finish, usage })
+    }
 }
 
 /// Neutral usage from Anthropic's (whose `input_tokens` leaves out cache reads and writes).

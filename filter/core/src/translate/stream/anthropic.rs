@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{merge, write_event, Event};
-use crate::translate::anthropic::{stop_reason, usage_json, OUTPUT_TOOL};
+use crate::translate::anthropic::{decode, stop_reason, usage_json, OUTPUT_TOOL};
 use crate::translate::ir::{Finish, Usage};
 
 /// Provider side.
@@ -34,15 +34,15 @@ impl Decoder {
             "message_start" => {
                 let message = &v["message"];
                 out.push(Event::Start { id: message["id"].as_str().unwrap_or_default().to_string() });
-                out.push(Event::Usage(crate::translate::anthropic::decode::usage(&message["usage"])));
+                out.push(Event::Usage(decode::usage(&message["usage"])));
             }
             "content_block_start" => self.block_start(&v, out),
             "content_block_delta" => self.block_delta(&v, out),
             "message_delta" => {
                 let reason = v["delta"]["stop_reason"].as_str();
                 let sequence = v["delta"]["stop_sequence"].as_str().map(str::to_string);
-                out.push(Event::Finish(self.finish(reason, sequence)));
-                out.push(Event::Usage(crate::translate::anthropic::decode::usage(&v["usage"])));
+                out.push(Event::Finish(decode::finish(reason, sequence, self.output_block.is_some())));
+                out.push(Event::Usage(decode::usage(&v["usage"])));
             }
             "error" => out.push(Event::Error(v["error"]["message"].as_str().unwrap_or("provider error").to_string())),
             // ping, content_block_stop, message_stop: nothing to carry.
@@ -87,16 +87,6 @@ impl Decoder {
                 }
             }
             _ => {}
-        }
-    }
-
-    fn finish(&self, reason: Option<&str>, sequence: Option<String>) -> Finish {
-        match reason {
-            Some("max_tokens") => Finish::Length,
-            Some("tool_use") if self.output_block.is_none() => Finish::ToolCalls,
-            Some("stop_sequence") => Finish::StopSequence(sequence),
-            Some("refusal") => Finish::ContentFilter,
-            _ => Finish::Stop,
         }
     }
 }

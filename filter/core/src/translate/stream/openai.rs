@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::{merge, write_event, Event};
-use crate::translate::ir::{Finish, Usage};
-use crate::translate::openai_chat::{finish_name, usage_json};
+use crate::translate::ir::Usage;
+use crate::translate::openai_chat::{finish_name, finish_reason, usage, usage_json};
 
 /// Provider side.
 #[derive(Debug, Default)]
@@ -36,19 +36,11 @@ impl Decoder {
         if let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) {
             self.delta(&choice["delta"], out);
             if let Some(reason) = choice["finish_reason"].as_str() {
-                out.push(Event::Finish(finish(reason)));
+                out.push(Event::Finish(finish_reason(Some(reason))));
             }
         }
         if chunk["usage"].is_object() {
-            let u = &chunk["usage"];
-            let n = |v: &Value| v.as_u64().unwrap_or(0);
-            let cached = n(&u["prompt_tokens_details"]["cached_tokens"]);
-            out.push(Event::Usage(Usage {
-                input: n(&u["prompt_tokens"]),
-                output: n(&u["completion_tokens"]),
-                cached,
-                cache_write: 0,
-            }));
+            out.push(Event::Usage(usage(&chunk["usage"])));
         }
     }
 
@@ -75,15 +67,6 @@ impl Decoder {
                 out.push(Event::ToolArgs { index, json: json.to_string() });
             }
         }
-    }
-}
-
-fn finish(reason: &str) -> Finish {
-    match reason {
-        "length" => Finish::Length,
-        "tool_calls" | "function_call" => Finish::ToolCalls,
-        "content_filter" => Finish::ContentFilter,
-        _ => Finish::Stop,
     }
 }
 
