@@ -3,6 +3,7 @@
 //! in, so everything here is unit-testable natively and builds for `wasm32-unknown-unknown`.
 
 pub mod auth;
+pub mod balance;
 pub mod config;
 pub mod dialect;
 pub mod error;

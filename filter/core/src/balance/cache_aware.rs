@@ -1,0 +1,100 @@
+//! `cache_aware`: send a conversation where its prefix was served before, so the engine reuses
+//! the KV blocks it computed, unless that target is clearly busier than the rest.
+//!
+//! - The target whose recorded prefix covers the largest share of the request's prefix (first
+//!   32 KiB) is warm when that share is at least [`MATCH_THRESHOLD`]; among equally warm
+//!   targets the lightest wins.
+//! - Load guard: the warm target is left for the least-loaded one only when it is more than
+//!   [`BALANCE_ABS_THRESHOLD`] requests AND more than [`BALANCE_REL_THRESHOLD`] times ahead of
+//!   it (both margins, after SGLang's router). With no load known affinity always stands.
+//! - Without a warm target: the least-loaded target, or with no load known the least-warmed one
+//!   (fewest prefixes recorded), so new conversations spread.
+//! - Only eligible targets are matched, compared and chosen, so a dead replica's empty queue
+//!   never attracts traffic. After the pick the prefix is recorded as held by the chosen target;
+//!   that insertion may allocate while the [`PrefixIndex`] is below its bound.
+
+use super::prefix::PrefixIndex;
+use super::simple::{least_loaded_among, lighter, scan_best};
+use super::{PickContext, Strategy};
+
+/// Share of the request's prefix a target must already hold to be preferred.
+pub const MATCH_THRESHOLD: f64 = 0.5;
+
+/// The warm target is overloaded only when more than this many requests ahead of the least
+/// loaded target...
+pub const BALANCE_ABS_THRESHOLD: u64 = 2;
+
+/// ...and more than this many times its load.
+pub const BALANCE_REL_THRESHOLD: f64 = 1.5;
+
+/// Whether a warm target with queue `warm` should give way to one with queue `least`.
+pub fn imbalanced(warm: u64, least: u64) -> bool {
+    warm > least.saturating_add(BALANCE_ABS_THRESHOLD) && warm as f64 > least as f64 * BALANCE_REL_THRESHOLD
+}
+
+/// Approximate prefix-cache affinity with a load guard.
+pub struct CacheAware {
+    index: PrefixIndex,
+    /// Per-target matched bytes of the current request (kept to avoid allocating per pick).
+    matched: Vec<u32>,
+    /// Per-target count of recorded prefixes.
+    warmth: Vec<u64>,
+}
+
+impl CacheAware {
+    /// Affinity over `targets` targets, remembering at most `max_nodes` prefix blocks.
+    pub fn new(targets: usize, max_nodes: usize) -> Self {
+        Self { index: PrefixIndex::new(max_nodes), matched: vec![0; targets], warmth: vec![0; targets] }
+    }
+
+    /// The prefix record.
+    pub fn index(&self) -> &PrefixIndex {
+        &self.index
+    }
+
+    /// The warm eligible target for this request, if any holds at least the threshold share.
+    pub fn warm(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
+        let prefix = ctx.prefix();
+        self.index.match_lengths(prefix, &mut self.matched);
+        let matched = |i: usize| self.matched.get(i).copied().unwrap_or(0);
+        let best = eligible.iter().map(|&i| matched(i)).max().filter(|&m| m > 0)?;
+        if f64::from(best) < MATCH_THRESHOLD * prefix.len() as f64 {
+            return None;
+        }
+        scan_best(eligible, ctx.random, |i| matched(i) == best, |a, b| lighter(ctx, a, b))
+    }
+
+    /// Chooses without recording (the rules in the module docs).
+    pub fn choose(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
+        let warm = self.warm(ctx, eligible);
+        if !ctx.has_load() {
+            return warm.or_else(|| self.least_warmed(ctx, eligible));
+        }
+        let least = least_loaded_among(ctx, eligible)?;
+        match warm {
+            Some(w) if !imbalanced(ctx.queue(w), ctx.queue(least)) => Some(w),
+            _ => Some(least),
+        }
+    }
+
+    /// Records that `target` now holds the request's prefix.
+    pub fn record(&mut self, ctx: &PickContext<'_>, target: usize) {
+        self.index.insert(ctx.prefix(), target);
+        if let Some(w) = self.warmth.get_mut(target) {
+            *w += 1;
+        }
+    }
+
+    fn least_warmed(&self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
+        let warmth = |i: usize| self.warmth.get(i).copied().unwrap_or(0);
+        scan_best(eligible, ctx.random, |_| true, |a, b| warmth(a) < warmth(b))
+    }
+}
+
+impl Strategy for CacheAware {
+    fn pick(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
+        let chosen = self.choose(ctx, eligible)?;
+        self.record(ctx, chosen);
+        Some(chosen)
+    }
+}
