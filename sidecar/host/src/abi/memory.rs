@@ -31,7 +31,27 @@ pub(crate) fn read(c: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Result<
 
 /// Reads a guest string (names, keys); invalid UTF-8 is replaced, like a lossy C++ view.
 pub(crate) fn read_str(c: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Result<String, Status> {
-    read(c, ptr, len).map(|b| String::from_utf8_lossy(&b).into_owned())
+    read(c, ptr, len)
+        .map(|b| String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+/// Runs `f` on a guest string borrowed in place (no copy: shared-data keys are read several
+/// times per request when limits apply); invalid UTF-8 is replaced, as in [`read_str`].
+pub(crate) fn with_str<R>(
+    c: &mut Caller<'_, HostState>,
+    ptr: i32,
+    len: i32,
+    f: impl FnOnce(&HostState, &str) -> R,
+) -> Result<R, Status> {
+    let mem = memory(c)?;
+    let range = range(ptr, len as u32 as usize)?;
+    let (data, state) = mem.data_and_store_mut(&mut *c);
+    let bytes = data.get(range).ok_or(Status::InvalidMemoryAccess)?;
+    let key = match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    };
+    Ok(f(state, &key))
 }
 
 /// Copies bytes into guest memory at `ptr`.

@@ -1,7 +1,7 @@
 //! Shared-data imports (§5): process-wide key/value store in the VM's `vm_id` namespace
 //! with Envoy's CAS rules (see `crate::shared`).
 
-use super::memory::{give, read, read_str, write_u32};
+use super::memory::{give, read, with_str, write_u32};
 use super::status;
 use crate::shared::SetOutcome;
 use crate::state::{HostState, Status};
@@ -12,13 +12,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         "env",
         "proxy_get_shared_data",
         |mut c: Caller<'_, HostState>, kp: i32, kl: i32, rp: i32, rl: i32, rcas: i32| -> wasmtime::Result<i32> {
-            let key = match read_str(&mut c, kp, kl) {
-                Ok(k) => k,
+            let found =
+                with_str(&mut c, kp, kl, |state, key| state.rt.shared.get_shared_data(&state.rt.spec.vm_id, key));
+            let (value, cas) = match found {
+                Ok(Some(found)) => found,
+                Ok(None) => return Ok(Status::NotFound as i32),
                 Err(s) => return Ok(s as i32),
-            };
-            let rt = c.data().rt.clone();
-            let Some((value, cas)) = rt.shared.get_shared_data(&rt.spec.vm_id, &key) else {
-                return Ok(Status::NotFound as i32);
             };
             if let Err(s) = write_u32(&mut c, rcas, cas) {
                 return Ok(s as i32);
@@ -30,10 +29,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         "env",
         "proxy_set_shared_data",
         |mut c: Caller<'_, HostState>, kp: i32, kl: i32, vp: i32, vl: i32, cas: i32| -> wasmtime::Result<i32> {
-            let r = read_str(&mut c, kp, kl).and_then(|key| {
-                let value = read(&mut c, vp, vl)?;
-                let rt = &c.data().rt;
-                match rt.shared.set_shared_data(&rt.spec.vm_id, &key, value, cas as u32) {
+            let r = read(&mut c, vp, vl).and_then(|value| {
+                let outcome = with_str(&mut c, kp, kl, |state, key| {
+                    state.rt.shared.set_shared_data(&state.rt.spec.vm_id, key, value, cas as u32)
+                })?;
+                match outcome {
                     SetOutcome::Stored => Ok(()),
                     SetOutcome::CasMismatch => Err(Status::CasMismatch),
                 }
