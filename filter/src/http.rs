@@ -11,6 +11,7 @@
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
 mod admission;
+mod cut;
 mod dialects;
 mod head;
 mod report;
@@ -113,6 +114,8 @@ pub(crate) struct Stream {
     translation: Option<(Pair, translate::Context)>,
     /// What the request holds on its limits until it ends.
     reservation: Option<Reservation>,
+    /// Set when the key cuts streams that overrun its limits.
+    overrun: Option<cut::Guard>,
     /// Set while a translated stream flows.
     stream_translator: Option<StreamTranslator>,
     /// The dialect of the upstream's answer, for the usage tracker.
@@ -151,6 +154,7 @@ impl Stream {
             translation: None,
             stream_translator: None,
             reservation: None,
+            overrun: None,
             usage_dialect: UsageDialect::OpenAi,
             tracker: None,
             streamed: false,
@@ -308,6 +312,7 @@ impl Stream {
                 if let Err(action) = self.admit(&config, &decision, &body) {
                     return action;
                 }
+                self.arm_overrun(&config, api, &decision, &body);
                 self.apply(plugin, api, &body, decision);
                 Action::Continue
             }

@@ -7,6 +7,7 @@
 
 mod http;
 mod limits;
+mod limits_feed;
 mod metrics;
 mod raw;
 mod root;

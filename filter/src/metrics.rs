@@ -57,6 +57,8 @@ pub(crate) struct Metrics {
     filter_us: Option<u32>,
     /// Requests refused by a limit since the last tick, by what the limit counts.
     refused: [u64; 3],
+    /// Streams cut at their allowance since the last tick: by a token limit, by a USD budget.
+    cut: [u64; 2],
 }
 
 impl Metrics {
@@ -93,6 +95,14 @@ impl Metrics {
         }
     }
 
+    /// Counts a stream cut at its allowance (`ferrogate.limit_cut.<tokens|usd>`).
+    pub(crate) fn cut(&mut self, metric: ferrogate_core::limits::Metric) {
+        let i = usize::from(metric == ferrogate_core::limits::Metric::MicroUsd);
+        if let Some(n) = self.cut.get_mut(i) {
+            *n += 1;
+        }
+    }
+
     fn tally(&mut self, model: &str, provider: &str, status: u16) -> Option<&mut Tally> {
         let found = self.tallies.iter().position(|t| t.status == status && t.model == model && t.provider == provider);
         let at = match found {
@@ -117,6 +127,10 @@ impl Metrics {
         let refused = std::mem::take(&mut self.refused);
         for (reason, n) in ["requests", "tokens", "usd"].into_iter().zip(refused) {
             self.count(&format!("ferrogate.limit_refused.{reason}"), n);
+        }
+        let cut = std::mem::take(&mut self.cut);
+        for (reason, n) in ["tokens", "usd"].into_iter().zip(cut) {
+            self.count(&format!("ferrogate.limit_cut.{reason}"), n);
         }
         for t in std::mem::take(&mut self.tallies) {
             let (model, provider) = (segment(&t.model), segment(&t.provider));

@@ -12,6 +12,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
 use crate::http::{KnownKeys, Shared, Stream};
+use crate::limits_feed::LimitsFeed;
 use crate::metrics::Metrics;
 use crate::snapshot_feed::SnapshotFeed;
 use crate::usage_sink::{Outbox, UsageSink};
@@ -26,6 +27,7 @@ pub(crate) struct Root {
     shared: Shared,
     sink: UsageSink,
     feed: SnapshotFeed,
+    limits: LimitsFeed,
 }
 
 impl Default for Root {
@@ -39,13 +41,18 @@ impl Default for Root {
             metrics: Rc::new(RefCell::new(Metrics::default())),
             keys: Rc::new(RefCell::new(KnownKeys::default())),
         };
-        Self { shared, sink: UsageSink::default(), feed: SnapshotFeed::default() }
+        Self { shared, sink: UsageSink::default(), feed: SnapshotFeed::default(), limits: LimitsFeed::default() }
     }
 }
 
 impl Root {
     fn sidecar(&self) -> Option<&SidecarSettings> {
         self.shared.plugin.as_deref().and_then(|p| p.sidecar.as_ref())
+    }
+
+    /// Whether limits are shared across replicas: `redis:` configured and some limit set.
+    fn cross_replica_limits(&self) -> bool {
+        self.shared.active.borrow().as_deref().is_some_and(|c| c.redis_url_env.is_some() && c.limit_plans.any)
     }
 }
 
@@ -55,6 +62,12 @@ impl Context for Root {
             .then(|| self.get_http_call_response_header(":status"))
             .flatten()
             .and_then(|s| s.parse::<u16>().ok());
+        if self.limits.is_waiting_for(token_id) {
+            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let now_ms = crate::raw::now_nanos() / 1_000_000;
+            self.limits.on_response(status, body.as_deref(), now_ms);
+            return;
+        }
         if self.feed.is_waiting_for(token_id) {
             let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
             self.feed.on_response(token_id, status, body, &self.shared.active);
@@ -77,10 +90,14 @@ impl RootContext for Root {
         match PluginConfig::from_json_slice(&bytes) {
             Ok(mut plugin) => {
                 log_loaded(&plugin);
-                // The usage queue is drained (failed batches retried), counters flushed and the
-                // snapshot polled on this tick.
-                let poll = plugin.sidecar.as_ref().map(|s| Duration::from_millis(s.poll_interval_ms.max(100)));
-                self.set_tick_period(poll.map_or(FLUSH_PERIOD, |p| p.min(FLUSH_PERIOD)));
+                // The usage queue is drained (failed batches retried), counters flushed, the
+                // snapshot and the limits feed polled on this tick: with a sidecar, often
+                // enough for the limits feed (usage reaches the other replicas that much sooner).
+                let tick = plugin.sidecar.as_ref().map(|s| {
+                    let poll = Duration::from_millis(s.poll_interval_ms.max(100));
+                    poll.min(Duration::from_millis(crate::limits_feed::INTERVAL_MS))
+                });
+                self.set_tick_period(tick.map_or(FLUSH_PERIOD, |p| p.min(FLUSH_PERIOD)));
                 *self.shared.active.borrow_mut() = plugin.config.take().map(Rc::new);
                 self.shared.plugin = Some(Rc::new(plugin));
                 self.shared.usage_queue.set(self.sink.register());
@@ -112,6 +129,9 @@ impl RootContext for Root {
         if let Some(sidecar) = &sidecar {
             let now_ns = crate::raw::now_nanos();
             self.feed.on_tick(now_ns, sidecar, &self.shared.active);
+            if self.cross_replica_limits() {
+                self.limits.on_tick(now_ns, sidecar);
+            }
         }
         self.sink.on_tick(sidecar.as_ref());
         self.shared.metrics.borrow_mut().flush();

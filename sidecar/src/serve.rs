@@ -77,6 +77,10 @@ pub struct ServeArgs {
     /// store is unreachable at start).
     #[arg(long)]
     pub snapshot_cache: Option<PathBuf>,
+    /// This replica's id in the shared limit counters (default: host name, process id and
+    /// start time, new on every start).
+    #[arg(long, env = "FERROGATE_REPLICA_ID")]
+    pub replica_id: Option<String>,
 }
 
 /// Errors starting the gateway.
@@ -140,8 +144,17 @@ impl Gateway {
         let opened = open_config(args, rx.clone()).await?;
         let (snapshots, postgres, db) = (opened.snapshots.clone(), opened.postgres, opened.db.clone());
         let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
-        let (sidecar_addr, mut link) =
-            start_sidecar_listener(args.sidecar_listen, usage.clone(), snapshots.clone(), rx.clone()).await?;
+        let ledger = services::limits::start(&opened.config, args.replica_id.clone(), rx.clone());
+        let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
+        let (sidecar_addr, mut link) = start_sidecar_listener(
+            args.sidecar_listen,
+            usage.clone(),
+            snapshots.clone(),
+            ledger.clone(),
+            targets.clone(),
+            rx.clone(),
+        )
+        .await?;
         link.poll_interval_ms = args.poll_interval_ms;
         let clusters = Arc::new(LiveClusters::new(cluster_set(&opened.config, sidecar_addr)?));
         tokio::spawn(follow_providers(snapshots.subscribe(), clusters.clone(), sidecar_addr, rx.clone()));
@@ -166,6 +179,8 @@ impl Gateway {
             postgres,
             db,
             token: admin_token,
+            ledger,
+            targets,
         };
         let admin_addr = spawn_router(args.admin_listen, services::admin::router(admin), rx.clone()).await?;
         let config = Arc::new(WorkerConfig {
@@ -292,13 +307,16 @@ async fn start_sidecar_listener(
     addr: SocketAddr,
     usage: Arc<UsageBackend>,
     snapshots: Arc<Snapshots>,
+    ledger: Arc<services::limits::Ledger>,
+    targets: Arc<services::targets::Targets>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, config::SidecarLink), ServeError> {
     let token = std::env::var("FERROGATE_INTERNAL_TOKEN")
         .ok()
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| hex::encode(rand::random::<[u8; 32]>()));
-    let api = services::filter_api::FilterApi { usage, snapshots, internal_token: Some(token.clone()) };
+    let api =
+        services::filter_api::FilterApi { usage, snapshots, internal_token: Some(token.clone()), ledger, targets };
     let bound = spawn_router(addr, services::filter_api::router(api), shutdown).await?;
     let link = config::SidecarLink {
         cluster: SIDECAR_CLUSTER.into(),

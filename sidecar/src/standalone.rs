@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::serve::config::read_raw;
 use crate::serve::{spawn_router, ServeError};
 use crate::services::auth::non_loopback_without_token;
+use crate::services::limits::Ledger;
 use crate::services::snapshot::Snapshots;
 use crate::services::source::{is_postgres, start_retrying, Database};
 use crate::services::store::FileStore;
@@ -44,6 +45,10 @@ pub struct SidecarArgs {
     /// records are read back at start); with the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
+    /// This replica's id in the shared limit counters (default: host name, process id and
+    /// start time, new on every start).
+    #[arg(long, env = "FERROGATE_REPLICA_ID")]
+    pub replica_id: Option<String>,
     /// Bearer token of the filter-facing API, from `FERROGATE_INTERNAL_TOKEN` (never a flag,
     /// so it does not show in `ps`).
     #[arg(skip = env_token("FERROGATE_INTERNAL_TOKEN"))]
@@ -77,10 +82,26 @@ impl Sidecar {
         let db = Arc::new(OnceLock::new());
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
         let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
-        let api = filter_api::FilterApi { usage: usage.clone(), snapshots: snapshots.clone(), internal_token };
+        let ledger = ledger_for(&snapshots, args.replica_id.clone(), rx.clone());
+        let targets = crate::services::targets::start(snapshots.clone(), Default::default(), rx.clone());
+        let api = filter_api::FilterApi {
+            usage: usage.clone(),
+            snapshots: snapshots.clone(),
+            internal_token,
+            ledger: ledger.clone(),
+            targets: targets.clone(),
+        };
         let sidecar_addr = spawn_router(args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
-        let state =
-            admin::Admin { runtime: None, usage, snapshots: snapshots.clone(), db, postgres, token: admin_token };
+        let state = admin::Admin {
+            runtime: None,
+            usage,
+            snapshots: snapshots.clone(),
+            db,
+            postgres,
+            token: admin_token,
+            ledger,
+            targets,
+        };
         let admin_addr = spawn_router(args.admin_listen, admin::router(state), rx).await?;
         tracing::info!(%sidecar_addr, %admin_addr, config = %args.config.display(), "ferrogate sidecar listening");
         Ok(Sidecar { sidecar_addr, admin_addr, snapshots, shutdown })
@@ -124,6 +145,15 @@ async fn open_source(
         }
     }
     postgres
+}
+
+/// The limits ledger, shared through Redis when the snapshot served at start configures it
+/// (a sidecar started without a snapshot keeps a local ledger until restarted).
+fn ledger_for(snapshots: &Snapshots, replica: Option<String>, rx: watch::Receiver<bool>) -> Arc<Ledger> {
+    match snapshots.current() {
+        Some(served) => crate::services::limits::start(&served.config, replica, rx),
+        None => Arc::new(Ledger::new(replica.unwrap_or_else(crate::services::limits::default_replica_id), false)),
+    }
 }
 
 fn env_token(name: &str) -> Option<String> {

@@ -201,6 +201,8 @@ pub struct Limits {
     pub cost_usd_per_day: Option<f64>,
     /// USD per UTC calendar month.
     pub cost_usd_per_month: Option<f64>,
+    /// What a streamed answer overrunning these limits does (set on keys only).
+    pub overrun: crate::limits::cut::Overrun,
 }
 
 /// A validated group of keys.
@@ -288,6 +290,8 @@ pub struct Config {
     pub store: Store,
     /// Environment variable with the Redis URL, when Redis is configured.
     pub redis_url_env: Option<String>,
+    /// `redis.fail_closed`: 503 for requests under limits while the cross-replica view is stale.
+    pub limits_fail_closed: bool,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.

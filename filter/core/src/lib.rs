@@ -16,6 +16,7 @@ pub mod openai;
 pub mod plugin;
 pub mod route;
 pub mod snapshot;
+pub mod targets;
 pub mod translate;
 pub mod usage;
 

@@ -7,17 +7,20 @@
 //! reserves `1` request, the estimated prompt tokens plus the completion allowance, and their
 //! price in micro-USD; when the response ends, [`Reservation::settle`] replaces the reserved
 //! tokens and cost with what was used. Over a request or token limit the answer is 429 with
-//! `Retry-After`; over a USD budget, 402. The window rules are in [`window`].
+//! `Retry-After`; over a USD budget, 402. The window rules are in [`window`]. A key with
+//! `overrun: cut` also has its streamed answers stopped at what its limits allow ([`cut`]).
 //!
 //! Checking allocates nothing: the plans are built with the configuration, and counters are
 //! updated in place through [`CounterStore`].
 
+pub mod cut;
 pub mod estimate;
+pub mod feed;
 mod plan;
 mod window;
 
 pub use plan::{build_plans, LimitSpec, Metric, Plans, Scope};
-pub use window::{Counter, Window, COUNTER_BYTES};
+pub use window::{Counter, Tally, Window, COUNTER_BYTES};
 
 /// Where counters live. `update` runs `f` on the counter under `key` and stores the result
 /// atomically with respect to other updaters (the filter retries a CAS until it sticks).

@@ -101,7 +101,7 @@ pub fn cost_micro_usd(
     upstream_model: &str,
     usage: &Usage,
 ) -> Option<u64> {
-    let price = qualified_price(pricing, provider, upstream_model).or_else(|| pricing.get(upstream_model))?;
+    let price = price_of(pricing, provider, upstream_model)?;
     let cached = usage.cached_tokens.min(usage.prompt_tokens);
     let uncached = usage.prompt_tokens - cached;
     // USD per million tokens is micro-USD per token. Prices become integers of 1e-6 micro-USD
@@ -112,6 +112,12 @@ pub fn cost_micro_usd(
         .saturating_add(part(usage.completion_tokens, price.output_per_mtok));
     let micro = pico.div_ceil(1_000_000);
     Some(u64::try_from(micro).unwrap_or(u64::MAX))
+}
+
+/// The price of `upstream_model` at `provider`: the `provider/upstream_model` entry, else the
+/// `upstream_model` one.
+pub fn price_of<'p>(pricing: &'p BTreeMap<String, Price>, provider: &str, upstream_model: &str) -> Option<&'p Price> {
+    qualified_price(pricing, provider, upstream_model).or_else(|| pricing.get(upstream_model))
 }
 
 /// The `provider/model` price entry, looked up without building the key on the heap when it
@@ -133,7 +139,7 @@ fn qualified_price<'p>(pricing: &'p BTreeMap<String, Price>, provider: &str, mod
 }
 
 /// A USD-per-million-tokens price as 1e-6 micro-USD per token (negative or NaN prices: 0).
-fn per_token_pico(usd_per_mtok: f64) -> u128 {
+pub(crate) fn per_token_pico(usd_per_mtok: f64) -> u128 {
     // `as` saturates: NaN and negatives become 0, absurdly large prices u128::MAX.
     (usd_per_mtok * 1e6).round() as u128
 }

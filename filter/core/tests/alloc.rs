@@ -192,6 +192,36 @@ keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111
         }
     });
     assert_eq!(n, 0, "admission and settlement allocated {n} times");
-    assert_eq!(store.counters[0].current, 100, "every request counted");
+    assert_eq!(store.counters[0].own.current, 100, "every request counted");
+    Ok(())
+}
+
+/// A cut stream's allowance (the room left on its limits, turned into completion tokens)
+/// allocates nothing.
+#[test]
+fn the_stream_allowance_does_not_allocate() -> Result<(), Box<dyn std::error::Error>> {
+    use ferrogate_core::limits::cut::{allowance, Room};
+    use ferrogate_core::limits::{admit, Amounts};
+    let yaml = r#"
+providers: [{ name: p, kind: openai, base_url: "http://h" }]
+models: [{ name: m, targets: [{ provider: p, model: x }] }]
+keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", models: ["*"], limits: { tokens_per_day: 100000000, cost_usd_per_month: 1000, overrun: cut } }]
+"#;
+    let config = Config::try_from(serde_yaml::from_str::<RawConfig>(yaml)?)?;
+    let plan = config.limit_plans.for_key(Some(0));
+    let keys: Vec<&'static str> = plan.iter().map(|s| &*Box::leak(s.counter.clone().into_boxed_str())).collect();
+    let mut store = ArrayStore { keys: [""; 8], counters: Default::default() };
+    store.keys[..keys.len()].copy_from_slice(&keys);
+    let amounts = Amounts { tokens: 500, micro_usd: Some(30) };
+    let r = admit(plan, amounts, 1_000_000, &mut store).expect("room");
+    let mut tokens = 0;
+    let n = allocations_in(|| {
+        for i in 0..100u64 {
+            let room = Room::read(plan, r.amounts, 1_000_000 + i, &mut store);
+            tokens = allowance(400, room, Some(2.0)).map_or(0, |a| a.completion_tokens);
+        }
+    });
+    assert_eq!(n, 0, "the allowance allocated {n} times");
+    assert_eq!(tokens, 400 + 100_000_000 - 500, "the token limit is the tighter");
     Ok(())
 }

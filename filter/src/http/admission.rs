@@ -21,11 +21,15 @@ impl Stream {
         if plan.is_empty() {
             return Ok(());
         }
+        let now_ms = self.started_ns / 1_000_000;
+        if config.limits_fail_closed && config.redis_url_env.is_some() && crate::limits_feed::is_stale(now_ms) {
+            let msg = "Limits cannot be checked across replicas right now (redis.fail_closed); retry shortly.";
+            return Err(self.reply_error(&ApiError::unavailable(msg)));
+        }
         let amounts = amounts(config, plan, d, body);
         if amounts.micro_usd.is_none() && plan.iter().any(|s| s.metric == Metric::MicroUsd) {
             self.unpriced(config.unpriced, &d.upstream_model)?;
         }
-        let now_ms = self.started_ns / 1_000_000;
         match limits::admit(plan, amounts, now_ms, &mut SharedCounters) {
             Ok(reservation) => {
                 self.reservation = Some(reservation);
@@ -57,16 +61,7 @@ impl Stream {
     }
 
     fn refuse(&mut self, plan: &[LimitSpec], refusal: &Refusal) -> Action {
-        let spec = plan.get(refusal.spec);
-        let what = spec.map_or_else(String::new, |s| {
-            let whose = if s.name.is_empty() {
-                s.scope.as_str().to_string()
-            } else {
-                format!("{} {}", s.scope.as_str(), s.name)
-            };
-            let unit = if s.metric == Metric::MicroUsd { "micro-USD" } else { s.metric.as_str() };
-            format!("{whose} allows {} {unit} per {}", s.limit, s.window.as_str())
-        });
+        let what = plan.get(refusal.spec).map_or_else(String::new, LimitSpec::describe);
         self.shared.metrics.borrow_mut().refused(refusal.metric);
         if refusal.status() == 402 {
             return self.reply_error(&ApiError::budget_exhausted(format!("Budget exhausted: {what}.")));

@@ -18,6 +18,7 @@ impl Stream {
             return;
         }
         let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
+        let usage = self.delivered_usage(usage);
         let config = self.config.clone();
         let record = self.record(config.as_deref(), &usage, start_ns);
         let cost = record.cost_micro_usd;
@@ -63,6 +64,7 @@ impl Stream {
             ttft_ms: self.first_byte_ns.map(|t| t.saturating_sub(self.started_ns) / 1_000_000),
             started_at_unix_ms: self.started_ns / 1_000_000,
             streamed: self.streamed,
+            admitted: self.reservation.is_some(),
             ..RecordView::default()
         };
         record.set_usage(usage);

@@ -1,8 +1,9 @@
 //! Response phase: gateway headers, and the usage tracker watching the body as it streams by.
 //!
 //! The body is never held: each chunk goes on as it arrives (the tracker keeps a bounded tail
-//! or the one SSE event in progress). The only rewrite is removing the usage chunk the gateway
-//! asked for on the client's behalf, which the client did not request.
+//! or the one SSE event in progress). The rewrites are removing the usage chunk the gateway
+//! asked for on the client's behalf, which the client did not request, translating, and
+//! cutting a stream that overruns its budget ([`super::cut`]).
 
 use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::usage::{Chunk, Tracker};
@@ -46,6 +47,7 @@ impl Stream {
                 self.set_http_response_header("content-length", None);
             }
             self.prepare_translation(streaming);
+            self.meter_answer(streaming);
         }
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
@@ -70,48 +72,71 @@ impl Stream {
         if end_of_stream {
             self.response_complete = true;
         }
-        if self.stream_translator.is_some() {
-            return self.translate_stream(body_size, end_of_stream);
-        }
-        if self.translation.is_some() {
+        if self.stream_translator.is_none() && self.translation.is_some() {
             return self.translate_response(body_size, end_of_stream);
         }
-        let Some(mut tracker) = self.tracker.take() else {
+        if self.stream_translator.is_none() && self.tracker.is_none() {
             return Action::Continue;
-        };
+        }
+        if self.was_cut() {
+            // The client has its final event: the rest of the upstream's answer is dropped.
+            if body_size > 0 {
+                self.set_http_response_body(0, body_size, &[]);
+            }
+            return Action::Continue;
+        }
         // Not paused, so the buffer is exactly this chunk.
         let chunk = self.get_http_response_body(0, body_size).unwrap_or_default();
-        let verdict = if end_of_stream { tracker.on_end(&chunk) } else { tracker.on_chunk(&chunk) };
-        if let Chunk::Replace(bytes) = verdict {
-            self.set_http_response_body(0, body_size, &bytes);
+        let cut_at = self.metered(&chunk, end_of_stream);
+        let passed = chunk.get(..cut_at.unwrap_or(chunk.len())).unwrap_or_default();
+        let eos = end_of_stream && cut_at.is_none();
+        let out = if self.stream_translator.is_some() {
+            Some(self.translate_stream(passed, eos))
+        } else {
+            self.track(passed, eos)
+        };
+        if cut_at.is_some() {
+            let mut out = out.unwrap_or_else(|| passed.to_vec());
+            self.cut_stream(&mut out);
+            self.set_http_response_body(0, body_size, &out);
+        } else if let Some(out) = out {
+            self.set_http_response_body(0, body_size, &out);
         }
+        Action::Continue
+    }
+
+    /// A chunk of an answer in the client's dialect: watched by the usage tracker, which may
+    /// remove the usage event the gateway asked for. `Some`: the bytes the client gets instead.
+    fn track(&mut self, chunk: &[u8], end_of_stream: bool) -> Option<Vec<u8>> {
+        let tracker = self.tracker.as_mut()?;
+        let verdict = if end_of_stream { tracker.on_end(chunk) } else { tracker.on_chunk(chunk) };
         // Time to first token: the first event carrying output (any byte for JSON bodies).
         if self.first_byte_ns.is_none() && tracker.first_token_seen() {
             self.first_byte_ns = Some(self.now_nanos());
         }
-        self.tracker = Some(tracker);
-        Action::Continue
+        match verdict {
+            Chunk::Replace(bytes) => Some(bytes),
+            Chunk::Forward => None,
+        }
     }
 }
 
 impl Stream {
-    /// A translated stream: each chunk's events are rewritten as they pass (the usage tracker
-    /// reads the provider's own events first).
-    fn translate_stream(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let chunk = self.get_http_response_body(0, body_size).unwrap_or_default();
+    /// A chunk of a translated stream: its events rewritten as they pass (the usage tracker
+    /// reads the provider's own events first); returns the client's bytes.
+    fn translate_stream(&mut self, chunk: &[u8], end_of_stream: bool) -> Vec<u8> {
         if let Some(tracker) = self.tracker.as_mut() {
-            let _ = if end_of_stream { tracker.on_end(&chunk) } else { tracker.on_chunk(&chunk) };
+            let _ = if end_of_stream { tracker.on_end(chunk) } else { tracker.on_chunk(chunk) };
         }
-        let Some(translator) = self.stream_translator.as_mut() else { return Action::Continue };
-        let mut out = translator.feed(&chunk);
+        let Some(translator) = self.stream_translator.as_mut() else { return chunk.to_vec() };
+        let mut out = translator.feed(chunk);
         if end_of_stream {
             out.extend(translator.finish());
         }
         if self.first_byte_ns.is_none() && !out.is_empty() {
             self.first_byte_ns = Some(self.now_nanos());
         }
-        self.set_http_response_body(0, body_size, &out);
-        Action::Continue
+        out
     }
 
     /// A translated answer that is not a stream (or an error answer to one): buffered whole, its usage

@@ -17,8 +17,10 @@ use ferrogate_host::Runtime;
 
 use super::auth::{bearer_ok, unauthorized};
 use super::crud;
+use super::limits::{self, Ledger};
 use super::snapshot::Snapshots;
 use super::source::Database;
+use super::targets::{self, Targets};
 use super::usage::{self, UsageBackend};
 
 /// Shared state of the admin API.
@@ -36,6 +38,10 @@ pub struct Admin {
     pub postgres: bool,
     /// Bearer token for `/api/v1/*`; `None` only on loopback binds.
     pub token: Option<String>,
+    /// Consumption per limit (`/api/v1/limits`, `/metrics`).
+    pub ledger: Arc<Ledger>,
+    /// Health and load of the routing targets (`/api/v1/targets`, `/metrics`).
+    pub targets: Arc<Targets>,
 }
 
 /// Errors configuring the admin listener.
@@ -62,6 +68,8 @@ pub fn router(state: Admin) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(|| async { Json(super::openapi::document()) }))
         .route("/api/v1/usage", get(usage_query))
+        .route("/api/v1/limits", get(limits_query))
+        .route("/api/v1/targets", get(targets_query))
         .route("/api/v1/config/problems", get(config_problems))
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
         .route("/api/v1/{section}/{name}", axum::routing::put(crud::replace).delete(crud::delete))
@@ -114,8 +122,44 @@ async fn store_status(admin: &Admin) -> Result<(), String> {
 }
 
 async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
-    let text = admin.runtime.as_ref().map(Runtime::prometheus_text).unwrap_or_default();
+    let mut text = admin.runtime.as_ref().map(Runtime::prometheus_text).unwrap_or_default();
+    if let Some(served) = admin.snapshots.current() {
+        let all = admin.ledger.consumption(&served.config, &limits::Filter::default(), now_ms());
+        limits::prometheus(&all, admin.ledger.synced(), &mut text);
+    }
+    targets::prometheus(&admin.targets.report(), &mut text);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// `GET /api/v1/limits[?key=..][&group=..]`: every limit's consumption and what remains.
+async fn limits_query(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    Query(filter): Query<limits::Filter>,
+) -> Response {
+    if !bearer_ok(&headers, admin.token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let Some(served) = admin.snapshots.current() else {
+        let body = Json(serde_json::json!({"error": "no configuration snapshot yet"}));
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    };
+    let limits = admin.ledger.consumption(&served.config, &filter, now_ms());
+    Json(serde_json::json!({"synced": admin.ledger.synced(), "replica": admin.ledger.replica, "limits": limits}))
+        .into_response()
+}
+
+/// `GET /api/v1/targets`: every routing target's health, probe history and engine load.
+async fn targets_query(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if !bearer_ok(&headers, admin.token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    Json(admin.targets.report()).into_response()
+}
+
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 async fn usage_query(State(admin): State<Admin>, headers: HeaderMap, Query(q): Query<usage::Query>) -> Response {
@@ -164,6 +208,8 @@ mod tests {
             db: Arc::new(OnceLock::new()),
             postgres: false,
             token: None,
+            ledger: Arc::new(Ledger::new("test".into(), false)),
+            targets: Arc::new(Targets::new(targets::Settings::default())),
         };
         let app = router(admin);
         let ops = super::super::openapi::operations();

@@ -8,7 +8,11 @@
 //!   the filter's queue consumer sends. `200 {"stored": n}` once the whole batch is stored
 //!   (committed, with Postgres; lines stored before count as `"duplicates"`); 400 when a line
 //!   is not a record; 503 when the store cannot take it now (the filter keeps the batch and
-//!   sends it again on its next tick).
+//!   sends it again on its next tick). A stored batch is folded into the limits ledger.
+//! - `GET /v1/limits`: other replicas' consumption per limit counter (`services::limits`),
+//!   polled by the filter when limits are shared through Redis.
+//! - `GET /v1/targets`: health and engine load of every routing target (`services::targets`),
+//!   with `ETag`; `If-None-Match` with the current version → 304.
 
 use std::sync::Arc;
 
@@ -20,7 +24,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::auth::{bearer_ok, unauthorized};
+use super::limits::Ledger;
 use super::snapshot::Snapshots;
+use super::targets::Targets;
 use super::usage::{AddError, UsageBackend};
 
 /// Shared state of the filter-facing API.
@@ -32,11 +38,39 @@ pub struct FilterApi {
     pub snapshots: Arc<Snapshots>,
     /// The internal token filters must present.
     pub internal_token: Option<String>,
+    /// Consumption per limit counter, across replicas.
+    pub ledger: Arc<Ledger>,
+    /// Health and load of the routing targets.
+    pub targets: Arc<Targets>,
 }
 
 /// The filter-facing routes.
 pub fn router(state: FilterApi) -> Router {
-    Router::new().route("/v1/usage", post(ingest)).route("/v1/snapshot", get(snapshot)).with_state(state)
+    Router::new()
+        .route("/v1/usage", post(ingest))
+        .route("/v1/snapshot", get(snapshot))
+        .route("/v1/limits", get(limits))
+        .route("/v1/targets", get(targets))
+        .with_state(state)
+}
+
+async fn limits(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    (StatusCode::OK, [(CONTENT_TYPE, "application/json")], api.ledger.feed()).into_response()
+}
+
+async fn targets(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let (version, body) = api.targets.feed();
+    let etag = format!("\"{version}\"");
+    if headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| etag_matches(v, &etag)) {
+        return (StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response();
+    }
+    (StatusCode::OK, [(ETAG, etag), (CONTENT_TYPE, "application/json".to_string())], body).into_response()
 }
 
 async fn snapshot(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
@@ -65,8 +99,13 @@ async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bo
     if !bearer_ok(&headers, api.internal_token.as_deref()) {
         return unauthorized().into_response();
     }
-    match api.usage.add(body).await {
-        Ok(added) => Json(added).into_response(),
+    match api.usage.add(body.clone()).await {
+        Ok(added) => {
+            if let Some(served) = api.snapshots.current() {
+                api.ledger.fold(&body, &served.version, &served.config);
+            }
+            Json(added).into_response()
+        }
         Err(e @ AddError::BadLine { .. }) => {
             (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": e.to_string()}))).into_response()
         }

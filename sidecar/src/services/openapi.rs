@@ -37,6 +37,18 @@ pub fn operations() -> Vec<Operation> {
         op("get", "/api/v1/usage", "Usage records and totals by key, model and time range", false),
         op(
             "get",
+            "/api/v1/limits",
+            "Consumption and remaining amount of every limit (key=, group= to narrow), across replicas",
+            false,
+        ),
+        op(
+            "get",
+            "/api/v1/targets",
+            "Health (probe verdict, cooldown, consecutive results) and engine load of every routing target",
+            false,
+        ),
+        op(
+            "get",
             "/api/v1/config/problems",
             "Rows dropped from the served snapshot; why the latest change was rejected",
             false,

@@ -161,6 +161,10 @@ pub struct RawLimits {
     /// USD per UTC calendar month.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd_per_month: Option<f64>,
+    /// A key's streamed answers that overrun its token or USD limits: `allow` (default: they
+    /// run to their end) or `cut` (stopped with a final error event). Keys only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrun: Option<String>,
 }
 
 /// Prices of one model, USD per million tokens.
@@ -193,6 +197,10 @@ pub struct RawStore {
 pub struct RawRedis {
     /// Environment variable holding the Redis URL.
     pub url_env: String,
+    /// When the cross-replica view is stale (Redis or the sidecar unreachable), refuse
+    /// requests under limits with 503 instead of enforcing this proxy's own counts alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_closed: bool,
 }
 
 impl RawConfig {

@@ -18,7 +18,7 @@ use super::{
 
 mod sections;
 
-use sections::{limits, pricing, store};
+use sections::{limits, pricing, shared_limits, store};
 
 /// Collects problems with their paths.
 #[derive(Default)]
@@ -66,7 +66,7 @@ impl TryFrom<RawConfig> for Config {
         let (keys, digest_index) = keys(&raw.keys, &group_index, &refs, &mut p);
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
-        let org_limits = limits("limits", raw.limits.as_ref(), &mut p);
+        let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
         if let Some(var) = &redis_url_env {
@@ -84,6 +84,7 @@ impl TryFrom<RawConfig> for Config {
             pricing,
             store,
             redis_url_env,
+            limits_fail_closed: raw.redis.as_ref().is_some_and(|r| r.fail_closed),
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),
@@ -262,7 +263,7 @@ fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
     Group {
         name: raw.name.clone(),
         models: grants(&format!("groups[{i}].models"), &raw.models, refs, p),
-        limits: limits(&format!("groups[{i}].limits"), raw.limits.as_ref(), p),
+        limits: shared_limits(&format!("groups[{i}].limits"), raw.limits.as_ref(), p),
     }
 }
 

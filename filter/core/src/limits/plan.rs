@@ -68,6 +68,18 @@ pub struct LimitSpec {
     pub limit: u64,
 }
 
+impl LimitSpec {
+    /// Says what the limit allows, e.g. `key bob allows 1500 tokens per day`.
+    pub fn describe(&self) -> String {
+        let whose = match self.name.as_str() {
+            "" => self.scope.as_str().to_string(),
+            name => format!("{} {name}", self.scope.as_str()),
+        };
+        let unit = if self.metric == Metric::MicroUsd { "micro-USD" } else { self.metric.as_str() };
+        format!("{whose} allows {} {unit} per {}", self.limit, self.window.as_str())
+    }
+}
+
 /// The flattened limits of a configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plans {
@@ -75,6 +87,8 @@ pub struct Plans {
     pub keys: Vec<Arc<[LimitSpec]>>,
     /// For callers without a key (open mode): the org-wide default.
     pub open: Arc<[LimitSpec]>,
+    /// Whether any caller has a limit (computed once).
+    pub any: bool,
 }
 
 impl Plans {
@@ -101,8 +115,9 @@ pub fn build_plans(config: &Config) -> Plans {
             all.extend(org.iter().cloned());
             Arc::from(all)
         })
-        .collect();
-    Plans { keys, open: Arc::from(org) }
+        .collect::<Vec<Arc<[LimitSpec]>>>();
+    let any = !org.is_empty() || keys.iter().any(|p: &Arc<[LimitSpec]>| !p.is_empty());
+    Plans { keys, open: Arc::from(org), any }
 }
 
 fn specs(scope: Scope, name: &str, l: &Limits) -> Vec<LimitSpec> {

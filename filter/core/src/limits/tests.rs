@@ -56,9 +56,29 @@ fn months_are_calendar_months() {
 
 #[test]
 fn counters_round_trip_their_bytes() {
-    let c = Counter { bucket: 7, current: u64::MAX, previous: 3 };
+    let c = Counter {
+        own: Tally { bucket: 7, current: u64::MAX, previous: 3 },
+        others: Tally { bucket: 6, current: 9, previous: 1 },
+    };
     assert_eq!(Counter::decode(&c.encode()), c);
     assert_eq!(Counter::decode(b"junk"), Counter::default());
+}
+
+#[test]
+fn other_replicas_consumption_counts_against_the_limit() {
+    let t0 = 1_000 * MIN;
+    // Other replicas used 8 of 10 in this minute's bucket, as fed by the sidecar.
+    let others = Tally { bucket: Window::Minute.bucket(t0), current: 8, previous: 0 };
+    let mut c = Counter { others, ..Counter::default() };
+    c.try_add(Window::Minute, t0 + 1_000, 2, 10).unwrap();
+    assert!(c.try_add(Window::Minute, t0 + 1_000, 1, 10).is_err(), "own 2 + others 8 fill it");
+    assert_eq!((c.own.current, c.used(Window::Minute, t0 + 1_000)), (2, 10));
+    // A stale feed rolls like the own tally: in the next bucket the others' 8 slide out.
+    assert_eq!(c.used(Window::Minute, t0 + MIN + 30_000), 5, "(2 + 8) x half");
+    assert_eq!(c.used(Window::Minute, t0 + 3 * MIN), 0);
+    // Settling adjusts the own tally only.
+    c.adjust(Window::Minute, t0 + 2_000, -1);
+    assert_eq!((c.own.current, c.others.current), (1, 8));
 }
 
 const YAML: &str = r#"
@@ -106,8 +126,8 @@ fn admission_is_all_or_nothing_and_the_most_restrictive_wins() {
     assert_eq!((refused.spec, refused.metric, refused.status()), (2, Metric::Requests, 429), "the group's 2/min");
     assert!(refused.retry_after_secs.is_some_and(|s| (1..=120).contains(&s)));
     let key_rpm = store.0["ferrogate.limit.key.a.requests.minute"];
-    assert_eq!(key_rpm.current, 2, "what the refused request took on the key is given back");
-    assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].current, 200);
+    assert_eq!(key_rpm.own.current, 2, "what the refused request took on the key is given back");
+    assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 200);
 }
 
 #[test]
@@ -131,9 +151,9 @@ fn settlement_replaces_the_reservation_with_what_was_used() {
     let r = admit(plan, Amounts { tokens: 900, micro_usd: Some(500) }, now, &mut store).unwrap();
     assert!(admit(plan, Amounts { tokens: 200, micro_usd: Some(1) }, now, &mut store).is_err(), "900 of 1000 reserved");
     r.settle(plan, Amounts { tokens: 40, micro_usd: Some(7) }, now + 1_000, &mut store);
-    assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].current, 40);
-    assert_eq!(store.0["ferrogate.limit.group.team.usd.month"].current, 7);
-    assert_eq!(store.0["ferrogate.limit.key.a.requests.minute"].current, 1, "requests stay counted");
+    assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 40);
+    assert_eq!(store.0["ferrogate.limit.group.team.usd.month"].own.current, 7);
+    assert_eq!(store.0["ferrogate.limit.key.a.requests.minute"].own.current, 1, "requests stay counted");
     admit(plan, Amounts { tokens: 200, micro_usd: Some(1) }, now + 2_000, &mut store).unwrap();
 }
 

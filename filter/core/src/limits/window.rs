@@ -10,8 +10,9 @@
 //! - **Month windows are UTC calendar months** (billing months): the count resets on the 1st
 //!   at 00:00 UTC.
 //!
-//! A counter is 24 bytes (bucket number, current, previous; little-endian), the form it has in
-//! proxy-wasm shared data, so every worker VM of a proxy shares it through CAS. Everything here
+//! A counter is 48 bytes (bucket number, current, previous, for this proxy and then for the
+//! other replicas; little-endian), the form it has in proxy-wasm shared data, so every worker
+//! VM of a proxy shares it through CAS. Everything here
 //! is arithmetic on integers: no allocation, no clock (time is passed in, in milliseconds).
 
 /// The span a limit is counted over.
@@ -35,6 +36,25 @@ impl Window {
         }
     }
 
+    /// The window named `name` (its [`Window::as_str`]).
+    pub fn parse(name: &str) -> Option<Window> {
+        match name {
+            "minute" => Some(Window::Minute),
+            "day" => Some(Window::Day),
+            "month" => Some(Window::Month),
+            _ => None,
+        }
+    }
+
+    /// How long a bucket's amount still matters after the bucket began: until the end of the
+    /// next bucket (it is `previous` there), with a month's worth of slack for months.
+    pub fn retention_ms(self) -> u64 {
+        match self {
+            Window::Month => 63 * 86_400_000,
+            w => 2 * w.bucket_ms(),
+        }
+    }
+
     fn bucket_ms(self) -> u64 {
         match self {
             Window::Minute => 60_000,
@@ -44,7 +64,7 @@ impl Window {
     }
 
     /// The bucket `now_ms` falls in: a bucket count, or for months `year × 12 + month`.
-    fn bucket(self, now_ms: u64) -> u64 {
+    pub fn bucket(self, now_ms: u64) -> u64 {
         match self {
             Window::Month => month_index(now_ms / 86_400_000),
             w => now_ms / w.bucket_ms(),
@@ -77,9 +97,9 @@ fn ms_to_next_month(now_ms: u64) -> u64 {
     (day * 86_400_000).saturating_sub(now_ms)
 }
 
-/// A counter's state.
+/// Amounts counted in one bucket and the one before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counter {
+pub struct Tally {
     /// The bucket `current` belongs to.
     pub bucket: u64,
     /// Amount counted in that bucket.
@@ -88,29 +108,8 @@ pub struct Counter {
     pub previous: u64,
 }
 
-/// Bytes of an encoded [`Counter`].
-pub const COUNTER_BYTES: usize = 24;
-
-impl Counter {
-    /// Decodes shared-data bytes; anything that is not a counter reads as empty.
-    pub fn decode(bytes: &[u8]) -> Counter {
-        let word = |i: usize| bytes.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-        if bytes.len() != COUNTER_BYTES {
-            return Counter::default();
-        }
-        Counter { bucket: word(0), current: word(1), previous: word(2) }
-    }
-
-    /// The shared-data form.
-    pub fn encode(&self) -> [u8; COUNTER_BYTES] {
-        let mut out = [0u8; COUNTER_BYTES];
-        for (i, w) in [self.bucket, self.current, self.previous].into_iter().enumerate() {
-            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
-        }
-        out
-    }
-
-    /// Moves the counter to the bucket of `now_ms`.
+impl Tally {
+    /// Moves the tally to the bucket of `now_ms`.
     fn roll(&mut self, window: Window, now_ms: u64) {
         let bucket = window.bucket(now_ms);
         if bucket == self.bucket {
@@ -121,36 +120,103 @@ impl Counter {
         self.bucket = bucket;
     }
 
+    /// The tally moved to the bucket of `now_ms`.
+    pub fn rolled(mut self, window: Window, now_ms: u64) -> Tally {
+        self.roll(window, now_ms);
+        self
+    }
+
     /// The amount counted in the window ending at `now_ms`.
     pub fn used(&self, window: Window, now_ms: u64) -> u64 {
-        let mut c = *self;
-        c.roll(window, now_ms);
+        let c = self.rolled(window, now_ms);
         c.current.saturating_add(previous_share(&c, window, now_ms))
+    }
+
+    /// Adds `amount` at `now_ms` (a record folded into a ledger).
+    pub fn add(&mut self, window: Window, now_ms: u64, amount: u64) {
+        self.roll(window, now_ms);
+        self.current = self.current.saturating_add(amount);
+    }
+}
+
+/// A limit counter: what this proxy counted itself (exact, updated by every request) and what
+/// the other replicas of the gateway used, as last fed by the sidecar (see the crate's
+/// limits feed). A request fits when both together leave room for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counter {
+    /// This proxy's own count.
+    pub own: Tally,
+    /// Other replicas' consumption, as of the last feed.
+    pub others: Tally,
+}
+
+/// Bytes of an encoded [`Counter`].
+pub const COUNTER_BYTES: usize = 48;
+
+impl Counter {
+    /// Decodes shared-data bytes; anything that is not a counter reads as empty.
+    pub fn decode(bytes: &[u8]) -> Counter {
+        let word = |i: usize| bytes.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+        if bytes.len() != COUNTER_BYTES {
+            return Counter::default();
+        }
+        Counter {
+            own: Tally { bucket: word(0), current: word(1), previous: word(2) },
+            others: Tally { bucket: word(3), current: word(4), previous: word(5) },
+        }
+    }
+
+    /// The shared-data form.
+    pub fn encode(&self) -> [u8; COUNTER_BYTES] {
+        let mut out = [0u8; COUNTER_BYTES];
+        let (o, t) = (self.own, self.others);
+        for (i, w) in [o.bucket, o.current, o.previous, t.bucket, t.current, t.previous].into_iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// Own and others' amounts together, at the bucket of `now_ms`.
+    fn combined(&mut self, window: Window, now_ms: u64) -> Tally {
+        self.own.roll(window, now_ms);
+        let others = self.others.rolled(window, now_ms);
+        Tally {
+            bucket: self.own.bucket,
+            current: self.own.current.saturating_add(others.current),
+            previous: self.own.previous.saturating_add(others.previous),
+        }
+    }
+
+    /// The amount counted in the window ending at `now_ms`, by every replica.
+    pub fn used(&self, window: Window, now_ms: u64) -> u64 {
+        let mut c = *self;
+        let all = c.combined(window, now_ms);
+        all.current.saturating_add(previous_share(&all, window, now_ms))
     }
 
     /// Counts `amount` if the window then holds at most `limit`; otherwise the wait, in
     /// milliseconds, until it would fit (`None`: it never fits, `amount > limit`).
     pub fn try_add(&mut self, window: Window, now_ms: u64, amount: u64, limit: u64) -> Result<(), Option<u64>> {
-        self.roll(window, now_ms);
-        let used = self.current.saturating_add(previous_share(self, window, now_ms));
+        let all = self.combined(window, now_ms);
+        let used = all.current.saturating_add(previous_share(&all, window, now_ms));
         if used.saturating_add(amount) <= limit {
-            self.current = self.current.saturating_add(amount);
+            self.own.current = self.own.current.saturating_add(amount);
             return Ok(());
         }
-        Err((amount <= limit).then(|| wait_ms(self, window, now_ms, amount, limit)))
+        Err((amount <= limit).then(|| wait_ms(&all, window, now_ms, amount, limit)))
     }
 
-    /// Corrects the current bucket by `delta` (a reservation replaced by what was used); a
-    /// counter that has moved on to a later bucket keeps the correction in `current` anyway.
+    /// Corrects this proxy's current bucket by `delta` (a reservation replaced by what was
+    /// used); a counter that has moved on to a later bucket keeps the correction in `current`.
     pub fn adjust(&mut self, window: Window, now_ms: u64, delta: i64) {
-        self.roll(window, now_ms);
-        self.current = self.current.saturating_add_signed(delta);
+        self.own.roll(window, now_ms);
+        self.own.current = self.own.current.saturating_add_signed(delta);
     }
 }
 
 /// The previous bucket's weight at `now_ms`: its count times the share of it still inside the
 /// sliding window (months do not slide).
-fn previous_share(c: &Counter, window: Window, now_ms: u64) -> u64 {
+fn previous_share(c: &Tally, window: Window, now_ms: u64) -> u64 {
     let len = window.bucket_ms();
     if len == 0 || c.previous == 0 {
         return 0;
@@ -161,7 +227,7 @@ fn previous_share(c: &Counter, window: Window, now_ms: u64) -> u64 {
 }
 
 /// How long until `amount` fits under `limit`, given the counter at `now_ms` (already rolled).
-fn wait_ms(c: &Counter, window: Window, now_ms: u64, amount: u64, limit: u64) -> u64 {
+fn wait_ms(c: &Tally, window: Window, now_ms: u64, amount: u64, limit: u64) -> u64 {
     let len = window.bucket_ms();
     if len == 0 {
         return ms_to_next_month(now_ms);

@@ -149,6 +149,15 @@ impl StreamTranslator {
         out
     }
 
+    /// The `sequence_number` the next event of a Responses client would carry (0 for the
+    /// other clients), for an event the caller appends itself.
+    pub fn next_sequence(&self) -> u64 {
+        match &self.encoder {
+            Encoder::Responses(e) => e.next_sequence(),
+            _ => 0,
+        }
+    }
+
     fn decode(&mut self, event: &[u8], out: &mut Vec<u8>) {
         let name = event_name(event);
         let data = event_data(event);

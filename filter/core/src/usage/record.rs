@@ -50,6 +50,10 @@ pub struct Record {
     /// Whether the response was streamed.
     #[serde(default)]
     pub streamed: bool,
+    /// Whether the request was admitted by the limits (holds a reservation on its counters):
+    /// the sidecar folds only such records into the cross-replica counters.
+    #[serde(default)]
+    pub admitted: bool,
 }
 
 impl Record {
@@ -103,6 +107,7 @@ impl Record {
             ttft_ms: self.ttft_ms,
             started_at_unix_ms: self.started_at_unix_ms,
             streamed: self.streamed,
+            admitted: self.admitted,
         }
     }
 }
@@ -127,6 +132,7 @@ pub struct RecordView<'a> {
     pub ttft_ms: Option<u64>,
     pub started_at_unix_ms: u64,
     pub streamed: bool,
+    pub admitted: bool,
 }
 
 impl RecordView<'_> {
@@ -169,7 +175,8 @@ impl RecordView<'_> {
         push_field(out, b",\"latency_ms\":", Some(self.latency_ms));
         push_field(out, b",\"ttft_ms\":", self.ttft_ms);
         push_field(out, b",\"started_at_unix_ms\":", Some(self.started_at_unix_ms));
-        out.extend_from_slice(if self.streamed { b",\"streamed\":true}\n" } else { b",\"streamed\":false}\n" });
+        out.extend_from_slice(if self.streamed { b",\"streamed\":true" } else { b",\"streamed\":false" });
+        out.extend_from_slice(if self.admitted { b",\"admitted\":true}\n" } else { b",\"admitted\":false}\n" });
     }
 }
 

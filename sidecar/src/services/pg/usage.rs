@@ -243,6 +243,8 @@ fn record_of(row: &Row) -> Result<Record, StoreError> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         streamed: row.try_get(14)?,
+        // Not stored: it only steers the limits ledger at ingestion.
+        admitted: false,
     })
 }
 

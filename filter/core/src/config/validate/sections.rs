@@ -7,6 +7,7 @@ use super::Problems;
 use crate::config::raw::{RawConfig, RawLimits, RawPrice};
 use crate::config::syntax;
 use crate::config::{Limits, Price, Store};
+use crate::limits::cut::Overrun;
 
 fn money(path: String, v: Option<f64>, p: &mut Problems) -> Option<f64> {
     let v = v?;
@@ -30,7 +31,24 @@ pub(super) fn limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> L
         tokens_per_month: raw.tokens_per_month,
         cost_usd_per_day: money(format!("{path}.cost_usd_per_day"), raw.cost_usd_per_day, p),
         cost_usd_per_month: money(format!("{path}.cost_usd_per_month"), raw.cost_usd_per_month, p),
+        overrun: overrun(path, raw.overrun.as_deref(), p),
     }
+}
+
+fn overrun(path: &str, raw: Option<&str>, p: &mut Problems) -> Overrun {
+    let Some(name) = raw else { return Overrun::Allow };
+    Overrun::parse(name).unwrap_or_else(|| {
+        p.add(format!("{path}.overrun"), format!("unknown policy {name:?} (expected allow or cut)"));
+        Overrun::Allow
+    })
+}
+
+/// The limits of a group or the org: `overrun` is a key's policy.
+pub(super) fn shared_limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> Limits {
+    if raw.is_some_and(|l| l.overrun.is_some()) {
+        p.add(format!("{path}.overrun"), "only a key's limits take an overrun policy");
+    }
+    limits(path, raw, p)
 }
 
 pub(super) fn pricing(raw: &BTreeMap<String, RawPrice>, p: &mut Problems) -> BTreeMap<String, Price> {

@@ -85,6 +85,11 @@ impl Encoder {
         write_event(out, Some(kind), &data);
     }
 
+    /// The `sequence_number` of the next event.
+    pub(super) fn next_sequence(&self) -> u64 {
+        self.sequence
+    }
+
     fn head(&self) -> Head<'_> {
         Head { id: &self.id, model: &self.model, created_at: self.created }
     }

@@ -64,6 +64,7 @@ fn hand_written_record_json_matches_serde() {
             ttft_ms: Some(u64::MAX),
             started_at_unix_ms: 1_700_000_000_123,
             streamed: true,
+            admitted: true,
         },
     ];
     for r in records {

@@ -34,6 +34,7 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         ttft_ms: cost.map(|_| 7),
         started_at_unix_ms: at,
         streamed: cost.is_none(),
+        admitted: false,
     };
     record.to_json_line()
 }
@@ -148,8 +149,13 @@ async fn ingestion_answers_200_after_commit_400_for_a_bad_line_and_503_while_the
     let fwd = Forwarder::start(&schema.url).await;
     let slot = Arc::new(OnceLock::new());
     let usage = Arc::new(UsageBackend::Postgres(slot.clone()));
-    let api =
-        FilterApi { usage: usage.clone(), snapshots: Arc::new(Snapshots::new(None)), internal_token: Some("t".into()) };
+    let api = FilterApi {
+        usage: usage.clone(),
+        snapshots: Arc::new(Snapshots::new(None)),
+        internal_token: Some("t".into()),
+        ledger: Arc::new(crate::services::limits::Ledger::new("t".into(), false)),
+        targets: Arc::new(crate::services::targets::Targets::new(Default::default())),
+    };
     let app = filter_api::router(api);
     let [first, second] = batches();
     assert_eq!(post(&app, first.clone()).await.0, 503, "not connected yet: the filter keeps the batch");

@@ -1,0 +1,359 @@
+//! Target health and engine load: what the sidecar learns about every routing target and
+//! feeds to its filter (`GET /v1/targets`, [`ferrogate_core::targets::TargetFeed`]).
+//!
+//! The targets are the endpoints of the providers of the snapshot being served (one per pool
+//! member, or the `base_url` authority without a pool; see [`probe::targets`]), followed as
+//! the snapshot changes: a new endpoint starts healthy with unknown load, a removed one is
+//! dropped, a kept one keeps its state.
+//!
+//! Self-hosted engines are probed every [`Settings::probe_interval`] (`GET /health`, else
+//! `GET /v1/models`, each within [`Settings::timeout`]) and turn unhealthy after
+//! [`FAILURES_TO_UNHEALTHY`] consecutive failures, healthy again after
+//! [`SUCCESSES_TO_HEALTHY`] consecutive successes; while unhealthy they carry a cooldown of
+//! [`Settings::cooldown`] from the latest failure. Their `/metrics` are scraped every
+//! [`Settings::scrape_interval`] for the running and waiting requests and the KV-cache usage
+//! (vLLM or SGLang series, [`prom`]); an endpoint whose `/metrics` answers without engine
+//! series is asked again only every [`NO_METRICS_RETRY`]. A failed scrape makes the load
+//! unknown (never stale numbers). SaaS providers are not probed: they stay healthy here, and
+//! passive signals from real traffic are the filter's to add.
+//!
+//! Probes and scrapes of a round run concurrently, at most [`CONCURRENCY`] at a time. The
+//! feed is rebuilt after every round and gets a new version only when something changed.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrogate_core::targets::{EndpointState, TargetFeed};
+use futures_util::stream::{self, StreamExt};
+use tokio::sync::watch;
+
+use super::snapshot::{Served, Snapshots};
+
+pub mod health;
+pub mod probe;
+pub mod prom;
+mod report;
+
+pub use health::{Health, FAILURES_TO_UNHEALTHY, SUCCESSES_TO_HEALTHY};
+use probe::{Prober, Scrape, Target};
+pub use report::{prometheus, Report, TargetReport};
+
+/// Probes and scrapes in flight at once.
+pub const CONCURRENCY: usize = 32;
+/// How long an endpoint whose `/metrics` has no engine series is left alone.
+pub const NO_METRICS_RETRY: Duration = Duration::from_secs(30);
+
+/// Timing of probes and scrapes.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Between health probe rounds (default 5 s).
+    pub probe_interval: Duration,
+    /// Between `/metrics` scrape rounds (default 2 s).
+    pub scrape_interval: Duration,
+    /// Per probe or scrape request (default 2 s).
+    pub timeout: Duration,
+    /// How long an unhealthy endpoint is parked after each failed probe (default 30 s).
+    pub cooldown: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            probe_interval: Duration::from_secs(5),
+            scrape_interval: Duration::from_secs(2),
+            timeout: Duration::from_secs(2),
+            cooldown: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The health and load of every target of the served snapshot.
+pub struct Targets {
+    settings: Settings,
+    prober: Prober,
+    table: Mutex<Table>,
+    /// The serialized feed and the states it was built from.
+    feed: RwLock<Published>,
+}
+
+#[derive(Default)]
+struct Table {
+    /// Version of the snapshot the entries were built from.
+    snapshot: Option<String>,
+    entries: Vec<Entry>,
+}
+
+/// One target and what is known about it.
+struct Entry {
+    target: Target,
+    health: Health,
+    load: prom::Load,
+    /// Unix ms before which `/metrics` is not scraped again (it had no engine series).
+    metrics_retry_at_ms: u64,
+}
+
+#[derive(Default)]
+struct Published {
+    version: u64,
+    states: Vec<EndpointState>,
+    body: Bytes,
+}
+
+impl Targets {
+    /// No targets yet; call [`Targets::sync`] with a snapshot (or use [`start`]).
+    pub fn new(settings: Settings) -> Targets {
+        let prober = Prober::new(settings.timeout);
+        let targets = Targets { settings, prober, table: Mutex::default(), feed: RwLock::default() };
+        targets.publish();
+        targets
+    }
+
+    /// The timing in use.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Follows `served` (no-op when its version is the one already followed).
+    pub fn sync(&self, served: Option<&Served>) {
+        {
+            let mut table = self.table();
+            let version = served.map(|s| s.version.clone());
+            if table.snapshot == version {
+                return;
+            }
+            let wanted = served.map(|s| probe::targets(&s.config)).unwrap_or_default();
+            let mut old = std::mem::take(&mut table.entries);
+            table.entries = wanted.into_iter().map(|target| carry_over(&mut old, target)).collect();
+            table.snapshot = version;
+        }
+        self.publish();
+    }
+
+    /// Probes every active target once, concurrently, and records the results.
+    pub async fn probe_round(&self) {
+        let work = self.active_targets(None);
+        let prober = &self.prober;
+        let results: Vec<(Target, Result<(), String>)> = stream::iter(work)
+            .map(|t| async move {
+                let r = prober.health(&t).await;
+                (t, r)
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        let (now, cooldown) = (now_ms(), millis(self.settings.cooldown));
+        {
+            let mut table = self.table();
+            for (t, result) in results {
+                if let Some(e) = find(&mut table.entries, &t) {
+                    e.health.observe(result, now, cooldown);
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// Scrapes `/metrics` of every active target once, concurrently, and records the load.
+    pub async fn scrape_round(&self) {
+        let work = self.active_targets(Some(now_ms()));
+        let prober = &self.prober;
+        let results: Vec<(Target, Scrape)> = stream::iter(work)
+            .map(|t| async move {
+                let s = prober.metrics(&t).await;
+                (t, s)
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        let retry_at = now_ms().saturating_add(millis(NO_METRICS_RETRY));
+        {
+            let mut table = self.table();
+            for (t, scrape) in results {
+                if let Some(e) = find(&mut table.entries, &t) {
+                    e.record_scrape(scrape, retry_at);
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// Active targets; with `scrape_at_ms`, only those whose metrics are due then.
+    fn active_targets(&self, scrape_at_ms: Option<u64>) -> Vec<Target> {
+        let due = |e: &&Entry| scrape_at_ms.is_none_or(|now| e.metrics_retry_at_ms <= now);
+        self.table().entries.iter().filter(|e| e.target.active).filter(due).map(|e| e.target.clone()).collect()
+    }
+
+    /// Rebuilds the feed; its version moves only when a state changed.
+    fn publish(&self) {
+        let states: Vec<EndpointState> = self.table().entries.iter().map(Entry::state).collect();
+        let mut feed = self.feed.write().unwrap_or_else(PoisonError::into_inner);
+        if feed.states == states && !feed.body.is_empty() {
+            return;
+        }
+        let version = feed.version + 1;
+        let wire = TargetFeed { version, endpoints: states };
+        let body = Bytes::from(wire.to_json().unwrap_or_default());
+        *feed = Published { version, states: wire.endpoints, body };
+    }
+
+    /// The feed body for the filter (`GET /v1/targets`) and its version.
+    pub fn feed(&self) -> (u64, Bytes) {
+        let feed = self.feed.read().unwrap_or_else(PoisonError::into_inner);
+        (feed.version, feed.body.clone())
+    }
+
+    /// Everything known per target, for the admin API.
+    pub fn report(&self) -> Report {
+        let targets = self.table().entries.iter().map(Entry::detail).collect();
+        Report { version: self.feed().0, probe_interval_ms: millis(self.settings.probe_interval), targets }
+    }
+}
+
+/// The entry of `target` from `old` (its state kept), or a new one.
+fn carry_over(old: &mut Vec<Entry>, target: Target) -> Entry {
+    match old.iter().position(|e| e.target.provider == target.provider && e.target.endpoint == target.endpoint) {
+        Some(i) => {
+            let mut e = old.swap_remove(i);
+            if e.target.active && !target.active {
+                e.health = Health::default();
+                e.load = prom::Load::default();
+            }
+            e.target = target;
+            e
+        }
+        None => Entry { target, health: Health::default(), load: prom::Load::default(), metrics_retry_at_ms: 0 },
+    }
+}
+
+/// The entry of `t`, unless the snapshot changed it meanwhile (a result about the old target
+/// is dropped).
+fn find<'a>(entries: &'a mut [Entry], t: &Target) -> Option<&'a mut Entry> {
+    entries.iter_mut().find(|e| e.target == *t)
+}
+
+impl Entry {
+    /// Records a scrape; an answer without engine series puts the next one off until
+    /// `retry_at_ms`. No answer (the engine restarting) is retried on the next round.
+    fn record_scrape(&mut self, scrape: Scrape, retry_at_ms: u64) {
+        let (load, no_metrics) = match scrape {
+            Scrape::Page(text) => {
+                let load = prom::load(&text);
+                let empty = load.is_empty();
+                (load, empty)
+            }
+            Scrape::NoMetrics(_) => (prom::Load::default(), true),
+            Scrape::Failed(_) => (prom::Load::default(), false),
+        };
+        self.load = load;
+        if no_metrics {
+            self.metrics_retry_at_ms = retry_at_ms;
+        }
+    }
+
+    fn state(&self) -> EndpointState {
+        EndpointState {
+            provider: self.target.provider.clone(),
+            endpoint: self.target.endpoint.clone(),
+            healthy: self.health.healthy,
+            cooldown_until_ms: self.health.cooldown_until_ms,
+            running: self.load.running.map(count),
+            waiting: self.load.waiting.map(count),
+            kv_usage_permille: self.load.kv_usage.and_then(EndpointState::permille),
+        }
+    }
+
+    fn detail(&self) -> TargetReport {
+        let state = self.state();
+        TargetReport {
+            provider: state.provider,
+            endpoint: state.endpoint,
+            kind: self.target.kind.as_str(),
+            probed: self.target.active,
+            health: self.health.clone(),
+            running: state.running,
+            waiting: state.waiting,
+            kv_usage: state.kv_usage_permille.map(|p| f64::from(p) / 1000.0),
+        }
+    }
+}
+
+/// A gauge value as a count (rounded, saturating).
+fn count(v: f64) -> u32 {
+    // `as` saturates and maps NaN to 0; load values are finite and non-negative already.
+    v.round() as u32
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, millis)
+}
+
+/// Starts following `snapshots` and the probe and scrape loops, until `shutdown`.
+pub fn start(snapshots: Arc<Snapshots>, settings: Settings, shutdown: watch::Receiver<bool>) -> Arc<Targets> {
+    let targets = Arc::new(Targets::new(settings));
+    let mut rx = snapshots.subscribe();
+    let current = rx.borrow_and_update().clone();
+    targets.sync(current.as_deref());
+    tokio::spawn(follow(targets.clone(), rx, shutdown.clone()));
+    let (probe, scrape) = (targets.settings.probe_interval, targets.settings.scrape_interval);
+    let t = targets.clone();
+    tokio::spawn(every(probe, shutdown.clone(), move || {
+        let t = t.clone();
+        async move { t.probe_round().await }
+    }));
+    let t = targets.clone();
+    tokio::spawn(every(scrape, shutdown, move || {
+        let t = t.clone();
+        async move { t.scrape_round().await }
+    }));
+    targets
+}
+
+/// Syncs the targets with every newly published snapshot.
+async fn follow(
+    targets: Arc<Targets>,
+    mut rx: watch::Receiver<Option<Arc<Served>>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let served = rx.borrow_and_update().clone();
+                targets.sync(served.as_deref());
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Runs `round` every `period` (a round longer than the period delays the next one) until
+/// `shutdown`; a round in progress is abandoned at shutdown.
+async fn every<F, Fut>(period: Duration, mut shutdown: watch::Receiver<bool>, round: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(period.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = async { tick.tick().await; round().await } => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,65 @@
+//! What the admin API (`GET /api/v1/targets`) and `/metrics` show of the targets.
+
+use serde::Serialize;
+
+use super::Health;
+
+/// Every target, as `GET /api/v1/targets` answers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The version of the feed the filters see.
+    pub version: u64,
+    /// Between health probe rounds.
+    pub probe_interval_ms: u64,
+    /// One per endpoint of every provider, in file order.
+    pub targets: Vec<TargetReport>,
+}
+
+/// One target's health (with the probe counters behind it) and engine load.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    /// Provider name.
+    pub provider: String,
+    /// `host:port` of a pool member, or the provider's `base_url` authority.
+    pub endpoint: String,
+    /// The provider's API family.
+    pub kind: &'static str,
+    /// Whether it is probed and scraped (self-hosted engines only).
+    pub probed: bool,
+    /// Health verdict and probe history.
+    #[serde(flatten)]
+    pub health: Health,
+    /// Requests running in the engine, when known.
+    pub running: Option<u32>,
+    /// Requests waiting in the engine, when known.
+    pub waiting: Option<u32>,
+    /// KV-cache usage 0..=1 (to the per mille the feed carries), when known.
+    pub kv_usage: Option<f64>,
+}
+
+/// Appends the target gauges in Prometheus text form, labels `provider` and `endpoint`:
+/// `ferrogate_target_healthy` (1/0) for every target, and `ferrogate_target_running`,
+/// `ferrogate_target_waiting` and `ferrogate_target_kv_usage` (0..=1) where the load is known.
+pub fn prometheus(report: &Report, out: &mut String) {
+    use std::fmt::Write;
+    type Pick = fn(&TargetReport) -> Option<f64>;
+    let series: [(&str, Pick); 4] = [
+        ("healthy", |t| Some(f64::from(u8::from(t.health.healthy)))),
+        ("running", |t| t.running.map(f64::from)),
+        ("waiting", |t| t.waiting.map(f64::from)),
+        ("kv_usage", |t| t.kv_usage),
+    ];
+    for (name, pick) in series {
+        let _ = writeln!(out, "# TYPE ferrogate_target_{name} gauge");
+        for t in &report.targets {
+            if let Some(value) = pick(t) {
+                let (p, e) = (escape(&t.provider), escape(&t.endpoint));
+                let _ = writeln!(out, "ferrogate_target_{name}{{provider=\"{p}\",endpoint=\"{e}\"}} {value}");
+            }
+        }
+    }
+}
+
+fn escape(label: &str) -> String {
+    label.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}

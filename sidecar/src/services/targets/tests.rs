@@ -1,0 +1,205 @@
+use std::net::SocketAddr;
+
+use axum::http::StatusCode;
+use axum::routing::get;
+use ferrogate_core::config::RawConfig;
+
+use super::*;
+
+fn snapshots(config: serde_json::Value) -> Snapshots {
+    let snapshots = Snapshots::new(None);
+    let raw: RawConfig = serde_json::from_value(config).unwrap();
+    snapshots.publish(raw).unwrap();
+    snapshots
+}
+
+fn provider(name: &str, kind: &str, base_url: &str, endpoints: &[&str]) -> serde_json::Value {
+    serde_json::json!({"name": name, "kind": kind, "base_url": base_url, "endpoints": endpoints})
+}
+
+fn fast() -> Settings {
+    Settings { timeout: Duration::from_millis(500), ..Settings::default() }
+}
+
+/// A loopback port nobody listens on.
+fn dead_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+async fn serve(router: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+fn feed_of(t: &Targets) -> TargetFeed {
+    TargetFeed::parse(&t.feed().1).unwrap()
+}
+
+#[test]
+fn every_pool_member_or_authority_is_a_target_and_only_engines_are_probed() {
+    let s = snapshots(serde_json::json!({"providers": [
+        provider("oai", "openai", "https://api.openai.com/v1", &[]),
+        provider("local", "openai_compatible", "http://127.0.0.1:8000", &[]),
+        provider("pool", "openai_compatible", "https://vllm.internal/api", &["10.0.0.1:8000", "10.0.0.2:8001"]),
+    ]}));
+    let got: Vec<(String, String, bool, String, String)> = probe::targets(&s.current().unwrap().config)
+        .into_iter()
+        .map(|t| (t.provider, t.endpoint, t.active, t.origin, t.path_prefix))
+        .collect();
+    let row = |p: &str, e: &str, a: bool, o: &str, x: &str| (p.into(), e.into(), a, o.into(), x.into());
+    assert_eq!(
+        got,
+        [
+            row("oai", "api.openai.com", false, "https://api.openai.com", "/v1"),
+            row("local", "127.0.0.1:8000", true, "http://127.0.0.1:8000", ""),
+            row("pool", "10.0.0.1:8000", true, "https://10.0.0.1:8000", "/api"),
+            row("pool", "10.0.0.2:8001", true, "https://10.0.0.2:8001", "/api"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn saas_targets_are_healthy_unprobed_with_unknown_load() {
+    let s = snapshots(
+        serde_json::json!({"providers": [provider("claude", "anthropic", "https://api.anthropic.com", &[])]}),
+    );
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    t.probe_round().await;
+    t.scrape_round().await;
+    let feed = feed_of(&t);
+    assert_eq!(
+        feed.endpoints,
+        [EndpointState {
+            provider: "claude".into(),
+            endpoint: "api.anthropic.com".into(),
+            healthy: true,
+            ..Default::default()
+        }]
+    );
+    assert_eq!(t.report().targets[0].health.probes, 0);
+}
+
+#[tokio::test]
+async fn snapshot_changes_keep_the_state_of_kept_endpoints() {
+    let (dead, other) = (dead_port(), dead_port());
+    let t = Targets::new(fast());
+    let first = snapshots(
+        serde_json::json!({"providers": [provider("p", "openai_compatible", "http://h", &[&dead.to_string()])]}),
+    );
+    t.sync(first.current().as_deref());
+    for _ in 0..3 {
+        t.probe_round().await;
+    }
+    assert!(!feed_of(&t).endpoints[0].healthy);
+    let v = t.feed().0;
+    t.sync(first.current().as_deref());
+    assert_eq!(t.feed().0, v, "same snapshot, same feed");
+    let both = [dead.to_string(), other.to_string()];
+    let second = snapshots(serde_json::json!({"providers": [
+        provider("p", "openai_compatible", "http://h", &[&both[1], &both[0]]),
+    ]}));
+    t.sync(second.current().as_deref());
+    let feed = feed_of(&t);
+    assert!(feed.version > v);
+    let health: Vec<(&str, bool)> = feed.endpoints.iter().map(|e| (e.endpoint.as_str(), e.healthy)).collect();
+    assert_eq!(health, [(both[1].as_str(), true), (both[0].as_str(), false)]);
+    assert_eq!(t.report().targets[1].health.consecutive_failures, 3);
+    t.sync(None);
+    assert!(feed_of(&t).endpoints.is_empty());
+}
+
+#[tokio::test]
+async fn the_feed_version_moves_only_when_a_state_changes() {
+    let sim = serve(crate::sim::router(&crate::sim::SimArgs::default())).await;
+    let s = snapshots(
+        serde_json::json!({"providers": [provider("sim", "openai_compatible", &format!("http://{sim}"), &[])]}),
+    );
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    let v = t.feed().0;
+    t.probe_round().await;
+    assert_eq!(t.feed().0, v, "a healthy endpoint probed healthy changes nothing");
+    t.scrape_round().await;
+    let feed = feed_of(&t);
+    assert_eq!(feed.version, v + 1, "the load became known");
+    let e = &feed.endpoints[0];
+    assert_eq!((e.running, e.waiting, e.kv_usage_permille), (Some(0), Some(0), Some(0)));
+    t.scrape_round().await;
+    assert_eq!(t.feed().0, v + 1, "same load, same version");
+}
+
+#[tokio::test]
+async fn health_falls_back_to_the_models_list_and_trusts_any_answer_below_500() {
+    let no_health = serve(axum::Router::new().route("/v1/models", get(|| async { StatusCode::UNAUTHORIZED }))).await;
+    let broken = serve(axum::Router::new().route("/health", get(|| async { StatusCode::SERVICE_UNAVAILABLE }))).await;
+    let models_fail = serve(axum::Router::new().route("/v1/models", get(|| async { StatusCode::BAD_GATEWAY }))).await;
+    let prober = Prober::new(Duration::from_millis(500));
+    let target = |addr: SocketAddr| Target {
+        provider: "p".into(),
+        endpoint: addr.to_string(),
+        kind: ferrogate_core::config::ProviderKind::OpenAiCompatible,
+        active: true,
+        origin: format!("http://{addr}"),
+        path_prefix: String::new(),
+        credential: None,
+    };
+    assert_eq!(prober.health(&target(no_health)).await, Ok(()));
+    assert_eq!(prober.health(&target(broken)).await, Err("GET /health: 503 Service Unavailable".into()));
+    assert_eq!(prober.health(&target(models_fail)).await, Err("GET /v1/models: 502 Bad Gateway".into()));
+    let dead = prober.health(&target(dead_port())).await.unwrap_err();
+    assert!(dead.starts_with("GET /health: ") && dead.contains("onnect"), "{dead}");
+}
+
+#[tokio::test]
+async fn a_target_without_engine_metrics_is_scraped_again_only_later() {
+    let plain = serve(axum::Router::new().route("/health", get(|| async { "ok" }))).await;
+    let s = snapshots(
+        serde_json::json!({"providers": [provider("p", "openai_compatible", &format!("http://{plain}"), &[])]}),
+    );
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    assert_eq!(t.active_targets(Some(now_ms())).len(), 1);
+    t.scrape_round().await;
+    assert!(t.active_targets(Some(now_ms())).is_empty(), "404 on /metrics: put off");
+    assert_eq!(t.active_targets(None).len(), 1, "still probed");
+    assert_eq!(feed_of(&t).endpoints[0].running, None);
+}
+
+#[test]
+fn prometheus_gauges_cover_known_values_only() {
+    let known = TargetReport {
+        provider: "pool".into(),
+        endpoint: "10.0.0.1:8000".into(),
+        kind: "openai_compatible",
+        probed: true,
+        health: Health::default(),
+        running: Some(3),
+        waiting: Some(1),
+        kv_usage: Some(0.25),
+    };
+    let down = TargetReport {
+        endpoint: "10.0.0.2:8000".into(),
+        health: Health { healthy: false, ..Health::default() },
+        running: None,
+        waiting: None,
+        kv_usage: None,
+        ..known.clone()
+    };
+    let mut text = String::new();
+    prometheus(&Report { version: 1, probe_interval_ms: 5000, targets: vec![known, down] }, &mut text);
+    let expected = "\
+# TYPE ferrogate_target_healthy gauge
+ferrogate_target_healthy{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 1
+ferrogate_target_healthy{provider=\"pool\",endpoint=\"10.0.0.2:8000\"} 0
+# TYPE ferrogate_target_running gauge
+ferrogate_target_running{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 3
+# TYPE ferrogate_target_waiting gauge
+ferrogate_target_waiting{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 1
+# TYPE ferrogate_target_kv_usage gauge
+ferrogate_target_kv_usage{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 0.25
+";
+    assert_eq!(text, expected);
+}
