@@ -4,7 +4,9 @@
 //!
 //! `cargo run --release -p ferrogate-host --example filter_bench [-- N]` (after `make wasm`);
 //! `REF_FILTER=$(scripts/reference-filter)` measures the foundation's filter instead;
-//! `LIMITS=1` adds limits (seven counters reserved and settled per request).
+//! `LIMITS=1` adds one limit (a request rate on the key: one counter per request);
+//! `LIMITS=7` seven (requests, tokens and USD on the key, its group and the org, reserved and
+//! settled per request).
 //! Prints the mean wall time per request: the filter's guest code plus the host's hostcalls.
 
 use std::time::Instant;
@@ -18,7 +20,7 @@ const CONFIG: &str = r#"{"config":{
   "keys":[{"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"]}],
   "pricing":{"sim-small":{"input_per_mtok":0.1,"output_per_mtok":0.4}}}}"#;
 
-/// `LIMITS=1`: the same with limits on the key, its group and the org (requests, tokens and
+/// `LIMITS=7`: the same with limits on the key, its group and the org (requests, tokens and
 /// USD, so admission estimates, prices and reserves on seven counters, and settles them).
 const LIMITS_CONFIG: &str = r#"{"config":{
   "providers":[{"name":"local","kind":"openai_compatible","base_url":"http://127.0.0.1:8000"}],
@@ -27,6 +29,15 @@ const LIMITS_CONFIG: &str = r#"{"config":{
   "groups":[{"name":"dev","models":["chat"],"limits":{"requests_per_minute":1000000000,"cost_usd_per_month":1000000}}],
   "keys":[{"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"],
     "limits":{"tokens_per_minute":1000000000000,"tokens_per_day":1000000000000,"tokens_per_month":1000000000000,"cost_usd_per_day":1000000}}],
+  "pricing":{"sim-small":{"input_per_mtok":0.1,"output_per_mtok":0.4}}}}"#;
+
+/// `LIMITS=1`: one request-rate limit on the key, the common case.
+const ONE_LIMIT_CONFIG: &str = r#"{"config":{
+  "providers":[{"name":"local","kind":"openai_compatible","base_url":"http://127.0.0.1:8000"}],
+  "models":[{"name":"chat","targets":[{"provider":"local","model":"sim-small"}]}],
+  "groups":[{"name":"dev","models":["chat"]}],
+  "keys":[{"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"],
+    "limits":{"requests_per_minute":1000000000}}],
   "pricing":{"sim-small":{"input_per_mtok":0.1,"output_per_mtok":0.4}}}}"#;
 
 /// The reference filter (scripts/reference-filter) predates keys and pricing: open config.
@@ -46,11 +57,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::path::PathBuf::from,
     );
     let wasm = std::fs::read(path)?;
+    let limits = std::env::var("LIMITS").ok();
     let spec = PluginSpec {
-        configuration: match (reference.is_some(), std::env::var_os("LIMITS").is_some()) {
+        configuration: match (reference.is_some(), limits.as_deref()) {
             (true, _) => REF_CONFIG,
-            (false, true) => LIMITS_CONFIG,
-            (false, false) => CONFIG,
+            (false, Some("7")) => LIMITS_CONFIG,
+            (false, Some(_)) => ONE_LIMIT_CONFIG,
+            (false, None) => CONFIG,
         }
         .as_bytes()
         .to_vec(),
@@ -88,10 +101,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     run(n / 10)?; // warm-up
     let us = run(n)?;
-    let which = match (reference.is_some(), std::env::var_os("LIMITS").is_some()) {
+    let which = match (reference.is_some(), limits.as_deref()) {
         (true, _) => "reference filter",
-        (false, true) => "filter with 7 limits",
-        (false, false) => "filter",
+        (false, Some("7")) => "filter with 7 limits",
+        (false, Some(_)) => "filter with 1 limit",
+        (false, None) => "filter",
     };
     println!("filter_bench: {n} requests, {us:.2} µs per request ({which} + host, one thread)");
     Ok(())
