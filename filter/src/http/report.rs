@@ -65,6 +65,7 @@ impl Stream {
             started_at_unix_ms: self.started_ns / 1_000_000,
             streamed: self.streamed,
             admitted: self.reservation.is_some(),
+            cut: self.was_cut(),
             ..RecordView::default()
         };
         record.set_usage(usage);

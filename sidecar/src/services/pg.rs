@@ -26,7 +26,11 @@ pub mod usage;
 pub use rows::{Change, Resource, Section};
 
 /// Migrations, applied in order, each once (recorded in `fg_migrations`).
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("pg/0001_config.sql")), (2, include_str!("pg/0002_usage.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("pg/0001_config.sql")),
+    (2, include_str!("pg/0002_usage.sql")),
+    (3, include_str!("pg/0003_usage_cut.sql")),
+];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
 #[derive(Debug, thiserror::Error)]

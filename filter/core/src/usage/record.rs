@@ -54,6 +54,10 @@ pub struct Record {
     /// the sidecar folds only such records into the cross-replica counters.
     #[serde(default)]
     pub admitted: bool,
+    /// Whether the stream was cut for overrunning its limits (`overrun: cut`); the tokens are
+    /// then what was delivered.
+    #[serde(default)]
+    pub cut: bool,
 }
 
 impl Record {
@@ -108,6 +112,7 @@ impl Record {
             started_at_unix_ms: self.started_at_unix_ms,
             streamed: self.streamed,
             admitted: self.admitted,
+            cut: self.cut,
         }
     }
 }
@@ -133,6 +138,7 @@ pub struct RecordView<'a> {
     pub started_at_unix_ms: u64,
     pub streamed: bool,
     pub admitted: bool,
+    pub cut: bool,
 }
 
 impl RecordView<'_> {
@@ -176,7 +182,8 @@ impl RecordView<'_> {
         push_field(out, b",\"ttft_ms\":", self.ttft_ms);
         push_field(out, b",\"started_at_unix_ms\":", Some(self.started_at_unix_ms));
         out.extend_from_slice(if self.streamed { b",\"streamed\":true" } else { b",\"streamed\":false" });
-        out.extend_from_slice(if self.admitted { b",\"admitted\":true}\n" } else { b",\"admitted\":false}\n" });
+        out.extend_from_slice(if self.admitted { b",\"admitted\":true" } else { b",\"admitted\":false" });
+        out.extend_from_slice(if self.cut { b",\"cut\":true}\n" } else { b",\"cut\":false}\n" });
     }
 }
 

@@ -267,6 +267,7 @@ fn a_stream_past_its_budget_is_cut_and_billed_for_what_was_delivered() {
 
     let record = crate::translation::usage_record(&rt, &mut vm, s);
     assert_eq!((record["status"].as_u64(), record["completion_tokens"].as_u64()), (Some(200), Some(5 * delivered)));
+    assert_eq!((record["cut"].as_bool(), record["admitted"].as_bool()), (Some(true), Some(true)), "{record}");
     assert_eq!(record["prompt_tokens"].as_u64(), Some(prompt), "the provider never said: admission's estimate");
     assert_eq!(record["cost_micro_usd"].as_u64(), Some(prompt + 2 * 5 * delivered));
     assert_eq!(tokens_counted(&rt, "dave"), prompt + 5 * delivered, "settled at what was delivered");
@@ -289,6 +290,7 @@ fn without_the_policy_the_stream_runs_to_its_end() {
     assert_eq!(events.last().map(|e| e.1), Some("[DONE]"));
     let record = crate::translation::usage_record(&rt, &mut vm, s);
     assert_eq!(record["completion_tokens"].as_u64(), Some(1500));
+    assert_eq!(record["cut"].as_bool(), Some(false));
     assert_eq!(tokens_counted(&rt, "erin"), prompt + 1500);
     let (_, events) = ask(&mut vm, "sk-erin", r#"{"model":"chat","max_tokens":1,"messages":[]}"#);
     assert_eq!(header(response_headers(&events), ":status"), "429", "the overrun was billed");

@@ -65,6 +65,7 @@ fn hand_written_record_json_matches_serde() {
             started_at_unix_ms: 1_700_000_000_123,
             streamed: true,
             admitted: true,
+            cut: true,
         },
     ];
     for r in records {

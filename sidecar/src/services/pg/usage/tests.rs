@@ -35,6 +35,7 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         started_at_unix_ms: at,
         streamed: cost.is_none(),
         admitted: false,
+        cut: cost.is_none(),
     };
     record.to_json_line()
 }
