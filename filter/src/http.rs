@@ -11,23 +11,26 @@
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
 mod admission;
+mod balance;
 mod cut;
 mod dialects;
 mod head;
+mod known_keys;
 mod report;
 mod response;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use ferrogate_core::auth::{extract_key, Caller, KeyMemo};
+use ferrogate_core::auth::{extract_key, Caller};
+use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
 use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::limits::Reservation;
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
-use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
+use ferrogate_core::route::{classify, Api, Endpoint, RouteDecision};
 use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::translate::{self, Outbound, Pair};
 use ferrogate_core::usage::{Tracker, UsageDialect};
@@ -36,7 +39,10 @@ use proxy_wasm::types::{Action, MapType};
 
 use crate::metrics::Metrics;
 use crate::usage_sink::Outbox;
-use head::{Head, Present};
+use head::{requested_model, usable_request_id, Head, Present};
+pub(crate) use known_keys::KnownKeys;
+
+use crate::routing::RoutingCell;
 
 /// What the root context shares with every stream of its VM.
 #[derive(Clone)]
@@ -46,8 +52,12 @@ pub(crate) struct Shared {
     /// The configuration new requests start with: the inline one, then each snapshot from
     /// the sidecar (see `snapshot_feed`). A request keeps the one it started with.
     pub(crate) active: Rc<RefCell<Option<Rc<Config>>>>,
-    /// Drives round-robin choices and request-id generation.
+    /// Drives request-id generation.
     pub(crate) seq: Rc<Cell<u64>>,
+    /// The balancers of the configuration in use (see `routing`).
+    pub(crate) routing: Rc<RefCell<RoutingCell>>,
+    /// The VM's random-number state (`routing::next_random`).
+    pub(crate) rng: Rc<Cell<u64>>,
     /// The usage queue id, once registered.
     pub(crate) usage_queue: Rc<Cell<Option<u32>>>,
     /// Usage records of this VM not yet on the queue.
@@ -56,25 +66,6 @@ pub(crate) struct Shared {
     pub(crate) metrics: Rc<RefCell<Metrics>>,
     /// Keys this VM accepted recently, for the configuration they were accepted under.
     pub(crate) keys: Rc<RefCell<KnownKeys>>,
-}
-
-/// A [`KeyMemo`] tied to the configuration it was filled under: holding a `Weak` keeps that
-/// allocation's address from being reused, so a different configuration never matches.
-#[derive(Default)]
-pub(crate) struct KnownKeys {
-    owner: std::rc::Weak<Config>,
-    memo: KeyMemo,
-}
-
-impl KnownKeys {
-    /// The memo for `config`, emptied first if it was filled under another configuration.
-    fn for_config(&mut self, config: &Rc<Config>) -> &mut KeyMemo {
-        if !std::ptr::eq(self.owner.as_ptr(), Rc::as_ptr(config)) {
-            self.memo.clear();
-            self.owner = Rc::downgrade(config);
-        }
-        &mut self.memo
-    }
 }
 
 /// Where a routed request went.
@@ -87,8 +78,13 @@ pub(crate) struct Routed {
 pub(crate) struct Stream {
     id: u32,
     shared: Shared,
-    /// The configuration this request started with.
+    /// The configuration this request started with, and its balancers.
     config: Option<Rc<Config>>,
+    routing: Option<Rc<RefCell<Routing>>>,
+    /// `x-session-id`, for the balancer.
+    session: Option<String>,
+    /// The balancer's pick, counted in flight until the stream ends.
+    pick: Option<balance::Pick>,
     /// Set while a forwarded request waits for its body.
     api: Option<Api>,
     /// Error body shape, from the client path.
@@ -139,6 +135,9 @@ impl Stream {
             id,
             shared,
             config: None,
+            routing: None,
+            session: None,
+            pick: None,
             api: None,
             dialect: Dialect::OpenAi,
             caller: Caller::Open,
@@ -242,6 +241,8 @@ impl Stream {
         let Some(config) = self.shared.active.borrow().clone() else {
             return self.reply_error(&ApiError::unavailable("no configuration snapshot yet"));
         };
+        self.routing = Some(self.shared.routing.borrow_mut().for_config(&config));
+        self.session = head.session.take();
         self.config = Some(config.clone());
         let config = &config;
         // With keys, every call needs one, even to a path that does not exist: an
@@ -306,7 +307,7 @@ impl Stream {
             return self.count_tokens(&config, &body);
         }
         let ct = self.content_type.take();
-        match route_request(&config, self.caller, api, &self.path, ct.as_deref(), &body, self.next_seq()) {
+        match self.route_balanced(&config, api, ct.as_deref(), &body) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
                 if let Err(action) = self.admit(&config, &decision, &body) {
@@ -362,20 +363,6 @@ impl Stream {
     }
 }
 
-/// The model the client named, for the records and metrics of a request routing refused;
-/// empty when it cannot be read.
-fn requested_model(body: &[u8], api: Api) -> String {
-    if api.is_multipart() {
-        return String::new();
-    }
-    openai::find_model(body).map(|f| f.value.into_owned()).unwrap_or_default()
-}
-
-/// A client-supplied request id is kept only when it is short printable ASCII.
-fn usable_request_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
-}
-
 impl Context for Stream {}
 
 impl HttpContext for Stream {
@@ -406,6 +393,7 @@ impl HttpContext for Stream {
     fn on_log(&mut self) {
         // Timed too, so the total in `ferrogate.filter_us` includes building the record.
         let start = self.now_nanos();
+        self.release_pick(start);
         self.report_with_overhead(start);
     }
 }

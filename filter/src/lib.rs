@@ -6,12 +6,15 @@
 //! request headers are held (Envoy ≥ 1.35 `allow_on_headers_stop_iteration: true`).
 
 mod http;
+mod inflight;
 mod limits;
 mod limits_feed;
 mod metrics;
 mod raw;
 mod root;
+mod routing;
 mod snapshot_feed;
+mod targets_feed;
 mod usage_sink;
 
 /// The module entry point: `_initialize` registers the root context factory.

@@ -14,7 +14,9 @@ use proxy_wasm::types::ContextType;
 use crate::http::{KnownKeys, Shared, Stream};
 use crate::limits_feed::LimitsFeed;
 use crate::metrics::Metrics;
+use crate::routing::RoutingCell;
 use crate::snapshot_feed::SnapshotFeed;
+use crate::targets_feed::TargetsFeed;
 use crate::usage_sink::{Outbox, UsageSink};
 
 /// How often queued usage records are shipped (and unacknowledged ones retried).
@@ -28,6 +30,7 @@ pub(crate) struct Root {
     sink: UsageSink,
     feed: SnapshotFeed,
     limits: LimitsFeed,
+    targets: TargetsFeed,
 }
 
 impl Default for Root {
@@ -36,12 +39,20 @@ impl Default for Root {
             plugin: None,
             active: Rc::new(RefCell::new(None)),
             seq: Rc::new(Cell::new(0)),
+            routing: Rc::new(RefCell::new(RoutingCell::default())),
+            rng: Rc::new(Cell::new(0)),
             usage_queue: Rc::new(Cell::new(None)),
             outbox: Rc::new(RefCell::new(Outbox::default())),
             metrics: Rc::new(RefCell::new(Metrics::default())),
             keys: Rc::new(RefCell::new(KnownKeys::default())),
         };
-        Self { shared, sink: UsageSink::default(), feed: SnapshotFeed::default(), limits: LimitsFeed::default() }
+        Self {
+            shared,
+            sink: UsageSink::default(),
+            feed: SnapshotFeed::default(),
+            limits: LimitsFeed::default(),
+            targets: TargetsFeed::default(),
+        }
     }
 }
 
@@ -53,6 +64,13 @@ impl Root {
     /// Whether limits are shared across replicas: `redis:` configured and some limit set.
     fn cross_replica_limits(&self) -> bool {
         self.shared.active.borrow().as_deref().is_some_and(|c| c.redis_url_env.is_some() && c.limit_plans.any)
+    }
+
+    /// Builds the balancers of a newly installed configuration (a pointer compare otherwise).
+    fn refresh_routing(&self) {
+        if let Some(config) = self.shared.active.borrow().clone() {
+            self.shared.routing.borrow_mut().for_config(&config);
+        }
     }
 }
 
@@ -71,6 +89,12 @@ impl Context for Root {
         if self.feed.is_waiting_for(token_id) {
             let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
             self.feed.on_response(token_id, status, body, &self.shared.active);
+            self.refresh_routing();
+            return;
+        }
+        if self.targets.is_waiting_for(token_id) {
+            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            self.targets.on_response(status, body, &self.shared.routing);
             return;
         }
         // A full batch may be waiting behind the one just acknowledged.
@@ -101,6 +125,7 @@ impl RootContext for Root {
                 *self.shared.active.borrow_mut() = plugin.config.take().map(Rc::new);
                 self.shared.plugin = Some(Rc::new(plugin));
                 self.shared.usage_queue.set(self.sink.register());
+                self.refresh_routing();
                 true
             }
             Err(PluginConfigError::Invalid(e)) => {
@@ -129,6 +154,8 @@ impl RootContext for Root {
         if let Some(sidecar) = &sidecar {
             let now_ns = crate::raw::now_nanos();
             self.feed.on_tick(now_ns, sidecar, &self.shared.active);
+            self.refresh_routing();
+            self.targets.on_tick(now_ns, sidecar, &self.shared.routing);
             if self.cross_replica_limits() {
                 self.limits.on_tick(now_ns, sidecar);
             }

@@ -19,6 +19,7 @@ mod lru;
 mod pipeline;
 mod prefix;
 mod ring;
+mod routing;
 mod simple;
 
 #[cfg(test)]
@@ -32,6 +33,7 @@ pub use lora::{LoraAware, DEFAULT_MAX_LORAS};
 pub use pipeline::{Pipeline, PipelineWeights, DEFAULT_SESSIONS};
 pub use prefix::{PrefixIndex, BLOCK_BYTES, DEFAULT_MAX_NODES};
 pub use ring::{ConsistentHash, VNODES_PER_TARGET};
+pub use routing::{conversation, EndpointHealth, ModelRouting, Picked, Request, Routing, Slot};
 pub use simple::{LeastLoaded, PowerOfTwo, Priority, Random, RoundRobin, Weighted};
 
 /// How much of the conversation prefix-affinity strategies look at (bytes, cut back to a UTF-8

@@ -72,46 +72,9 @@ impl ProviderKind {
     }
 }
 
-/// How a model picks among its targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
-    /// Rotate through targets (default).
-    RoundRobin,
-    /// Always the first target; the rest are failover (`priority`, also spelled `first`/`failover`).
-    Priority,
-    /// Rotate in proportion to target weights.
-    Weighted,
-    /// Uniform random (the caller supplies the random number).
-    Random,
-    /// Fewest in-flight requests (`least_busy`, also `least_loaded`/`least_request`).
-    LeastBusy,
-    /// Less loaded of two random picks.
-    PowerOfTwo,
-    /// Sticky by session key.
-    ConsistentHash,
-    /// Approximate prefix-cache affinity.
-    CacheAware,
-    /// Exact KV-cache residency from engine KV events.
-    PreciseCacheAware,
-}
-
-impl Strategy {
-    /// Parses the config spelling (including accepted synonyms).
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "round_robin" => Self::RoundRobin,
-            "priority" | "first" | "failover" => Self::Priority,
-            "weighted" => Self::Weighted,
-            "random" => Self::Random,
-            "least_busy" | "least_loaded" | "least_request" => Self::LeastBusy,
-            "power_of_two" => Self::PowerOfTwo,
-            "consistent_hash" => Self::ConsistentHash,
-            "cache_aware" => Self::CacheAware,
-            "precise_cache_aware" => Self::PreciseCacheAware,
-            _ => return None,
-        })
-    }
-}
+/// How a model picks among its targets: every [`crate::balance::StrategyKind`] spelling
+/// (the name stays for the configuration's readers).
+pub use crate::balance::StrategyKind as Strategy;
 
 /// A credential header ready to send upstream.
 #[derive(Clone, PartialEq, Eq)]

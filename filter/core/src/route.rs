@@ -2,10 +2,11 @@
 //!
 //! [`classify`] runs on request headers (which API, or a local answer); [`route`] runs once
 //! the whole body is buffered and says where the request goes and how it must be rewritten.
-//! Any state (round-robin position, later load signals) is passed in, never kept here.
+//! Any state (round-robin position, balancers, load signals) is passed in through [`Choose`],
+//! never kept here.
 
 use crate::auth::Caller;
-use crate::config::{Config, Credential, Model, Provider, ProviderKind, Resolved, Target};
+use crate::config::{Config, Credential, Provider, ProviderKind, Resolved};
 use crate::multipart;
 use crate::openai::{self, ApiError};
 use crate::translate::{self, Context, Inbound, Pair};
@@ -196,7 +197,7 @@ pub struct RouteDecision<'c> {
 /// `caller` comes from [`Config::authenticate`] on the same `config`. Errors, in the order
 /// checked: 400 (body/`model`), 404 unknown model, 403 not granted, 400 unsupported provider.
 /// `path` is the client's `:path` (its query string is kept); `counter` drives round-robin
-/// style choices and should increase by one per request.
+/// style choices and should increase by one per request ([`Rotation`]).
 pub fn route<'c>(
     config: &'c Config,
     caller: Caller,
@@ -205,7 +206,19 @@ pub fn route<'c>(
     body: &[u8],
     counter: u64,
 ) -> Result<RouteDecision<'c>, ApiError> {
-    let target = Decider { config, caller, api, path, counter, original: Some(body) };
+    route_with(config, caller, api, path, body, &mut Rotation(counter))
+}
+
+/// [`route`] with the target and endpoint choices made by `choose` (the filter's balancers).
+pub fn route_with<'c>(
+    config: &'c Config,
+    caller: Caller,
+    api: Api,
+    path: &str,
+    body: &[u8],
+    choose: &mut dyn Choose,
+) -> Result<RouteDecision<'c>, ApiError> {
+    let mut target = Decider { config, caller, api, path, choose, original: Some(body) };
     if api.model_in_path() {
         let bare = path.split_once('?').map_or(path, |(p, _)| p);
         let (model, _) = paths::gemini_model(bare).ok_or_else(|| ApiError::unknown_url("POST", bare))?;
@@ -228,8 +241,21 @@ pub fn route_request<'c>(
     body: &[u8],
     counter: u64,
 ) -> Result<RouteDecision<'c>, ApiError> {
+    route_request_with(config, caller, api, path, content_type, body, &mut Rotation(counter))
+}
+
+/// [`route_request`] with the choices made by `choose`.
+pub fn route_request_with<'c>(
+    config: &'c Config,
+    caller: Caller,
+    api: Api,
+    path: &str,
+    content_type: Option<&[u8]>,
+    body: &[u8],
+    choose: &mut dyn Choose,
+) -> Result<RouteDecision<'c>, ApiError> {
     if !api.is_multipart() {
-        return route(config, caller, api, path, body, counter);
+        return route_with(config, caller, api, path, body, choose);
     }
     let boundary = content_type
         .and_then(multipart::boundary)
@@ -237,7 +263,7 @@ pub fn route_request<'c>(
     let span = multipart::find_model(body, boundary).map_err(|e| ApiError::bad_model_param(e.to_string()))?;
     let requested = std::str::from_utf8(body.get(span.clone()).unwrap_or_default())
         .map_err(|_| ApiError::bad_model_param("The model form field is not UTF-8."))?;
-    let target = Decider { config, caller, api, path, counter, original: None };
+    let mut target = Decider { config, caller, api, path, choose, original: None };
     target.decide(requested, |m| multipart::rewrite_model(body, span.clone(), m.as_bytes()))
 }
 
@@ -247,7 +273,8 @@ struct Decider<'c, 'p> {
     caller: Caller,
     api: Api,
     path: &'p str,
-    counter: u64,
+    /// Picks the target and the pool endpoint.
+    choose: &'p mut dyn Choose,
     /// The JSON body, for translation (multipart bodies are never translated).
     original: Option<&'p [u8]>,
 }
@@ -255,10 +282,14 @@ struct Decider<'c, 'p> {
 impl<'c> Decider<'c, '_> {
     /// Resolves and authorizes `requested`, picks the upstream, and rewrites the body with
     /// `rewrite` only when the upstream model id differs from what the client sent.
-    fn decide(&self, requested: &str, rewrite: impl FnOnce(&str) -> Vec<u8>) -> Result<RouteDecision<'c>, ApiError> {
+    fn decide(
+        &mut self,
+        requested: &str,
+        rewrite: impl FnOnce(&str) -> Vec<u8>,
+    ) -> Result<RouteDecision<'c>, ApiError> {
         let resolved = self.config.authorize(self.caller, requested)?;
         let (provider, upstream_model, endpoint) =
-            upstream(self.config, resolved, self.counter).ok_or_else(|| ApiError::model_not_found(requested))?;
+            upstream(self.config, resolved, &mut *self.choose).ok_or_else(|| ApiError::model_not_found(requested))?;
         let (body, path, translation) = match self.plan(provider)? {
             None => {
                 let splice = upstream_model != requested && !self.api.model_in_path();
@@ -316,59 +347,30 @@ impl<'c> Decider<'c, '_> {
 fn upstream<'c: 'r, 'r>(
     config: &'c Config,
     resolved: Resolved<'r>,
-    counter: u64,
+    choose: &mut dyn Choose,
 ) -> Option<(&'c Provider, &'r str, Option<&'c str>)> {
-    match resolved {
+    let (provider, model, endpoint) = match resolved {
         Resolved::Model(i) => {
             let model = config.models.get(i)?;
-            let target = pick_target(model, counter)?;
+            let (t, endpoint) = choose.target(config, i)?;
+            let target = model.targets.get(t)?;
             let provider = config.providers.get(target.provider)?;
-            // Spread the pool independently of the target choice.
-            let spread = counter / model.targets.len().max(1) as u64;
-            Some((provider, &target.model, pick_endpoint(provider, spread)))
+            let endpoint = endpoint.or_else(|| choose.endpoint(config, target.provider));
+            (provider, target.model.as_str(), endpoint)
         }
-        Resolved::Pinned { provider, model } => {
-            let provider = config.providers.get(provider)?;
-            Some((provider, model, pick_endpoint(provider, counter)))
+        Resolved::Pinned { provider: p, model } => {
+            let provider = config.providers.get(p)?;
+            (provider, model, choose.endpoint(config, p))
         }
-    }
+    };
+    let endpoint = endpoint.and_then(|e| provider.endpoints.get(e)).map(String::as_str);
+    Some((provider, model, endpoint))
 }
 
-/// Picks a target by the model's strategy. Strategies that need load or cache signals rotate
-/// like `round_robin` until those signals exist.
-pub fn pick_target(model: &Model, counter: u64) -> Option<&Target> {
-    use crate::config::Strategy::*;
-    let n = model.targets.len() as u64;
-    if n == 0 {
-        return None;
-    }
-    match model.strategy {
-        Priority => model.targets.first(),
-        Weighted => {
-            let total: u64 = model.targets.iter().map(|t| u64::from(t.weight)).sum();
-            let mut r = counter % total.max(1);
-            model.targets.iter().find(|t| {
-                let hit = r < u64::from(t.weight);
-                r = r.saturating_sub(u64::from(t.weight));
-                hit
-            })
-        }
-        RoundRobin | Random | LeastBusy | PowerOfTwo | ConsistentHash | CacheAware | PreciseCacheAware => {
-            model.targets.get(usize::try_from(counter % n).unwrap_or(0))
-        }
-    }
-}
-
-fn pick_endpoint(provider: &Provider, counter: u64) -> Option<&str> {
-    let n = provider.endpoints.len() as u64;
-    if n == 0 {
-        return None;
-    }
-    let i = usize::try_from(counter % n).unwrap_or(0);
-    provider.endpoints.get(i).map(String::as_str)
-}
-
+mod choose;
 mod paths;
+
+pub use choose::{pick_target, Choose, Rotation};
 
 #[cfg(test)]
 mod tests;

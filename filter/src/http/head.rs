@@ -17,6 +17,8 @@ pub(super) struct Head {
     pub(super) x_api_key: Option<Bytes>,
     pub(super) x_goog_api_key: Option<Bytes>,
     pub(super) content_type: Option<Bytes>,
+    /// `x-session-id`: the balancers' session key.
+    pub(super) session: Option<String>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
     /// endpoint picks): removed or overwritten only when present, saving hostcalls.
     pub(super) present: Present,
@@ -56,6 +58,7 @@ impl Head {
                     head.x_goog_api_key.get_or_insert_with(|| value.to_vec());
                 }
                 b"content-type" => head.content_type = Some(value.to_vec()),
+                b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"transfer-encoding" => head.present.transfer_encoding = true,
                 name if name == DESTINATION_ENDPOINT.as_bytes() => head.present.destination_endpoint = true,
                 _ => {}
@@ -63,4 +66,18 @@ impl Head {
         }
         head
     }
+}
+
+/// The model the client named, for the records and metrics of a request routing refused;
+/// empty when it cannot be read.
+pub(super) fn requested_model(body: &[u8], api: ferrogate_core::route::Api) -> String {
+    if api.is_multipart() {
+        return String::new();
+    }
+    ferrogate_core::openai::find_model(body).map(|f| f.value.into_owned()).unwrap_or_default()
+}
+
+/// A client-supplied request id is kept only when it is short printable ASCII.
+pub(super) fn usable_request_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
 }

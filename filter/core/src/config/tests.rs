@@ -58,7 +58,7 @@ fn parse_full() {
     assert_eq!((chat.strategy, chat.targets[0].weight, chat.targets[1].weight), (Strategy::Weighted, 3, 1));
     assert_eq!(chat.fallbacks, [1]);
     assert_eq!(c.models[1].strategy, Strategy::Priority);
-    assert_eq!(c.models[3].strategy, Strategy::LeastBusy);
+    assert_eq!(c.models[3].strategy, Strategy::LeastLoaded);
     assert_eq!(c.aliases.get("smart"), Some(&2));
     assert_eq!(c.keys[1].groups, [0, 1]);
     assert_eq!(c.keys[1].expires_at, Some(1_893_456_000));

@@ -177,8 +177,9 @@ fn model(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Option<
     let targets = raw.targets.iter().enumerate().filter_map(|(j, t)| target(i, j, t, refs, p)).collect();
     let strategy = match raw.strategy.as_deref() {
         None => Some(Strategy::RoundRobin),
-        Some(s) => Strategy::parse(s).or_else(|| {
-            p.add(format!("models[{i}].strategy"), format!("unknown strategy {s:?}"));
+        Some(s) => s.parse::<Strategy>().ok().or_else(|| {
+            let known: Vec<&str> = Strategy::ALL.iter().map(|k| k.as_str()).collect();
+            p.add(format!("models[{i}].strategy"), format!("unknown strategy {s:?} (one of {})", known.join(", ")));
             None
         }),
     };

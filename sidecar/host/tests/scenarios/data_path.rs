@@ -214,11 +214,12 @@ fn abandoned_requests(vm: &mut Vm, n: usize) {
     }
 }
 
-/// The one usage post the tick made (snapshot polls aside): its token and how many records
-/// it carried.
+/// The one usage post the tick made (snapshot and targets polls aside): its token and how many
+/// records it carried.
 fn usage_post(vm: &mut Vm) -> (u32, usize) {
+    let polls = ["/v1/snapshot", "/v1/targets"];
     let calls: Vec<_> =
-        vm.take_http_calls().into_iter().filter(|c| header(&c.headers, ":path") != "/v1/snapshot").collect();
+        vm.take_http_calls().into_iter().filter(|c| !polls.contains(&header(&c.headers, ":path").as_str())).collect();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let call = &calls[0];
     assert_eq!(call.cluster, "ferrogate_sidecar");

@@ -4,6 +4,7 @@
 // Helper functions outside #[test] bodies are test code too; panicking there is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod balancing;
 mod body;
 mod callout;
 mod common;

@@ -1,0 +1,94 @@
+//! The route decision's choices, made by the model's balancer (`ferrogate_core::balance`):
+//! the request's `x-session-id`, conversation and a random number, the proxy-wide in-flight
+//! counts from shared data ([`crate::inflight`]) and the targets feed's health and engine load.
+//! The pick is counted in flight at once and released, with its outcome reported to the
+//! balancer, when the stream ends (`on_log`, client disconnects included).
+
+use ferrogate_core::balance::{conversation, Observed, Outcome, Request, Routing};
+use ferrogate_core::config::Config;
+use ferrogate_core::openai::ApiError;
+use ferrogate_core::route::{route_request_with, Api, Choose, Rotation, RouteDecision};
+
+use super::Stream;
+use crate::inflight;
+use crate::routing::next_random;
+
+/// A request counted in flight on a slot of a model.
+pub(crate) struct Pick {
+    model: usize,
+    slot: usize,
+    slots: usize,
+    fingerprint: u64,
+    key: String,
+    queue_depth: u64,
+    prompt_tokens: u64,
+}
+
+/// [`Choose`] over the VM's balancers for one request.
+struct Chooser<'a> {
+    routing: &'a mut Routing,
+    request: Request<'a>,
+    now_ms: u64,
+    counts: Vec<u32>,
+    picked: Option<Pick>,
+}
+
+impl Choose for Chooser<'_> {
+    fn target(&mut self, config: &Config, model: usize) -> Option<(usize, Option<usize>)> {
+        let Some(m) = self.routing.model(model) else {
+            return Rotation(self.request.random).target(config, model);
+        };
+        let (fingerprint, slots) = (m.fingerprint(), m.slots().len());
+        let key = inflight::key(&config.models.get(model)?.name);
+        inflight::read(&key, fingerprint, &mut self.counts);
+        let p = self.routing.pick(config, model, &self.request, &self.counts, self.now_ms)?;
+        inflight::add(&key, fingerprint, slots, p.slot, 1);
+        let (queue_depth, prompt_tokens) = (p.queue_depth, p.prompt_tokens);
+        self.picked = Some(Pick { model, slot: p.slot, slots, fingerprint, key, queue_depth, prompt_tokens });
+        Some((p.at.target, p.at.endpoint))
+    }
+
+    fn endpoint(&mut self, config: &Config, provider: usize) -> Option<usize> {
+        self.routing.endpoint(config, provider, self.now_ms, self.request.random)
+    }
+}
+
+impl Stream {
+    /// Routes the buffered request with the balancers of its configuration.
+    pub(super) fn route_balanced<'c>(
+        &mut self,
+        config: &'c Config,
+        api: Api,
+        content_type: Option<&[u8]>,
+        body: &[u8],
+    ) -> Result<RouteDecision<'c>, ApiError> {
+        let random = next_random(&self.shared.rng);
+        let Some(routing) = self.routing.clone() else {
+            return route_request_with(config, self.caller, api, &self.path, content_type, body, &mut Rotation(random));
+        };
+        let mut routing = routing.borrow_mut();
+        let request = Request { session: self.session.as_deref(), conversation: conversation(body), random };
+        let now_ms = self.started_ns / 1_000_000;
+        let mut chooser = Chooser { routing: &mut routing, request, now_ms, counts: Vec::new(), picked: None };
+        let result = route_request_with(config, self.caller, api, &self.path, content_type, body, &mut chooser);
+        self.pick = chooser.picked.take();
+        result
+    }
+
+    /// At the end of the stream: the request leaves the in-flight count and the balancer
+    /// learns how it went. Idempotent.
+    pub(super) fn release_pick(&mut self, now_ns: u64) {
+        let Some(pick) = self.pick.take() else { return };
+        inflight::add(&pick.key, pick.fingerprint, pick.slots, pick.slot, -1);
+        let outcome = Outcome {
+            success: self.response_complete && (200..300).contains(&self.status),
+            latency_ms: now_ns.saturating_sub(self.started_ns) / 1_000_000,
+            ttft_ms: self.first_byte_ns.map(|t| t.saturating_sub(self.started_ns) / 1_000_000),
+            queue_depth: pick.queue_depth,
+            prompt_tokens: pick.prompt_tokens,
+        };
+        if let Some(routing) = &self.routing {
+            routing.borrow_mut().observe(pick.model, pick.slot, Observed::Finished(outcome));
+        }
+    }
+}

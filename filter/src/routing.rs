@@ -1,0 +1,61 @@
+//! The VM's balancers: one [`Routing`] per configuration in use, built when the VM installs a
+//! configuration (inline at `on_configure`, a snapshot on the tick that adopts it) and kept
+//! until the next; requests take it with their configuration. The latest targets feed is
+//! applied to each new one and to the current one when the feed changes.
+
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+
+use ferrogate_core::balance::Routing;
+use ferrogate_core::config::Config;
+use ferrogate_core::targets::TargetFeed;
+
+/// The [`Routing`] of the configuration it was built for.
+#[derive(Default)]
+pub(crate) struct RoutingCell {
+    owner: Weak<Config>,
+    routing: Option<Rc<RefCell<Routing>>>,
+    feed: Option<TargetFeed>,
+}
+
+impl RoutingCell {
+    /// The balancers of `config`, rebuilt first when they were built for another one (holding
+    /// the `Weak` keeps the old allocation's address from being reused by a new one).
+    pub(crate) fn for_config(&mut self, config: &Rc<Config>) -> Rc<RefCell<Routing>> {
+        match &self.routing {
+            Some(r) if std::ptr::eq(self.owner.as_ptr(), Rc::as_ptr(config)) => r.clone(),
+            _ => {
+                let mut routing = Routing::new(config);
+                if let Some(feed) = &self.feed {
+                    routing.apply_feed(config, feed);
+                }
+                let routing = Rc::new(RefCell::new(routing));
+                self.owner = Rc::downgrade(config);
+                self.routing = Some(routing.clone());
+                routing
+            }
+        }
+    }
+
+    /// Installs a new targets feed into the current balancers and remembers it for later ones.
+    pub(crate) fn set_feed(&mut self, feed: TargetFeed) {
+        if let (Some(config), Some(routing)) = (self.owner.upgrade(), &self.routing) {
+            routing.borrow_mut().apply_feed(&config, &feed);
+        }
+        self.feed = Some(feed);
+    }
+}
+
+/// The next number of the VM's xorshift64* generator, seeded from the clock on first use.
+pub(crate) fn next_random(state: &Cell<u64>) -> u64 {
+    let mut x = state.get();
+    if x == 0 {
+        // Odd and non-zero; VMs started in the same nanosecond still differ by their stream ids.
+        x = crate::raw::now_nanos() | 1;
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    state.set(x);
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
