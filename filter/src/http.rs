@@ -14,8 +14,10 @@ mod admission;
 mod balance;
 mod cut;
 mod dialects;
+mod failover;
 mod head;
 mod known_keys;
+mod reply;
 mod report;
 mod response;
 
@@ -127,6 +129,8 @@ pub(crate) struct Stream {
     overhead_ns: u64,
     /// When the running callback started (see `timed`).
     callback_start_ns: u64,
+    /// Failover and passive health ([`failover`]).
+    attempt: failover::Attempt,
 }
 
 impl Stream {
@@ -163,6 +167,7 @@ impl Stream {
             response_complete: false,
             overhead_ns: 0,
             callback_start_ns: 0,
+            attempt: failover::Attempt::default(),
         }
     }
 
@@ -183,33 +188,6 @@ impl Stream {
         let action = f(self);
         self.overhead_ns += self.now_nanos().saturating_sub(start);
         action
-    }
-
-    /// Sends a local JSON reply; the host ignores our return value after this (forced stop).
-    fn reply(&mut self, status: u16, body: &[u8]) -> Action {
-        self.reply_with(status, body, None)
-    }
-
-    /// [`Stream::reply`] with one more header (e.g. `retry-after`).
-    fn reply_with(&mut self, status: u16, body: &[u8], extra: Option<(&str, &str)>) -> Action {
-        let mut hdrs = vec![("content-type", "application/json")];
-        hdrs.extend(extra);
-        if let Some(id) = &self.request_id {
-            hdrs.push((headers::REQUEST_ID, id.as_str()));
-        }
-        self.send_http_response(u32::from(status), hdrs, Some(body));
-        self.api = None;
-        Action::Pause
-    }
-
-    fn reply_error(&mut self, e: &ApiError) -> Action {
-        self.reply_error_with(e, None)
-    }
-
-    fn reply_error_with(&mut self, e: &ApiError, extra: Option<(&str, &str)>) -> Action {
-        log::debug!("#{} {} {}", self.id, e.status, e.message);
-        let body = e.body_in(self.dialect);
-        self.reply_with(e.status, &body, extra)
     }
 
     /// Authenticates from the credential headers (before they are removed).
@@ -243,6 +221,7 @@ impl Stream {
         };
         self.routing = Some(self.shared.routing.borrow_mut().for_config(&config));
         self.session = head.session.take();
+        self.take_tried(head.tried.take());
         self.config = Some(config.clone());
         let config = &config;
         // With keys, every call needs one, even to a path that does not exist: an
@@ -394,6 +373,8 @@ impl HttpContext for Stream {
         // Timed too, so the total in `ferrogate.filter_us` includes building the record.
         let start = self.now_nanos();
         self.release_pick(start);
-        self.report_with_overhead(start);
+        if !self.end_abandoned(start) {
+            self.report_with_overhead(start);
+        }
     }
 }

@@ -59,6 +59,8 @@ pub(crate) struct Metrics {
     refused: [u64; 3],
     /// Streams cut at their allowance since the last tick: by a token limit, by a USD budget.
     cut: [u64; 2],
+    /// Attempts abandoned for a retry since the last tick (`ferrogate.retries`).
+    retries: u64,
 }
 
 impl Metrics {
@@ -103,6 +105,11 @@ impl Metrics {
         }
     }
 
+    /// Counts an attempt the host abandoned to retry elsewhere.
+    pub(crate) fn retried(&mut self) {
+        self.retries += 1;
+    }
+
     fn tally(&mut self, model: &str, provider: &str, status: u16) -> Option<&mut Tally> {
         let found = self.tallies.iter().position(|t| t.status == status && t.model == model && t.provider == provider);
         let at = match found {
@@ -124,6 +131,8 @@ impl Metrics {
     pub(crate) fn flush(&mut self) {
         let total = std::mem::take(&mut self.requests_total);
         self.count("ferrogate.requests_total", total);
+        let retries = std::mem::take(&mut self.retries);
+        self.count("ferrogate.retries", retries);
         let refused = std::mem::take(&mut self.refused);
         for (reason, n) in ["requests", "tokens", "usd"].into_iter().zip(refused) {
             self.count(&format!("ferrogate.limit_refused.{reason}"), n);

@@ -44,6 +44,11 @@ pub struct RawPluginConfig {
     /// Bearer token for the sidecar's filter-facing API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub internal_token: Option<String>,
+    /// The host retries failed attempts through the filter (`ferrogate serve`): honour the
+    /// failover request headers of `crate::failover`. Off by default, because in any other
+    /// host they would come from the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_failover: Option<bool>,
 }
 
 /// Where and how the filter reaches its sidecar.
@@ -70,6 +75,8 @@ pub struct PluginConfig {
     pub max_body_bytes: usize,
     /// Sidecar settings, if a sidecar is used.
     pub sidecar: Option<SidecarSettings>,
+    /// Honour the host's failover headers (see [`RawPluginConfig::host_failover`]).
+    pub host_failover: bool,
 }
 
 /// Failure to load the plugin configuration.
@@ -138,7 +145,10 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
             internal_token: raw.internal_token,
         });
         match (problems.is_empty(), max_body_bytes) {
-            (true, Some(max_body_bytes)) => Ok(PluginConfig { config, cluster_header, max_body_bytes, sidecar }),
+            (true, Some(max_body_bytes)) => {
+                let host_failover = raw.host_failover.unwrap_or(false);
+                Ok(PluginConfig { config, cluster_header, max_body_bytes, sidecar, host_failover })
+            }
             _ => Err(ConfigError { problems }),
         }
     }

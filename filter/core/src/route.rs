@@ -288,8 +288,8 @@ impl<'c> Decider<'c, '_> {
         rewrite: impl FnOnce(&str) -> Vec<u8>,
     ) -> Result<RouteDecision<'c>, ApiError> {
         let resolved = self.config.authorize(self.caller, requested)?;
-        let (provider, upstream_model, endpoint) =
-            upstream(self.config, resolved, &mut *self.choose).ok_or_else(|| ApiError::model_not_found(requested))?;
+        let (provider, upstream_model, endpoint) = upstream(self.config, resolved, &mut *self.choose)
+            .ok_or_else(|| ApiError::unavailable(format!("No healthy target is left for model '{requested}'.")))?;
         let (body, path, translation) = match self.plan(provider)? {
             None => {
                 let splice = upstream_model != requested && !self.api.model_in_path();
@@ -351,8 +351,15 @@ fn upstream<'c: 'r, 'r>(
 ) -> Option<(&'c Provider, &'r str, Option<&'c str>)> {
     let (provider, model, endpoint) = match resolved {
         Resolved::Model(i) => {
+            // The model itself, else its fallbacks in order (see `failover::chain`).
+            let (i, (t, endpoint)) = match choose.target(config, i) {
+                Some(pick) => (i, pick),
+                None => crate::failover::chain(config, i)
+                    .into_iter()
+                    .skip(1)
+                    .find_map(|m| Some((m, choose.target(config, m)?)))?,
+            };
             let model = config.models.get(i)?;
-            let (t, endpoint) = choose.target(config, i)?;
             let target = model.targets.get(t)?;
             let provider = config.providers.get(target.provider)?;
             let endpoint = endpoint.or_else(|| choose.endpoint(config, target.provider));

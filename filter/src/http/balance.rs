@@ -27,6 +27,8 @@ pub(crate) struct Pick {
 /// [`Choose`] over the VM's balancers for one request.
 struct Chooser<'a> {
     routing: &'a mut Routing,
+    /// Target ids earlier attempts tried: never picked again.
+    tried: &'a [String],
     request: Request<'a>,
     now_ms: u64,
     counts: Vec<u32>,
@@ -41,7 +43,8 @@ impl Choose for Chooser<'_> {
         let (fingerprint, slots) = (m.fingerprint(), m.slots().len());
         let key = inflight::key(&config.models.get(model)?.name);
         inflight::read(&key, fingerprint, &mut self.counts);
-        let p = self.routing.pick(config, model, &self.request, &self.counts, self.now_ms)?;
+        let excluded = Stream::excluded(self.tried, config, model, slots);
+        let p = self.routing.pick_excluding(config, model, &self.request, &self.counts, self.now_ms, &excluded)?;
         inflight::add(&key, fingerprint, slots, p.slot, 1);
         let (queue_depth, prompt_tokens) = (p.queue_depth, p.prompt_tokens);
         self.picked = Some(Pick { model, slot: p.slot, slots, fingerprint, key, queue_depth, prompt_tokens });
@@ -67,11 +70,21 @@ impl Stream {
             return route_request_with(config, self.caller, api, &self.path, content_type, body, &mut Rotation(random));
         };
         let mut routing = routing.borrow_mut();
+        Self::load_passive(&mut routing, config);
         let request = Request { session: self.session.as_deref(), conversation: conversation(body), random };
         let now_ms = self.started_ns / 1_000_000;
-        let mut chooser = Chooser { routing: &mut routing, request, now_ms, counts: Vec::new(), picked: None };
+        let tried = std::mem::take(&mut self.attempt.tried);
+        let mut chooser =
+            Chooser { routing: &mut routing, tried: &tried, request, now_ms, counts: Vec::new(), picked: None };
         let result = route_request_with(config, self.caller, api, &self.path, content_type, body, &mut chooser);
         self.pick = chooser.picked.take();
+        self.attempt.tried = tried;
+        if let (Ok(d), Some(pick)) = (&result, &self.pick) {
+            let upstream = d.endpoint.unwrap_or(d.authority);
+            self.attempt.upstream = Some((d.provider.to_string(), upstream.to_string()));
+            let (model, slot) = (pick.model, pick.slot);
+            self.announce(&routing, config, model, slot, now_ms);
+        }
         result
     }
 

@@ -19,6 +19,8 @@ pub(super) struct Head {
     pub(super) content_type: Option<Bytes>,
     /// `x-session-id`: the balancers' session key.
     pub(super) session: Option<String>,
+    /// `x-ferrogate-tried` (trusted only under `host_failover`).
+    pub(super) tried: Option<String>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
     /// endpoint picks): removed or overwritten only when present, saving hostcalls.
     pub(super) present: Present,
@@ -58,6 +60,7 @@ impl Head {
                     head.x_goog_api_key.get_or_insert_with(|| value.to_vec());
                 }
                 b"content-type" => head.content_type = Some(value.to_vec()),
+                b"x-ferrogate-tried" => head.tried = text(value),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"transfer-encoding" => head.present.transfer_encoding = true,
                 name if name == DESTINATION_ENDPOINT.as_bytes() => head.present.destination_endpoint = true,

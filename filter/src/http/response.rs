@@ -17,17 +17,20 @@ impl Stream {
     pub(super) fn on_response_headers(&mut self, end_of_stream: bool) -> Action {
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
+        let mut abandoned = false;
         let map = crate::raw::header_map(MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
                 b":status" => status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()),
                 b"content-type" => streaming = value.starts_with(b"text/event-stream"),
                 b"content-length" => has_length = true,
+                b"x-ferrogate-abandoned" => abandoned = true,
                 name if name == headers::REQUEST_ID.as_bytes() => upstream_id = Some(value),
                 _ => {}
             }
         }
         self.status = status.unwrap_or(0);
+        self.observe_answer(self.status, abandoned);
         self.response_complete = end_of_stream;
         let overhead_us = (self.overhead_ns / 1_000).to_string();
         self.set_http_response_header(headers::OVERHEAD_US, Some(&overhead_us));

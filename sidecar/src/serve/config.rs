@@ -95,6 +95,8 @@ pub fn plugin_configuration(raw: &RawConfig, max_body_bytes: usize, sidecar: Opt
         "config": raw,
         "cluster_header": CLUSTER_HEADER,
         "max_body_bytes": max_body_bytes,
+        // `serve` retries failed attempts through the filter (`ferrogate_core::failover`).
+        "host_failover": true,
     });
     if let (Some(link), Some(obj)) = (sidecar, doc.as_object_mut()) {
         obj.insert("sidecar_cluster".into(), link.cluster.clone().into());

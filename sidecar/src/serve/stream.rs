@@ -26,6 +26,8 @@ use super::trace;
 use super::upstream::{router_reply, UpstreamFuture};
 use super::worker::{ConnInfo, VmRef, Worker};
 
+mod failover;
+
 /// hyper service entry point: runs the driver on this worker and waits for the response head.
 pub async fn handle(
     worker: Rc<Worker>,
@@ -61,6 +63,8 @@ struct Driver {
     reset: bool,
     /// `ferrogate.request`, disabled unless traces are exported.
     span: Span,
+    /// The request as sent, for another attempt ([`failover`]).
+    replay: failover::Replay,
 }
 
 impl Driver {
@@ -76,8 +80,9 @@ impl Driver {
         let (parts, body) = req.into_parts();
         let info = conn.stream_info(parts.version);
         let span = trace::request_span(&parts);
+        let mut headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
+        let replay = failover::Replay::new(&mut headers, info.clone());
         let id = vm.borrow_mut().create_stream(info, Some(Box::new(move || waker.notify_one())));
-        let headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
         let eos = hyper::body::Body::is_end_stream(&body);
         let mut driver = Driver {
             worker,
@@ -95,6 +100,7 @@ impl Driver {
             finished: false,
             reset: false,
             span,
+            replay,
         };
         driver.call(|vm, id| vm.request_headers(id, headers, eos));
         driver
@@ -129,7 +135,7 @@ impl Driver {
             _ = wake.notified() => {}
             result = poll_opt(&mut self.upstream), if self.upstream.is_some() => {
                 self.upstream = None;
-                self.on_upstream_response(result);
+                self.on_upstream_response(result).await;
                 if let Some(frame) = self.first_frame_in_same_pass().await {
                     self.on_response_frame(frame);
                 }
@@ -163,11 +169,13 @@ impl Driver {
                         self.request_body = None;
                         self.request_eos_sent = true;
                     }
+                    self.replay.record(&data);
                     self.call(|vm, id| vm.request_data(id, &data, eos));
                 }
                 Err(frame) => {
                     self.request_body = None;
                     self.request_eos_sent = true;
+                    self.replay.give_up();
                     let trailers = frame.into_trailers().map(|t| trailers_to_filter(&t)).unwrap_or_default();
                     self.call(|vm, id| vm.request_trailers(id, trailers));
                 }
@@ -175,11 +183,16 @@ impl Driver {
         }
     }
 
-    fn on_upstream_response(&mut self, result: Result<Response<Incoming>, super::upstream::UpstreamError>) {
+    async fn on_upstream_response(&mut self, result: Result<Response<Incoming>, super::upstream::UpstreamError>) {
+        if self.try_failover(&result).await {
+            return;
+        }
         match result {
             Ok(resp) => {
                 let (parts, body) = resp.into_parts();
-                let headers = response_to_filter(parts.status, &parts.headers);
+                let mut headers = response_to_filter(parts.status, &parts.headers);
+                // Only this host marks an answer abandoned, never an upstream.
+                headers.remove(ferrogate_core::failover::ABANDONED_HEADER);
                 let eos = hyper::body::Body::is_end_stream(&body);
                 self.response_eos_sent = eos;
                 self.response_body = (!eos).then_some(body);
@@ -262,7 +275,9 @@ impl Driver {
 
     async fn apply(&mut self, event: StreamEvent) {
         match event {
-            StreamEvent::RequestHeaders { headers, end_of_stream } => self.start_upstream(headers, end_of_stream),
+            StreamEvent::RequestHeaders { headers, end_of_stream } => {
+                self.start_upstream(headers, end_of_stream).await;
+            }
             StreamEvent::RequestData { data, end_of_stream } => {
                 if let Some(tx) = &self.upstream_body_tx {
                     tx.data(data).await;
@@ -298,7 +313,8 @@ impl Driver {
         }
     }
 
-    fn start_upstream(&mut self, mut headers: Headers, end_of_stream: bool) {
+    async fn start_upstream(&mut self, mut headers: Headers, end_of_stream: bool) {
+        self.replay.on_release(&mut headers);
         trace::inject(&self.span, &mut headers);
         let (body, tx) = if end_of_stream {
             (ChannelBody::empty(), None)
@@ -311,7 +327,7 @@ impl Driver {
                 self.upstream = Some(fut);
                 self.upstream_body_tx = tx;
             }
-            Err(e) => self.on_upstream_response(Err(e)),
+            Err(e) => self.on_upstream_response(Err(e)).await,
         }
     }
 

@@ -9,10 +9,14 @@
 //!
 //! Eligibility: a slot is skipped while the feed parks it (a pool slot: its endpoint; a target:
 //! every endpoint of its provider). When every slot is parked all are eligible again (fail
-//! open: a stale or wrong health view must not take a model down).
+//! open: a stale or wrong health view must not take a model down). Passive health
+//! ([`crate::passive`], from real answers) and the slots a failing-over request already tried
+//! are stricter: such slots are never picked, and a model with nothing else left yields no
+//! pick, so the router moves on to its fallbacks.
 
 use super::{hash64, Balancer, Load, Observed, PickContext, StrategyKind, TargetSpec};
 use crate::config::Config;
+use crate::passive::PassiveTable;
 use crate::targets::TargetFeed;
 
 /// One balancing unit of a model.
@@ -99,6 +103,10 @@ pub struct Routing {
     models: Vec<Option<ModelRouting>>,
     /// Per provider: per pool endpoint, or one entry (its authority) without a pool.
     health: Vec<Vec<EndpointHealth>>,
+    /// Per provider endpoint (same layout): Unix ms until which passive health parks it.
+    passive: Vec<Vec<u64>>,
+    /// Some passive entry was applied (an empty table must then clear them).
+    passive_any: bool,
     loads: Vec<Load>,
     eligible: Vec<usize>,
 }
@@ -108,9 +116,10 @@ impl Routing {
     /// routed by rotation; validation makes that impossible in practice).
     pub fn new(config: &Config) -> Self {
         let models = (0..config.models.len()).map(|i| model_routing(config, i)).collect();
-        let health =
-            config.providers.iter().map(|p| vec![EndpointHealth::default(); p.endpoints.len().max(1)]).collect();
-        Self { models, health, loads: Vec::new(), eligible: Vec::new() }
+        let sizes = config.providers.iter().map(|p| p.endpoints.len().max(1));
+        let health = sizes.clone().map(|n| vec![EndpointHealth::default(); n]).collect();
+        let passive = sizes.map(|n| vec![0; n]).collect();
+        Self { models, health, passive, passive_any: false, loads: Vec::new(), eligible: Vec::new() }
     }
 
     /// Model `i`'s routing, if it has a balancer.
@@ -134,6 +143,21 @@ impl Routing {
         }
     }
 
+    /// Takes passive health: each endpoint's parked-until time from `table`.
+    pub fn apply_passive(&mut self, config: &Config, table: &PassiveTable) {
+        if table.entries.is_empty() && !self.passive_any {
+            return; // The usual case: nothing troubled before or now.
+        }
+        self.passive_any = !table.entries.is_empty();
+        for (p, provider) in config.providers.iter().enumerate() {
+            let Some(entries) = self.passive.get_mut(p) else { continue };
+            for (e, entry) in entries.iter_mut().enumerate() {
+                let name = provider.endpoints.get(e).unwrap_or(&provider.authority);
+                *entry = table.parked_until(&provider.name, name);
+            }
+        }
+    }
+
     /// Picks a slot of model `model`; `in_flight` are the proxy-wide counts per slot (shorter
     /// or empty when unknown). `None` when the model has no balancer.
     pub fn pick(
@@ -144,21 +168,22 @@ impl Routing {
         in_flight: &[u32],
         now_ms: u64,
     ) -> Option<Picked> {
+        self.pick_excluding(config, model, req, in_flight, now_ms, &[])
+    }
+
+    /// [`Routing::pick`] among the slots not in `excluded` and not parked by passive health;
+    /// `None` when none is left.
+    pub fn pick_excluding(
+        &mut self,
+        config: &Config,
+        model: usize,
+        req: &Request<'_>,
+        in_flight: &[u32],
+        now_ms: u64,
+        excluded: &[usize],
+    ) -> Option<Picked> {
+        self.eligible_slots(config, model, in_flight, now_ms, excluded)?;
         let m = self.models.get_mut(model)?.as_mut()?;
-        let target_provider = |s: &Slot| config.models.get(model)?.targets.get(s.target).map(|t| t.provider);
-        self.loads.clear();
-        self.eligible.clear();
-        for (i, slot) in m.slots.iter().enumerate() {
-            let entries = target_provider(slot).and_then(|p| self.health.get(p)).map_or(&[][..], Vec::as_slice);
-            let (load, parked) = slot_state(entries, slot.endpoint, now_ms);
-            self.loads.push(Load { in_flight: in_flight.get(i).copied().unwrap_or(0), ..load });
-            if !parked {
-                self.eligible.push(i);
-            }
-        }
-        if self.eligible.is_empty() {
-            self.eligible.extend(0..m.slots.len());
-        }
         let ctx = PickContext {
             session: req.session,
             conversation: req.conversation,
@@ -170,6 +195,58 @@ impl Routing {
         m.balancer.observe(slot, Observed::Started);
         let queue_depth = ctx.queue(slot);
         Some(Picked { slot, at: *m.slots.get(slot)?, queue_depth, prompt_tokens: ctx.prompt_tokens() })
+    }
+
+    /// Fills `loads` and `eligible` for model `model`; `None` when no slot may be used.
+    fn eligible_slots(
+        &mut self,
+        config: &Config,
+        model: usize,
+        in_flight: &[u32],
+        now_ms: u64,
+        excluded: &[usize],
+    ) -> Option<()> {
+        let m = self.models.get(model)?.as_ref()?;
+        let target_provider = |s: &Slot| config.models.get(model)?.targets.get(s.target).map(|t| t.provider);
+        self.loads.clear();
+        self.eligible.clear();
+        let mut usable = 0;
+        for (i, slot) in m.slots.iter().enumerate() {
+            let p = target_provider(slot);
+            let entries = p.and_then(|p| self.health.get(p)).map_or(&[][..], Vec::as_slice);
+            let (load, parked) = slot_state(entries, slot.endpoint, now_ms);
+            self.loads.push(Load { in_flight: in_flight.get(i).copied().unwrap_or(0), ..load });
+            if excluded.contains(&i) || self.passively_parked(p, slot.endpoint, now_ms) {
+                continue;
+            }
+            usable += 1;
+            if !parked {
+                self.eligible.push(i);
+            }
+        }
+        if self.eligible.is_empty() && usable > 0 {
+            // Fail open on the feed's view only: passive parking and tried slots stay out.
+            for (i, slot) in m.slots.iter().enumerate() {
+                if !excluded.contains(&i) && !self.passively_parked(target_provider(slot), slot.endpoint, now_ms) {
+                    self.eligible.push(i);
+                }
+            }
+        }
+        (!self.eligible.is_empty()).then_some(())
+    }
+
+    fn passively_parked(&self, provider: Option<usize>, endpoint: Option<usize>, now_ms: u64) -> bool {
+        let passive = provider.and_then(|p| self.passive.get(p)).map_or(&[][..], Vec::as_slice);
+        passive_parked(passive, endpoint, now_ms)
+    }
+
+    /// True when model `model` has a slot outside `excluded` that passive health does not park.
+    pub fn has_untried(&self, config: &Config, model: usize, excluded: &[usize], now_ms: u64) -> bool {
+        let Some(m) = self.model(model) else { return false };
+        m.slots.iter().enumerate().any(|(i, slot)| {
+            let p = config.models.get(model).and_then(|m| m.targets.get(slot.target)).map(|t| t.provider);
+            !excluded.contains(&i) && !self.passively_parked(p, slot.endpoint, now_ms)
+        })
     }
 
     /// Tells model `model`'s balancer how a request on `slot` went.
@@ -184,13 +261,15 @@ impl Routing {
     pub fn endpoint(&self, config: &Config, provider: usize, now_ms: u64, random: u64) -> Option<usize> {
         let n = config.providers.get(provider)?.endpoints.len();
         let entries = self.health.get(provider)?;
-        let all_parked = entries.iter().all(|e| e.parked(now_ms));
+        let passive = self.passive.get(provider).map_or(&[][..], Vec::as_slice);
+        let out = |i: usize| passive.get(i).is_some_and(|&until| now_ms < until);
+        let all_parked = entries.iter().enumerate().all(|(i, e)| e.parked(now_ms) || out(i));
         let queue = |e: &EndpointHealth| u64::from(e.running.unwrap_or(0)) + u64::from(e.waiting.unwrap_or(0));
         let start = usize::try_from(random % n.max(1) as u64).unwrap_or(0);
         (0..n)
             .map(|k| (start + k) % n)
             .filter_map(|i| entries.get(i).map(|e| (i, e)))
-            .filter(|(_, e)| all_parked || !e.parked(now_ms))
+            .filter(|(i, e)| all_parked || !(e.parked(now_ms) || out(*i)))
             .min_by_key(|(_, e)| queue(e))
             .map(|(i, _)| i)
     }
@@ -215,6 +294,15 @@ fn slot_state(entries: &[EndpointHealth], endpoint: Option<usize>, now_ms: u64) 
     }
     let parked = !pick.is_empty() && pick.iter().all(|e| e.parked(now_ms));
     (load, parked)
+}
+
+/// Passive health parks a slot: its endpoint, or every endpoint of its provider.
+fn passive_parked(passive: &[u64], endpoint: Option<usize>, now_ms: u64) -> bool {
+    let pick = match endpoint {
+        Some(e) => passive.get(e..=e).unwrap_or_default(),
+        None => passive,
+    };
+    !pick.is_empty() && pick.iter().all(|&until| now_ms < until)
 }
 
 fn sum(a: Option<u32>, b: Option<u32>) -> Option<u32> {
@@ -263,55 +351,4 @@ pub fn conversation(body: &[u8]) -> &[u8] {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Config, RawConfig};
-    use crate::targets::EndpointState;
-
-    fn config(models: &str) -> Config {
-        let yaml = format!(
-            "providers:\n  - {{name: a, kind: openai_compatible, base_url: 'http://a:1'}}\n  - {{name: pool, kind: openai_compatible, base_url: 'http://p:1', endpoints: ['h1:1', 'h2:1']}}\nmodels:\n{models}"
-        );
-        let raw: RawConfig = serde_yaml::from_str(&yaml).unwrap();
-        Config::try_from(raw).unwrap()
-    }
-
-    fn parked(provider: &str, endpoint: &str) -> EndpointState {
-        let (provider, endpoint) = (provider.to_string(), endpoint.to_string());
-        EndpointState { provider, endpoint, healthy: false, cooldown_until_ms: Some(1_000), ..Default::default() }
-    }
-
-    #[test]
-    fn a_single_pooled_target_balances_over_its_endpoints() {
-        let c = config("  - {name: big, targets: [{provider: pool, model: m}]}\n  - {name: two, targets: [{provider: pool, model: m}, {provider: a, model: m}]}");
-        let r = Routing::new(&c);
-        let slots = |i| r.model(i).unwrap().slots().to_vec();
-        let pool = [Slot { target: 0, endpoint: Some(0) }, Slot { target: 0, endpoint: Some(1) }];
-        assert_eq!(slots(0), pool);
-        assert_eq!(slots(1), [Slot { target: 0, endpoint: None }, Slot { target: 1, endpoint: None }]);
-        assert_ne!(r.model(0).unwrap().fingerprint(), r.model(1).unwrap().fingerprint());
-    }
-
-    #[test]
-    fn parked_slots_are_skipped_until_all_are_parked() {
-        let c = config("  - {name: big, targets: [{provider: pool, model: m}]}");
-        let mut r = Routing::new(&c);
-        r.apply_feed(&c, &TargetFeed { version: 1, endpoints: vec![parked("pool", "h1:1")] });
-        for random in 0..8 {
-            let req = Request { random, ..Request::default() };
-            assert_eq!(r.pick(&c, 0, &req, &[], 999).map(|p| p.slot), Some(1));
-            assert_eq!(r.endpoint(&c, 1, 999, random), Some(1));
-        }
-        let both = vec![parked("pool", "h1:1"), parked("pool", "h2:1")];
-        r.apply_feed(&c, &TargetFeed { version: 2, endpoints: both });
-        let picks: Vec<_> =
-            (0..8).filter_map(|random| r.pick(&c, 0, &Request { random, ..Request::default() }, &[], 999)).collect();
-        assert!(picks.iter().any(|p| p.slot == 0) && picks.iter().any(|p| p.slot == 1), "fail open");
-    }
-
-    #[test]
-    fn the_conversation_starts_at_its_key() {
-        assert_eq!(conversation(br#"{"model":"x","messages":[1]}"#), br#""messages":[1]}"#);
-        assert_eq!(conversation(b"{}"), b"{}");
-    }
-}
+mod tests;

@@ -1,0 +1,119 @@
+//! The filter's side of failover and passive health (policy in `ferrogate_core::failover` and
+//! `ferrogate_core::passive`).
+//!
+//! - Each attempt of a request is a stream of its own. Under `host_failover` (`ferrogate
+//!   serve`) the host says which targets earlier attempts tried (`x-ferrogate-tried`); the
+//!   balancer picks among the others, then among the fallbacks' targets, and the released
+//!   headers tell the host what this attempt tried and whether a retry could reach anything
+//!   untried (`x-ferrogate-failover: more`).
+//! - Every routed answer counts for passive health: the table of troubled endpoints lives in
+//!   shared data ([`PASSIVE_KEY`]), read once per routed request and CAS-updated only when an
+//!   answer changes it (a failure, or the first success after failures).
+//! - An attempt the host abandons for a retry writes no usage record (the client request gets
+//!   one, for its final attempt) and counts in `ferrogate.retries`.
+
+use ferrogate_core::balance::Routing;
+use ferrogate_core::config::Config;
+use ferrogate_core::failover::{self, Outcome};
+use ferrogate_core::passive::PassiveTable;
+use ferrogate_core::usage::Usage;
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::HttpContext;
+use proxy_wasm::types::Status;
+
+use super::Stream;
+
+/// Shared-data key of the passive health table.
+pub(crate) const PASSIVE_KEY: &str = "ferrogate.passive";
+/// CAS attempts before an update is given up (another VM keeps writing the entry).
+const CAS_TRIES: usize = 4;
+
+/// One stream's failover state.
+#[derive(Default)]
+pub(crate) struct Attempt {
+    /// Target ids earlier attempts of this client request tried.
+    pub(super) tried: Vec<String>,
+    /// Provider and endpoint this attempt went to (set when routed), for passive health.
+    pub(super) upstream: Option<(String, String)>,
+    /// The host abandoned this attempt's answer to retry elsewhere.
+    pub(super) abandoned: bool,
+}
+
+impl Stream {
+    fn host_failover(&self) -> bool {
+        self.shared.plugin.as_ref().is_some_and(|p| p.host_failover)
+    }
+
+    /// Takes the host's list of tried targets (ignored unless the host is trusted for it).
+    pub(super) fn take_tried(&mut self, tried: Option<String>) {
+        if let (true, Some(tried)) = (self.host_failover(), tried) {
+            self.attempt.tried = failover::parse_tried(&tried).into_iter().map(str::to_string).collect();
+        }
+    }
+
+    /// The slots of `config.models[model]` earlier attempts tried (empty on a first attempt).
+    pub(super) fn excluded(tried: &[String], config: &Config, model: usize, slots: usize) -> Vec<usize> {
+        let Some(m) = config.models.get(model).filter(|_| !tried.is_empty()) else { return Vec::new() };
+        (0..slots).filter(|&s| tried.contains(&failover::target_id(&m.name, s))).collect()
+    }
+
+    /// After the pick of `model`'s `slot`: the released headers carry this attempt in the
+    /// tried list and whether a retry has anything left (host failover only).
+    pub(super) fn announce(&mut self, routing: &Routing, config: &Config, model: usize, slot: usize, now_ms: u64) {
+        if !self.host_failover() {
+            return;
+        }
+        let Some(name) = config.models.get(model).map(|m| m.name.as_str()) else { return };
+        self.attempt.tried.push(failover::target_id(name, slot));
+        let more = failover::chain(config, model).into_iter().any(|m| {
+            let slots = routing.model(m).map_or(0, |r| r.slots().len());
+            routing.has_untried(config, m, &Self::excluded(&self.attempt.tried, config, m, slots), now_ms)
+        });
+        self.set_http_request_header(failover::TRIED_HEADER, Some(&self.attempt.tried.join(",")));
+        self.set_http_request_header(failover::FAILOVER_HEADER, more.then_some("more"));
+        self.set_http_request_header(failover::ATTEMPT_HEADER, None);
+    }
+
+    /// Brings the balancers up to date with the shared passive health table.
+    pub(super) fn load_passive(routing: &mut Routing, config: &Config) {
+        let bytes = hostcalls::get_shared_data(PASSIVE_KEY).ok().and_then(|(b, _)| b).unwrap_or_default();
+        routing.apply_passive(config, &PassiveTable::parse(&bytes));
+    }
+
+    /// An upstream answer's head: passive health learns from it; `abandoned` marks an answer
+    /// the host replaced by a retry.
+    pub(super) fn observe_answer(&mut self, status: u16, abandoned: bool) {
+        self.attempt.abandoned = abandoned && self.host_failover();
+        let Some((provider, endpoint)) = self.attempt.upstream.as_ref().filter(|_| self.routed.is_some()) else {
+            return;
+        };
+        let failure = Outcome::Status(status).is_failure();
+        let now_ms = self.now_nanos() / 1_000_000;
+        for _ in 0..CAS_TRIES {
+            let Ok((bytes, cas)) = hostcalls::get_shared_data(PASSIVE_KEY) else { return };
+            let mut table = PassiveTable::parse(bytes.as_deref().unwrap_or_default());
+            if !table.record(provider, endpoint, failure, now_ms) {
+                return;
+            }
+            match hostcalls::set_shared_data(PASSIVE_KEY, Some(&table.encode()), cas) {
+                Err(Status::CasMismatch) => continue,
+                Err(e) => log::debug!("passive health not shared: {e:?}"),
+                Ok(()) => {}
+            }
+            return;
+        }
+    }
+
+    /// `on_log` of an abandoned attempt: no usage record, its reservation released, counted
+    /// as a retry. False for any other stream.
+    pub(super) fn end_abandoned(&mut self, now_ns: u64) -> bool {
+        if !self.attempt.abandoned {
+            return false;
+        }
+        self.shared.metrics.borrow_mut().retried();
+        if let Some(config) = self.config.clone() {
+            self.settle(&config, &Usage::default(), Some(0), now_ns / 1_000_000);
+        }
+        true
+    }
+}
