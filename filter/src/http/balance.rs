@@ -19,7 +19,8 @@ pub(crate) struct Pick {
     slot: usize,
     slots: usize,
     fingerprint: u64,
-    key: String,
+    /// Shared-data key of the model's in-flight counts (`None`: one slot, not counted).
+    key: Option<String>,
     queue_depth: u64,
     prompt_tokens: u64,
 }
@@ -41,11 +42,17 @@ impl Choose for Chooser<'_> {
             return Rotation(self.request.random).target(config, model);
         };
         let (fingerprint, slots) = (m.fingerprint(), m.slots().len());
-        let key = inflight::key(&config.models.get(model)?.name);
-        inflight::read(&key, fingerprint, &mut self.counts);
+        // With one slot there is nothing to compare: no shared in-flight count (three
+        // shared-data calls and a key per request saved); exclusions and parking still apply.
+        let key = if slots > 1 { Some(inflight::key(&config.models.get(model)?.name)) } else { None };
+        if let Some(key) = &key {
+            inflight::read(key, fingerprint, &mut self.counts);
+        }
         let excluded = Stream::excluded(self.tried, config, model, slots);
         let p = self.routing.pick_excluding(config, model, &self.request, &self.counts, self.now_ms, &excluded)?;
-        inflight::add(&key, fingerprint, slots, p.slot, 1);
+        if let Some(key) = &key {
+            inflight::add(key, fingerprint, slots, p.slot, 1);
+        }
         let (queue_depth, prompt_tokens) = (p.queue_depth, p.prompt_tokens);
         self.picked = Some(Pick { model, slot: p.slot, slots, fingerprint, key, queue_depth, prompt_tokens });
         Some((p.at.target, p.at.endpoint))
@@ -92,7 +99,9 @@ impl Stream {
     /// learns how it went. Idempotent.
     pub(super) fn release_pick(&mut self, now_ns: u64) {
         let Some(pick) = self.pick.take() else { return };
-        inflight::add(&pick.key, pick.fingerprint, pick.slots, pick.slot, -1);
+        if let Some(key) = &pick.key {
+            inflight::add(key, pick.fingerprint, pick.slots, pick.slot, -1);
+        }
         let outcome = Outcome {
             success: self.response_complete && (200..300).contains(&self.status),
             latency_ms: now_ns.saturating_sub(self.started_ns) / 1_000_000,
