@@ -11,7 +11,7 @@
 //! This file holds the options, the shared state, the router and the server loop. The model
 //! is in `sim/reply.rs` (text and tool-call rules, with `sim/text.rs` and `sim/tools.rs`);
 //! the dialects in `sim/openai.rs`, `sim/anthropic.rs` and `sim/gemini.rs`; pacing in
-//! `sim/stream.rs`, metrics in `sim/metrics.rs`, faults in `sim/faults.rs` and error
+//! `sim/stream.rs`, metrics in `sim/metrics.rs`, the prefix cache in `sim/prefix.rs`, faults in `sim/faults.rs` and error
 //! envelopes in `sim/error.rs`.
 
 mod anthropic;
@@ -20,6 +20,7 @@ mod faults;
 mod gemini;
 mod metrics;
 mod openai;
+mod prefix;
 mod reply;
 mod stream;
 mod text;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::http::{Request, Response, StatusCode};
+use axum::http::{HeaderValue, Request, Response, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use hyper::body::Incoming;
@@ -42,6 +43,11 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tower::ServiceExt as _;
 
 pub use faults::{ITL_HEADER, RESET_HEADER, STATUS_HEADER, TTFT_HEADER};
+pub use prefix::PREFIX_HIT_HEADER;
+
+/// Response header naming the sim instance that answered: its listening `host:port` (set by
+/// [`run`]), so a benchmark behind a balancer can tell the replicas apart.
+pub const ENDPOINT_HEADER: &str = "x-sim-endpoint";
 
 /// Model served when no `--model` is given.
 pub const DEFAULT_MODEL: &str = "sim-small";
@@ -84,7 +90,8 @@ pub struct SimArgs {
     /// Seed of the fault-injection RNG (same seed and request order, same faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Simulated KV-cache size in 16-token blocks, for kv_cache_usage_perc.
+    /// Simulated KV-cache size in 16-token blocks, for kv_cache_usage_perc; also the bound of
+    /// the prefix cache (x-sim-prefix-hit, vllm:prefix_cache_*).
     #[arg(long, default_value_t = 100)]
     pub kv_blocks: u32,
     /// Requests running at once per model; more wait (vllm:num_requests_waiting). 0 = no limit.
@@ -131,8 +138,10 @@ struct SimState {
 impl SimState {
     fn new(args: &SimArgs) -> Self {
         let names = if args.models.is_empty() { vec![DEFAULT_MODEL.to_owned()] } else { args.models.clone() };
-        let models =
-            names.into_iter().map(|name| (name, Arc::new(metrics::ModelMetrics::new(args.max_running)))).collect();
+        let models = names
+            .into_iter()
+            .map(|name| (name, Arc::new(metrics::ModelMetrics::new(args.max_running, args.kv_blocks))))
+            .collect();
         Self {
             models,
             ttft: Duration::from_millis(args.ttft_ms),
@@ -209,6 +218,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(&args);
+    let endpoint = listener.local_addr().ok().and_then(|addr| HeaderValue::from_str(&addr.to_string()).ok());
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -225,7 +235,7 @@ pub async fn run(
                 }
             },
         };
-        let service = ResetAware(app.clone());
+        let service = ResetAware { router: app.clone(), endpoint: endpoint.clone() };
         let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
@@ -243,8 +253,12 @@ pub async fn run(
 
 /// Per-connection hyper service running the router; a response marked as a simulated reset
 /// becomes a service error, on which hyper closes the connection without writing a response.
+/// Every response names the instance in [`ENDPOINT_HEADER`].
 #[derive(Clone)]
-struct ResetAware(Router);
+struct ResetAware {
+    router: Router,
+    endpoint: Option<HeaderValue>,
+}
 
 type ServiceFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, faults::ConnectionReset>> + Send>>;
 
@@ -254,16 +268,53 @@ impl hyper::service::Service<Request<Incoming>> for ResetAware {
     type Future = ServiceFuture;
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
-        let router = self.0.clone();
+        let router = self.router.clone();
+        let endpoint = self.endpoint.clone();
         Box::pin(async move {
-            let response = match router.oneshot(request).await {
+            let mut response = match router.oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             };
+            if let Some(endpoint) = endpoint {
+                response.headers_mut().insert(ENDPOINT_HEADER, endpoint);
+            }
             match response.extensions().get::<faults::ConnectionReset>() {
                 Some(reset) => Err(*reset),
                 None => Ok(response),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn responses_name_the_instance_and_the_prefix_hit() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(run(SimArgs::default(), listener, async {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::new();
+        let system = (0..20).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let body = serde_json::json!({"model": DEFAULT_MODEL, "max_tokens": 1,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]});
+        let mut hits = Vec::new();
+        for _ in 0..2 {
+            let response = client.post(format!("http://{addr}/v1/chat/completions")).json(&body).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            assert_eq!(response.headers()[ENDPOINT_HEADER], addr.to_string().as_str());
+            hits.push(response.headers()[PREFIX_HIT_HEADER].to_str().unwrap().to_owned());
+        }
+        assert_eq!(hits, ["0/1", "1/1"]);
+        let metrics = client.get(format!("http://{addr}/metrics")).send().await.unwrap();
+        assert_eq!(metrics.headers()[ENDPOINT_HEADER], addr.to_string().as_str());
+        let text = metrics.text().await.unwrap();
+        assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"sim-small\"} 16\n"), "{text}");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
     }
 }

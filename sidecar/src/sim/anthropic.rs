@@ -21,6 +21,7 @@ use serde_json::{json, Map, Value};
 
 use super::error::{Dialect, SimError};
 use super::faults::ExtraDelay;
+use super::prefix::with_header;
 use super::reply::{self, Ask, Ending, Reply, Turn};
 use super::stream::{finish_plain, frames_response, Timing};
 use super::text;
@@ -188,11 +189,13 @@ async fn serve(
     };
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(input_tokens).await;
+    let hit = counters.prefix_lookup(&ask.prompt, input_tokens);
     if request.stream {
-        return Ok(frames_response(timing, stream::frames(&answer), guard, reason, "text/event-stream"));
+        let frames = stream::frames(&answer);
+        return Ok(with_header(frames_response(timing, frames, guard, reason, "text/event-stream"), hit));
     }
     finish_plain(timing, answer.reply.tokens(), guard, reason).await;
-    Ok(Json(answer.body()).into_response())
+    Ok(with_header(Json(answer.body()).into_response(), hit))
 }
 
 /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, the count `/v1/messages` reports.

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use super::error::{Dialect, SimError};
 use super::faults::ExtraDelay;
+use super::prefix::with_header;
 use super::reply::{self, Ending, Reply};
 use super::stream::{finish_plain, frames_response, Frame, Timing};
 use super::SimState;
@@ -143,12 +144,13 @@ async fn serve(
     };
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(prompt_tokens).await;
+    let hit = counters.prefix_lookup(&ask.prompt, prompt_tokens);
     if delivery == Delivery::Plain {
         finish_plain(timing, answer.reply.tokens(), guard, reason).await;
-        return Ok(Json(answer.body()).into_response());
+        return Ok(with_header(Json(answer.body()).into_response(), hit));
     }
     let content_type = if delivery == Delivery::Sse { "text/event-stream" } else { "application/json" };
-    Ok(frames_response(timing, frames(&answer, delivery), guard, reason, content_type))
+    Ok(with_header(frames_response(timing, frames(&answer, delivery), guard, reason, content_type), hit))
 }
 
 /// The model and the delivery a request path (and its `alt` query) asks for.

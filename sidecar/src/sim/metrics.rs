@@ -1,5 +1,6 @@
 //! vLLM-compatible engine metrics for the simulated engine: per-model running/waiting gauges,
-//! KV-cache usage and token/success counters, rendered as Prometheus text on `GET /metrics`.
+//! KV-cache usage, token/success counters and the prefix cache's queries and hits, rendered as
+//! Prometheus text on `GET /metrics`.
 //!
 //! The gateway's load-aware routing scrapes exactly these series from real vLLM pods, so names
 //! and the `model_name` label follow vLLM. A request is "running" from admission until its
@@ -8,13 +9,14 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::prefix::{PrefixCache, PrefixHit};
 use super::text::FinishReason;
 use super::SimState;
 
@@ -31,6 +33,11 @@ pub struct ModelMetrics {
     generation_tokens: AtomicU64,
     success_stop: AtomicU64,
     success_length: AtomicU64,
+    /// Prompt tokens looked up in the prefix cache, and those found (vLLM counts tokens).
+    prefix_queries: AtomicU64,
+    prefix_hits: AtomicU64,
+    /// The engine's prefix cache (`--kv-blocks` blocks).
+    prefix: Mutex<PrefixCache>,
     /// `--max-running` admission limit; `None` admits everything at once.
     limiter: Option<Arc<Semaphore>>,
 }
@@ -54,9 +61,24 @@ impl Drop for WaitingGuard<'_> {
 }
 
 impl ModelMetrics {
-    /// Counters for a model whose engine runs at most `max_running` requests (0 = unlimited).
-    pub fn new(max_running: u32) -> Self {
-        Self { limiter: (max_running > 0).then(|| Arc::new(Semaphore::new(max_running as usize))), ..Self::default() }
+    /// Counters for a model whose engine runs at most `max_running` requests (0 = unlimited)
+    /// and caches at most `kv_blocks` prefix blocks.
+    pub fn new(max_running: u32, kv_blocks: u32) -> Self {
+        Self {
+            limiter: (max_running > 0).then(|| Arc::new(Semaphore::new(max_running as usize))),
+            prefix: Mutex::new(PrefixCache::new(kv_blocks as usize)),
+            ..Self::default()
+        }
+    }
+
+    /// Looks an admitted request's `prompt` up in the prefix cache (which then holds it) and
+    /// counts its `prompt_tokens` as queried, the cached ones as hits.
+    pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32) -> PrefixHit {
+        let hit = self.prefix.lock().unwrap_or_else(PoisonError::into_inner).serve(prompt);
+        let queried = u64::from(prompt_tokens);
+        self.prefix_queries.fetch_add(queried, Ordering::Relaxed);
+        self.prefix_hits.fetch_add(hit.hit_tokens().min(queried), Ordering::Relaxed);
+        hit
     }
 
     /// Admits a request with `prompt_tokens`, waiting (and counting as waiting) while the
@@ -139,11 +161,14 @@ pub fn render(models: &[(String, Arc<ModelMetrics>)], kv_blocks: u32) -> String 
 }
 
 fn render_counters(out: &mut String, models: &[(String, Arc<ModelMetrics>)]) {
-    let values =
-        |m: &ModelMetrics| [m.prompt_tokens.load(Ordering::Relaxed), m.generation_tokens.load(Ordering::Relaxed)];
+    let values = |m: &ModelMetrics| {
+        [&m.prompt_tokens, &m.generation_tokens, &m.prefix_queries, &m.prefix_hits].map(|c| c.load(Ordering::Relaxed))
+    };
     let counters = [
         ("vllm:prompt_tokens_total", "Number of prefill tokens processed.", 0),
         ("vllm:generation_tokens_total", "Number of generation tokens processed.", 1),
+        ("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", 2),
+        ("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", 3),
     ];
     for (name, help, index) in counters {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -181,7 +206,7 @@ mod tests {
 
     #[tokio::test]
     async fn guard_tracks_running_tokens_and_success() {
-        let m = Arc::new(ModelMetrics::new(0));
+        let m = Arc::new(ModelMetrics::new(0, 100));
         let models = vec![("m".to_owned(), Arc::clone(&m))];
         let mut guard = m.admit(10).await;
         guard.generated(6);
@@ -197,9 +222,21 @@ mod tests {
         assert!(text.contains("finished_reason=\"length\",model_name=\"m\"} 1\n"), "{text}");
     }
 
+    #[test]
+    fn prefix_lookups_count_queried_and_cached_tokens() {
+        let m = Arc::new(ModelMetrics::new(0, 100));
+        let models = vec![("m".to_owned(), Arc::clone(&m))];
+        let prompt = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        assert_eq!(m.prefix_lookup(&prompt, 45), PrefixHit { hit: 0, blocks: 2 });
+        assert_eq!(m.prefix_lookup(&prompt, 45), PrefixHit { hit: 2, blocks: 2 });
+        let text = render(&models, 100);
+        assert!(text.contains("vllm:prefix_cache_queries_total{model_name=\"m\"} 90\n"), "{text}");
+        assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"m\"} 32\n"), "{text}");
+    }
+
     #[tokio::test]
     async fn max_running_queues_requests_as_waiting() {
-        let m = Arc::new(ModelMetrics::new(1));
+        let m = Arc::new(ModelMetrics::new(1, 100));
         let first = m.admit(1).await;
         let queued = tokio::spawn({
             let m = Arc::clone(&m);

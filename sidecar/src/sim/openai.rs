@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use super::error::SimError;
 use super::faults::ExtraDelay;
+use super::prefix::with_header;
 use super::reply::{self, Ask, Ending, Reply};
 use super::stream::{finish_plain, sse_response, Timing};
 use super::text::{self, FinishReason};
@@ -171,8 +172,9 @@ pub async fn completions(
     };
     let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
+    let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens);
     if request.stream.unwrap_or(false) {
-        return Ok(sse_response(timing, completion_chunks(&generation), guard, reason));
+        return Ok(with_header(sse_response(timing, completion_chunks(&generation), guard, reason), hit));
     }
     finish_plain(timing, generation.reply.tokens(), guard, reason).await;
     let choice = completion_choice(&generation.reply.text(), Some(generation.finish_reason()));
@@ -180,7 +182,7 @@ pub async fn completions(
         "id": generation.id, "object": "text_completion", "created": generation.created,
         "model": generation.model, "choices": [choice], "usage": generation.usage(),
     });
-    Ok(Json(body).into_response())
+    Ok(with_header(Json(body).into_response(), hit))
 }
 
 fn completion_choice(text: &str, finish: Option<&str>) -> Value {

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::{parse, stop_sequences, Generation, StreamOptions};
 use crate::sim::error::SimError;
 use crate::sim::faults::ExtraDelay;
+use crate::sim::prefix::with_header;
 use crate::sim::reply::{self, Ask, Reply, Turn};
 use crate::sim::stream::{finish_plain, sse_response, Timing};
 use crate::sim::text;
@@ -137,11 +138,12 @@ pub async fn chat(
     let call_id = state.unique_id("call_");
     let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
+    let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens);
     if request.stream.unwrap_or(false) {
-        return Ok(sse_response(timing, chat_chunks(&generation, &call_id), guard, reason));
+        return Ok(with_header(sse_response(timing, chat_chunks(&generation, &call_id), guard, reason), hit));
     }
     finish_plain(timing, generation.reply.tokens(), guard, reason).await;
-    Ok(Json(chat_body(&generation, &call_id)).into_response())
+    Ok(with_header(Json(chat_body(&generation, &call_id)).into_response(), hit))
 }
 
 fn chat_body(g: &Generation, call_id: &str) -> Value {

@@ -1,0 +1,571 @@
+//! Routing quality of the balance strategies: how often a request lands on an engine replica
+//! that already holds its prefix, and how evenly the replicas are loaded.
+//!
+//! ```text
+//! cargo run --profile native -p ferrogate-sidecar --example routing_bench -- \
+//!     --ferrogate target/native/ferrogate --filter target/native/ferrogate_filter.wasm
+//! ```
+//!
+//! Each row starts fresh: `--replicas` `ferrogate sim` engines in this process (empty prefix
+//! caches of `--kv-blocks` 16-token blocks each), and a `ferrogate serve` (the real binary and
+//! filter, `--workers` worker VMs) whose one model `chat` balances over a provider pool of those
+//! engines with the row's `strategy`. The workload: `--conversations` conversations, each with
+//! its own system prompt of about `--prefix-bytes`, each sending `--turns` turns in order (a turn
+//! appends the previous answer and a new user message); `--clients` clients, each on its own
+//! keep-alive connection, repeatedly take a random conversation that is not in flight (seeded,
+//! `--seed`) and send its next turn. Conversations therefore move between clients, hence
+//! between the gateway's worker VMs.
+//!
+//! Per request the sim answers `x-sim-prefix-hit: <blocks hit>/<full blocks>` and
+//! `x-sim-endpoint`. A turn after the first is a hit when the replica it landed on still held
+//! every full block of the conversation's previous prompt (so the ideal is every request but a
+//! conversation's first); `any` counts turns that found at least their first block, `blocks` the
+//! share of the previous prompts' blocks found. Load: every 50 ms the engines'
+//! `vllm:num_requests_running` is sampled; `spread` is max/mean over replicas of the time-averaged
+//! in-flight count, `inst` the mean over samples (with at least half the clients in flight) of
+//! the instantaneous max/mean, `req` max/mean of the requests each replica served.
+//!
+//! Rows are strategy names; `+session` sends `x-session-id` per conversation, `+sticky` sends
+//! every turn of a conversation from the same client (connection, so worker VM) instead of any
+//! free one, `@N` overrides `--workers` for that row (e.g. `cache_aware@1`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use ferrogate_sidecar::sim::{self, SimArgs, ENDPOINT_HEADER, PREFIX_HIT_HEADER};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use tokio::sync::{oneshot, Notify};
+
+#[derive(Parser, Debug, Clone)]
+struct Args {
+    /// The `ferrogate` binary (runs `serve`).
+    #[arg(long, default_value = "target/native/ferrogate")]
+    ferrogate: PathBuf,
+    /// The filter wasm `serve` runs (default: `ferrogate_filter.wasm` beside the binary).
+    #[arg(long)]
+    filter: Option<PathBuf>,
+    /// Rows: strategy names, `+session` for x-session-id, `+sticky` for conversations fixed to
+    /// a client, `@N` for N worker VMs.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "round_robin,consistent_hash,consistent_hash+session,cache_aware,cache_aware@1,cache_aware+sticky"
+    )]
+    rows: Vec<String>,
+    /// serve's worker VMs, unless a row says `@N`.
+    #[arg(long, default_value_t = 2)]
+    workers: u32,
+    /// Engine replicas in the pool.
+    #[arg(long, default_value_t = 4)]
+    replicas: usize,
+    /// Conversations, each with its own system prompt.
+    #[arg(long, default_value_t = 32)]
+    conversations: usize,
+    /// Requests per conversation.
+    #[arg(long, default_value_t = 8)]
+    turns: usize,
+    /// Concurrent clients, each on its own connection.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Approximate size of each conversation's system prompt, in bytes.
+    #[arg(long, default_value_t = 3072)]
+    prefix_bytes: usize,
+    /// Words per user message.
+    #[arg(long, default_value_t = 24)]
+    user_words: usize,
+    /// The sims' time to first token (ms).
+    #[arg(long, default_value_t = 150)]
+    ttft_ms: u64,
+    /// The sims' inter-token latency (ms).
+    #[arg(long, default_value_t = 10)]
+    itl_ms: u64,
+    /// Tokens per answer.
+    #[arg(long, default_value_t = 16)]
+    output_tokens: u32,
+    /// Prefix-cache size of each sim, in 16-token blocks.
+    #[arg(long, default_value_t = 600)]
+    kv_blocks: u32,
+    /// Seed of the prompts and of the interleaving.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Runs per row (each with seed, seed+1, ...); the table shows each run.
+    #[arg(long, default_value_t = 1)]
+    repeats: u64,
+}
+
+/// One row: a strategy, whether sessions are sent, whether conversations stick to a client,
+/// and the worker VMs.
+#[derive(Debug, Clone)]
+struct Row {
+    label: String,
+    strategy: String,
+    session: bool,
+    sticky: bool,
+    workers: u32,
+}
+
+impl Row {
+    fn parse(spec: &str, workers: u32) -> Self {
+        let (rest, workers) = match spec.split_once('@') {
+            Some((rest, n)) => (rest, n.parse().unwrap_or_else(|_| panic!("bad worker count in {spec:?}"))),
+            None => (spec, workers),
+        };
+        let mut parts = rest.split('+');
+        let strategy = parts.next().unwrap_or_default().to_owned();
+        let (mut session, mut sticky) = (false, false);
+        for flag in parts {
+            match flag {
+                "session" => session = true,
+                "sticky" => sticky = true,
+                _ => panic!("unknown row flag {flag:?} in {spec:?}"),
+            }
+        }
+        let mut label = strategy.clone();
+        if session {
+            label.push_str(" + x-session-id");
+        }
+        if sticky {
+            label.push_str(" (sticky clients)");
+        }
+        Self { label, strategy, session, sticky, workers }
+    }
+}
+
+/// One conversation's messages so far.
+struct Conversation {
+    messages: Vec<Value>,
+    turn: usize,
+}
+
+/// What one request found.
+#[derive(Debug, Clone)]
+struct Outcome {
+    conversation: usize,
+    turn: usize,
+    hit: u32,
+    blocks: u32,
+    endpoint: String,
+}
+
+/// Which conversations may send their next turn.
+struct Schedule {
+    ready: Vec<usize>,
+    /// Conversations with every turn answered.
+    done: Vec<bool>,
+    rng: StdRng,
+}
+
+const WORDS: &[&str] = &[
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
+    "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey", "xray",
+    "yankee", "zulu", "policy", "account", "invoice", "shipment", "warranty", "customer", "refund", "product",
+    "support", "ticket", "answer", "context", "document", "section",
+];
+
+fn words(rng: &mut StdRng, bytes: usize) -> String {
+    let mut out = String::new();
+    while out.len() < bytes {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+    }
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts `n` sims in this process; dropping the senders stops them.
+async fn start_sims(args: &Args) -> (Vec<SocketAddr>, Vec<oneshot::Sender<()>>) {
+    let mut addrs = Vec::new();
+    let mut stops = Vec::new();
+    for _ in 0..args.replicas {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.push(listener.local_addr().unwrap());
+        let sim_args = SimArgs {
+            ttft_ms: args.ttft_ms,
+            itl_ms: args.itl_ms,
+            output_tokens: args.output_tokens,
+            kv_blocks: args.kv_blocks,
+            ..SimArgs::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(sim::run(sim_args, listener, async {
+            let _ = stopped.await;
+        }));
+        stops.push(stop);
+    }
+    (addrs, stops)
+}
+
+/// A `serve` over a pool of `sims` with `strategy`; killed when dropped.
+struct Serve {
+    child: tokio::process::Child,
+    base: String,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn start_serve(args: &Args, row: &Row, sims: &[SocketAddr]) -> Serve {
+    let dir = std::env::temp_dir().join(format!("routing-bench-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let endpoints: Vec<String> = sims.iter().map(|a| format!("\"{a}\"")).collect();
+    let config = format!(
+        "providers:\n  - name: pool\n    kind: openai_compatible\n    base_url: \"http://{}\"\n    endpoints: [{}]\n\
+         models:\n  - name: chat\n    targets: [{{ provider: pool, model: sim-small }}]\n    strategy: {}\n",
+        sims[0],
+        endpoints.join(", "),
+        row.strategy
+    );
+    let config_path = dir.join("config.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let filter = args.filter.clone().unwrap_or_else(|| args.ferrogate.with_file_name("ferrogate_filter.wasm"));
+    let child = tokio::process::Command::new(&args.ferrogate)
+        .arg("serve")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--filter")
+        .arg(&filter)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
+        .args(["--sidecar-listen", "127.0.0.1:0"])
+        .args(["--workers", &row.workers.to_string()])
+        .env("FERROGATE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", args.ferrogate.display()));
+    let mut serve = Serve { child, base: format!("http://127.0.0.1:{port}"), _dir: TempDir(dir.clone()) };
+    // Ready when a request goes through (a short prompt: no full block, caches untouched).
+    let client = reqwest::Client::new();
+    let ping = json!({"model": "chat", "max_tokens": 1, "messages": [{"role": "user", "content": "ping"}]});
+    for _ in 0..200 {
+        if serve.child.try_wait().is_ok_and(|status| status.is_some()) {
+            break;
+        }
+        let sent = client.post(format!("{}/v1/chat/completions", serve.base)).json(&ping).send().await;
+        if sent.is_ok_and(|r| r.status().is_success()) {
+            return serve;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("serve did not answer; log: {}", std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default());
+}
+
+/// `vllm:num_requests_running` (all models) and `vllm:request_success_total` of one sim.
+async fn scrape(client: &reqwest::Client, sim: SocketAddr) -> (f64, f64) {
+    let Ok(response) = client.get(format!("http://{sim}/metrics")).send().await else { return (0.0, 0.0) };
+    let text = response.text().await.unwrap_or_default();
+    let mut running = 0.0;
+    let mut served = 0.0;
+    for line in text.lines() {
+        let value = || line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        if line.starts_with("vllm:num_requests_running{") {
+            running += value();
+        } else if line.starts_with("vllm:request_success_total{") {
+            served += value();
+        }
+    }
+    (running, served)
+}
+
+/// The figures of one run.
+struct Report {
+    requests: usize,
+    errors: usize,
+    ideal: usize,
+    hits: usize,
+    any: usize,
+    blocks_hit: u64,
+    blocks_ideal: u64,
+    first_turn_hits: usize,
+    spread: f64,
+    inst: f64,
+    req_spread: f64,
+    replicas_per_conversation: f64,
+    seconds: f64,
+}
+
+fn max_over_mean(values: &[f64]) -> f64 {
+    let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
+    let max = values.iter().copied().fold(0.0, f64::max);
+    if mean > 0.0 {
+        max / mean
+    } else {
+        f64::NAN
+    }
+}
+
+async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
+    let (sims, stops) = start_sims(args).await;
+    let serve = start_serve(args, row, &sims).await;
+
+    // Prompts: a tag making each system prompt unique from its first word, then filler.
+    let mut rng = StdRng::seed_from_u64(seed);
+    let conversations: Vec<Mutex<Conversation>> = (0..args.conversations)
+        .map(|c| {
+            let system = format!("conversation-{c}-{seed} {}", words(&mut rng, args.prefix_bytes));
+            Mutex::new(Conversation { messages: vec![json!({"role": "system", "content": system})], turn: 0 })
+        })
+        .collect();
+    let user_texts: Vec<Vec<String>> = (0..args.conversations)
+        .map(|_| (0..args.turns).map(|_| words(&mut rng, args.user_words * 6)).collect())
+        .collect();
+    let conversations = Arc::new(conversations);
+    let user_texts = Arc::new(user_texts);
+    let schedule = Arc::new(Mutex::new(Schedule {
+        ready: (0..args.conversations).collect(),
+        done: vec![false; args.conversations],
+        rng: StdRng::seed_from_u64(seed ^ 0x5eed),
+    }));
+    let wake = Arc::new(Notify::new());
+    let outcomes = Arc::new(Mutex::new(Vec::<Outcome>::new()));
+    let errors = Arc::new(Mutex::new(0usize));
+
+    // Load sampler.
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = tokio::spawn({
+        let sims = sims.clone();
+        let sampling = Arc::clone(&sampling);
+        let threshold = (args.clients / 2).max(1) as f64;
+        async move {
+            let client = reqwest::Client::new();
+            let mut sums = vec![0.0; sims.len()];
+            let mut samples = 0usize;
+            let mut inst = Vec::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                tick.tick().await;
+                let running: Vec<f64> = futures_util::future::join_all(sims.iter().map(|&s| scrape(&client, s)))
+                    .await
+                    .into_iter()
+                    .map(|r| r.0)
+                    .collect();
+                for (sum, r) in sums.iter_mut().zip(&running) {
+                    *sum += r;
+                }
+                samples += 1;
+                if running.iter().sum::<f64>() >= threshold {
+                    inst.push(max_over_mean(&running));
+                }
+            }
+            let averages: Vec<f64> = sums.iter().map(|s| s / samples.max(1) as f64).collect();
+            (averages, inst)
+        }
+    });
+
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for me in 0..args.clients {
+        let (conversations, user_texts, schedule, wake, outcomes, errors) = (
+            Arc::clone(&conversations),
+            Arc::clone(&user_texts),
+            Arc::clone(&schedule),
+            Arc::clone(&wake),
+            Arc::clone(&outcomes),
+            Arc::clone(&errors),
+        );
+        let url = format!("{}/v1/chat/completions", serve.base);
+        let (session, sticky, turns, output_tokens) = (row.session, row.sticky, args.turns, args.output_tokens);
+        let clients_n = args.clients;
+        // Sticky: this client sends only the conversations c with c % clients == me.
+        let mine = move |c: usize| !sticky || c % clients_n == me;
+        clients.push(tokio::spawn(async move {
+            // One connection per client: it stays on one worker VM of serve.
+            let http = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+            loop {
+                let notified = wake.notified();
+                let picked = {
+                    let mut s = schedule.lock().unwrap();
+                    let candidates: Vec<usize> = (0..s.ready.len()).filter(|&i| mine(s.ready[i])).collect();
+                    if candidates.is_empty() {
+                        if s.done.iter().enumerate().all(|(c, &done)| done || !mine(c)) {
+                            break;
+                        }
+                        None
+                    } else {
+                        let n = candidates.len();
+                        let i = candidates[s.rng.random_range(0..n)];
+                        Some(s.ready.swap_remove(i))
+                    }
+                };
+                let Some(c) = picked else {
+                    notified.await;
+                    continue;
+                };
+                let (body, turn) = {
+                    let mut conv = conversations[c].lock().unwrap();
+                    let turn = conv.turn;
+                    conv.messages.push(json!({"role": "user", "content": user_texts[c][turn]}));
+                    (json!({"model": "chat", "messages": conv.messages, "max_tokens": output_tokens}), turn)
+                };
+                let mut request = http.post(&url).json(&body);
+                if session {
+                    request = request.header("x-session-id", format!("conversation-{c}"));
+                }
+                let answer = match request.send().await {
+                    Ok(response) if response.status().is_success() => {
+                        let header = |name: &str| {
+                            response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+                        };
+                        let (hit, blocks) = header(PREFIX_HIT_HEADER)
+                            .split_once('/')
+                            .and_then(|(h, b)| Some((h.parse().ok()?, b.parse().ok()?)))
+                            .unwrap_or((0, 0));
+                        let endpoint = header(ENDPOINT_HEADER);
+                        let json: Value = response.json().await.unwrap_or(Value::Null);
+                        let text = json.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or("");
+                        outcomes.lock().unwrap().push(Outcome { conversation: c, turn, hit, blocks, endpoint });
+                        Some(text.to_owned())
+                    }
+                    _ => None,
+                };
+                {
+                    let mut conv = conversations[c].lock().unwrap();
+                    match answer {
+                        Some(text) => {
+                            conv.messages.push(json!({"role": "assistant", "content": text}));
+                            conv.turn += 1;
+                        }
+                        None => {
+                            // Retry the same turn later.
+                            conv.messages.pop();
+                            *errors.lock().unwrap() += 1;
+                        }
+                    }
+                    let mut s = schedule.lock().unwrap();
+                    if conv.turn < turns {
+                        s.ready.push(c);
+                    } else {
+                        s.done[c] = true;
+                    }
+                }
+                wake.notify_waiters();
+            }
+        }));
+    }
+    for client in clients {
+        client.await.unwrap();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (averages, inst) = sampler.await.unwrap();
+    let scraper = reqwest::Client::new();
+    let mut served = Vec::new();
+    for &s in &sims {
+        served.push(scrape(&scraper, s).await.1);
+    }
+    drop(serve);
+    drop(stops);
+
+    let mut outcomes = outcomes.lock().unwrap().clone();
+    outcomes.sort_by_key(|o| (o.conversation, o.turn));
+    let mut report = Report {
+        requests: outcomes.len(),
+        errors: *errors.lock().unwrap(),
+        ideal: 0,
+        hits: 0,
+        any: 0,
+        blocks_hit: 0,
+        blocks_ideal: 0,
+        first_turn_hits: 0,
+        spread: max_over_mean(&averages),
+        inst: inst.iter().sum::<f64>() / inst.len().max(1) as f64,
+        req_spread: max_over_mean(&served),
+        replicas_per_conversation: 0.0,
+        seconds,
+    };
+    let mut previous: HashMap<usize, u32> = HashMap::new();
+    let mut replicas: BTreeMap<usize, HashSet<String>> = BTreeMap::new();
+    for o in &outcomes {
+        replicas.entry(o.conversation).or_default().insert(o.endpoint.clone());
+        match previous.insert(o.conversation, o.blocks) {
+            None => report.first_turn_hits += usize::from(o.hit > 0),
+            Some(prev) => {
+                report.ideal += 1;
+                report.hits += usize::from(o.hit >= prev);
+                report.any += usize::from(o.hit > 0);
+                report.blocks_hit += u64::from(o.hit.min(prev));
+                report.blocks_ideal += u64::from(prev);
+            }
+        }
+    }
+    report.replicas_per_conversation =
+        replicas.values().map(|r| r.len() as f64).sum::<f64>() / replicas.len().max(1) as f64;
+    report
+}
+
+fn pct(part: impl Into<f64>, whole: impl Into<f64>) -> String {
+    let (part, whole) = (part.into(), whole.into());
+    if whole > 0.0 {
+        format!("{:.1}%", 100.0 * part / whole)
+    } else {
+        "-".into()
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let rows: Vec<Row> = args.rows.iter().map(|r| Row::parse(r, args.workers)).collect();
+    println!(
+        "routing bench: {} sims (kv {} blocks, ttft {} ms, itl {} ms, {} tokens), {} conversations x {} turns, \
+         system prompts ~{} B, {} clients, seed {}",
+        args.replicas,
+        args.kv_blocks,
+        args.ttft_ms,
+        args.itl_ms,
+        args.output_tokens,
+        args.conversations,
+        args.turns,
+        args.prefix_bytes,
+        args.clients,
+        args.seed
+    );
+    println!(
+        "| strategy | workers | requests | hit (of ideal) | any block | blocks | replicas/conv | spread max/mean | inst max/mean | req max/mean | s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for row in &rows {
+        for repeat in 0..args.repeats {
+            let r = run_row(&args, row, args.seed + repeat).await;
+            println!(
+                "| {} | {} | {}{} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                row.label,
+                row.workers,
+                r.requests,
+                if r.errors > 0 { format!(" ({} errors)", r.errors) } else { String::new() },
+                pct(r.hits as f64, r.ideal as f64),
+                pct(r.any as f64, r.ideal as f64),
+                pct(r.blocks_hit as f64, r.blocks_ideal as f64),
+                r.replicas_per_conversation,
+                r.spread,
+                r.inst,
+                r.req_spread,
+                r.seconds,
+            );
+            if r.first_turn_hits > 0 {
+                println!("  (warning: {} first turns hit: prompts are not unique)", r.first_turn_hits);
+            }
+        }
+    }
+}

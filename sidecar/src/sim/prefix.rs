@@ -1,0 +1,227 @@
+//! The simulated engine's prefix cache, so benchmarks can tell whether a request landed on a
+//! replica that already held its prefix (vLLM's automatic prefix caching, much simplified).
+//!
+//! The prompt (the dialect-neutral `role: text` turns of [`super::reply::prompt`], or a
+//! completion's text) is cut into blocks of [`BLOCK_TOKENS`] whitespace words, the sim's
+//! tokens; only full blocks are cached, as in vLLM. A block is identified by the chained hash of
+//! every block up to it, so equal blocks after different prefixes differ. A request hits the
+//! longest run of leading blocks the cache holds; afterwards all its full blocks are held.
+//!
+//! At most `--kv-blocks` blocks are held, evicted least-recently-used. A request refreshes its
+//! blocks last to first, so its first block is the most recent and eviction takes a
+//! conversation's tail before its head (vLLM frees a request's blocks in reverse order for the
+//! same reason): a held block always has its parent held, and the leading run is what remains.
+//! The cache is apart from the running requests' KV usage (`vllm:kv_cache_usage_perc`): a real
+//! engine evicts cached blocks to make room for running ones; the sim does not model that.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::http::HeaderValue;
+use axum::response::Response;
+
+use super::metrics::BLOCK_TOKENS;
+use super::text::fnv1a;
+
+/// Response header with the request's prefix-cache result: `<blocks hit>/<full blocks>`.
+pub const PREFIX_HIT_HEADER: &str = "x-sim-prefix-hit";
+
+/// What the cache held of one request's prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefixHit {
+    /// Leading full blocks that were already cached.
+    pub hit: u32,
+    /// Full blocks of the prompt.
+    pub blocks: u32,
+}
+
+impl PrefixHit {
+    /// Cached prompt tokens (whole blocks), as vLLM's `prefix_cache_hits` counts them.
+    pub fn hit_tokens(&self) -> u64 {
+        u64::from(self.hit) * BLOCK_TOKENS
+    }
+
+    /// The [`PREFIX_HIT_HEADER`] value.
+    pub fn header_value(&self) -> HeaderValue {
+        HeaderValue::from_str(&format!("{}/{}", self.hit, self.blocks)).unwrap_or(HeaderValue::from_static("0/0"))
+    }
+}
+
+/// `response` with the [`PREFIX_HIT_HEADER`] of `hit`.
+pub fn with_header(mut response: Response, hit: PrefixHit) -> Response {
+    response.headers_mut().insert(PREFIX_HIT_HEADER, hit.header_value());
+    response
+}
+
+/// Chained hashes of the prompt's full blocks, first to last.
+pub fn block_hashes(prompt: &str) -> Vec<u64> {
+    let words: Vec<&str> = prompt.split_whitespace().collect();
+    let mut parent = 0u64;
+    words
+        .chunks_exact(BLOCK_TOKENS as usize)
+        .map(|block| {
+            let mut bytes = parent.to_le_bytes().to_vec();
+            for word in block {
+                bytes.extend_from_slice(word.as_bytes());
+                bytes.push(b' ');
+            }
+            parent = fnv1a(&bytes);
+            parent
+        })
+        .collect()
+}
+
+/// A bounded LRU set of block hashes (the default caches nothing).
+#[derive(Debug, Default)]
+pub struct PrefixCache {
+    capacity: usize,
+    /// Block hash -> its recency stamp.
+    blocks: HashMap<u64, u64>,
+    /// Recency stamp -> block hash, oldest first.
+    order: BTreeMap<u64, u64>,
+    clock: u64,
+}
+
+impl PrefixCache {
+    /// An empty cache of at most `capacity` blocks (0 caches nothing).
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, blocks: HashMap::new(), order: BTreeMap::new(), clock: 0 }
+    }
+
+    /// Blocks held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Whether nothing is held.
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Looks `prompt` up (longest run of leading blocks held), then holds all its full blocks.
+    pub fn serve(&mut self, prompt: &str) -> PrefixHit {
+        let hashes = block_hashes(prompt);
+        let hit = hashes.iter().take_while(|hash| self.blocks.contains_key(hash)).count();
+        // Last to first: the first block ends up the most recent, so tails are evicted first.
+        // A prompt longer than the cache keeps its leading blocks.
+        for &hash in hashes.iter().take(self.capacity).rev() {
+            self.touch(hash);
+        }
+        // Evict after refreshing, so the request's own blocks (the most recent) all stay.
+        while self.blocks.len() > self.capacity {
+            let Some((_, oldest)) = self.order.pop_first() else { break };
+            self.blocks.remove(&oldest);
+        }
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        PrefixHit { hit: count(hit), blocks: count(hashes.len()) }
+    }
+
+    fn touch(&mut self, hash: u64) {
+        self.clock += 1;
+        if let Some(stamp) = self.blocks.insert(hash, self.clock) {
+            self.order.remove(&stamp);
+        }
+        self.order.insert(self.clock, hash);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` distinct words starting at `from`.
+    fn words(from: usize, n: usize) -> String {
+        (from..from + n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn only_full_blocks_count_and_hashes_chain() {
+        assert!(block_hashes(&words(0, 15)).is_empty());
+        assert_eq!(block_hashes(&words(0, 33)).len(), 2);
+        // The same second block after a different first block is a different block.
+        let a = block_hashes(&format!("{} {}", words(0, 16), words(100, 16)));
+        let b = block_hashes(&format!("{} {}", words(50, 16), words(100, 16)));
+        assert_ne!(a[1], b[1]);
+        // Whitespace does not matter, words do.
+        assert_eq!(block_hashes(&words(0, 16)), block_hashes(&words(0, 16).replace(' ', "\n  ")));
+    }
+
+    #[test]
+    fn a_growing_conversation_hits_its_earlier_blocks() {
+        let mut cache = PrefixCache::new(100);
+        let turn1 = words(0, 40); // 2 full blocks
+        assert_eq!(cache.serve(&turn1), PrefixHit { hit: 0, blocks: 2 });
+        let turn2 = format!("{turn1} {}", words(1000, 30)); // 70 words: 4 blocks
+        assert_eq!(cache.serve(&turn2), PrefixHit { hit: 2, blocks: 4 });
+        assert_eq!(cache.serve(&turn2), PrefixHit { hit: 4, blocks: 4 });
+        // Another conversation shares nothing.
+        assert_eq!(cache.serve(&words(5000, 64)), PrefixHit { hit: 0, blocks: 4 });
+        assert_eq!(cache.len(), 8);
+        assert_eq!(PrefixHit { hit: 2, blocks: 4 }.header_value(), "2/4");
+        assert_eq!(PrefixHit { hit: 2, blocks: 4 }.hit_tokens(), 32);
+    }
+
+    #[test]
+    fn eviction_is_lru_and_takes_tails_first() {
+        let mut cache = PrefixCache::new(4);
+        let a = words(0, 48); // 3 blocks
+        let b = words(100, 32); // 2 blocks
+        cache.serve(&a);
+        cache.serve(&b); // 5 > 4: a's tail (its third block) goes, its head stays
+        assert_eq!(cache.len(), 4);
+        assert_eq!(cache.serve(&a), PrefixHit { hit: 2, blocks: 3 });
+        // a was refreshed (3 blocks, evicting b's tail); b keeps its head only.
+        assert_eq!(cache.serve(&b), PrefixHit { hit: 1, blocks: 2 });
+        let mut none = PrefixCache::new(0);
+        assert_eq!(none.serve(&a), PrefixHit { hit: 0, blocks: 3 });
+        assert!(none.is_empty());
+    }
+
+    /// The header of `path` answering `body` (through the whole router).
+    async fn hit_header(app: &axum::Router, path: &str, body: serde_json::Value) -> String {
+        use tower::ServiceExt as _;
+        let request = axum::http::Request::post(path)
+            .header("content-type", "application/json")
+            .header("anthropic-version", "2023-06-01")
+            .body(axum::body::Body::from(body.to_string()))
+            .unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        response.headers()[PREFIX_HIT_HEADER].to_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn every_dialect_reports_hits_on_one_engine_cache() {
+        use serde_json::json;
+        let app = super::super::router(&super::super::SimArgs::default());
+        let system = words(0, 40);
+        let chat = |user: &str| {
+            json!({"model": "sim-small", "max_tokens": 1,
+                   "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]})
+        };
+        // "system:" + 40 words + "user:" + 1 word = 43 words: 2 full blocks.
+        assert_eq!(hit_header(&app, "/v1/chat/completions", chat("hi")).await, "0/2");
+        assert_eq!(hit_header(&app, "/v1/chat/completions", chat("hello")).await, "2/2");
+        let mut streamed = chat("hey");
+        streamed["stream"] = json!(true);
+        assert_eq!(hit_header(&app, "/v1/chat/completions", streamed).await, "2/2");
+        // The same conversation in Anthropic's and Gemini's shapes is the same prompt.
+        let anthropic = json!({"model": "sim-small", "max_tokens": 1, "system": system,
+                               "messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(hit_header(&app, "/v1/messages", anthropic).await, "2/2");
+        let gemini = json!({"systemInstruction": {"parts": [{"text": system}]},
+                            "contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+        assert_eq!(hit_header(&app, "/v1beta/models/sim-small:generateContent", gemini).await, "2/2");
+        let completion = json!({"model": "sim-small", "max_tokens": 1, "prompt": words(500, 20)});
+        assert_eq!(hit_header(&app, "/v1/completions", completion).await, "0/1");
+    }
+
+    #[test]
+    fn a_prompt_longer_than_the_cache_keeps_its_head() {
+        let mut cache = PrefixCache::new(2);
+        let long = words(0, 80); // 5 blocks
+        cache.serve(&long);
+        assert_eq!(cache.serve(&long), PrefixHit { hit: 2, blocks: 5 });
+    }
+}
