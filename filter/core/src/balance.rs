@@ -237,7 +237,9 @@ impl Balancer {
             StrategyKind::LeastLoaded => Box::new(LeastLoaded),
             StrategyKind::PowerOfTwo => Box::new(PowerOfTwo),
             StrategyKind::ConsistentHash => Box::new(ConsistentHash::new(targets.iter().map(|t| t.name.as_str()))),
-            StrategyKind::CacheAware => Box::new(CacheAware::new(n, DEFAULT_MAX_NODES)),
+            StrategyKind::CacheAware => {
+                Box::new(CacheAware::with_names(targets.iter().map(|t| t.name.as_str()), DEFAULT_MAX_NODES))
+            }
             StrategyKind::Pipeline => Box::new(Pipeline::new(weights(), PipelineWeights::default())),
             StrategyKind::PredictedLatency => Box::new(PredictedLatency::new(n)),
             StrategyKind::LoraAware => Box::new(LoraAware::new(n, DEFAULT_MAX_LORAS)),

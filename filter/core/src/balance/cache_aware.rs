@@ -7,13 +7,20 @@
 //! - Load guard: the warm target is left for the least-loaded one only when it is more than
 //!   [`BALANCE_ABS_THRESHOLD`] requests AND more than [`BALANCE_REL_THRESHOLD`] times ahead of
 //!   it (both margins, after SGLang's router). With no load known affinity always stands.
-//! - Without a warm target: the least-loaded target, or with no load known the least-warmed one
+//! - Without a warm target: the *home* of the prefix, when the strategy knows its targets' names
+//!   ([`CacheAware::with_names`], as the gateway builds it): the owner of a hash of the
+//!   prefix's first [`HOME_BYTES`] on a consistent-hash ring, subject to the same load guard.
+//!   Every worker VM builds the same ring, so a conversation's first request on each VM goes
+//!   where the other VMs sent it, although each VM's prefix index learns only its own picks.
+//!   Without names: the least-loaded target, or with no load known the least-warmed one
 //!   (fewest prefixes recorded), so new conversations spread.
 //! - Only eligible targets are matched, compared and chosen, so a dead replica's empty queue
 //!   never attracts traffic. After the pick the prefix is recorded as held by the chosen target;
 //!   that insertion may allocate while the [`PrefixIndex`] is below its bound.
 
+use super::hash::hash64;
 use super::prefix::PrefixIndex;
+use super::ring::ConsistentHash;
 use super::simple::{least_loaded_among, lighter, scan_best};
 use super::{PickContext, Strategy};
 
@@ -27,6 +34,12 @@ pub const BALANCE_ABS_THRESHOLD: u64 = 2;
 /// ...and more than this many times its load.
 pub const BALANCE_REL_THRESHOLD: f64 = 1.5;
 
+/// Bytes of the prefix that name its home target (a system prompt's opening).
+pub const HOME_BYTES: usize = 256;
+
+/// Seed separating home keys from the other hashes.
+const HOME_SEED: u64 = 0x4f4d_4531;
+
 /// Whether a warm target with queue `warm` should give way to one with queue `least`.
 pub fn imbalanced(warm: u64, least: u64) -> bool {
     warm > least.saturating_add(BALANCE_ABS_THRESHOLD) && warm as f64 > least as f64 * BALANCE_REL_THRESHOLD
@@ -39,12 +52,28 @@ pub struct CacheAware {
     matched: Vec<u32>,
     /// Per-target count of recorded prefixes.
     warmth: Vec<u64>,
+    /// Where a prefix nobody holds goes, the same on every VM.
+    home: Option<ConsistentHash>,
 }
 
 impl CacheAware {
     /// Affinity over `targets` targets, remembering at most `max_nodes` prefix blocks.
     pub fn new(targets: usize, max_nodes: usize) -> Self {
-        Self { index: PrefixIndex::new(max_nodes), matched: vec![0; targets], warmth: vec![0; targets] }
+        Self { index: PrefixIndex::new(max_nodes), matched: vec![0; targets], warmth: vec![0; targets], home: None }
+    }
+
+    /// The same, with a home ring over the targets' `names` for prefixes nobody holds yet.
+    pub fn with_names<'a>(names: impl IntoIterator<Item = &'a str>, max_nodes: usize) -> Self {
+        let ring = ConsistentHash::new(names);
+        let targets = ring.points() / super::ring::VNODES_PER_TARGET;
+        Self { home: Some(ring), ..Self::new(targets, max_nodes) }
+    }
+
+    /// The home of the request's prefix among `eligible` (with a ring).
+    fn home(&self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
+        let prefix = ctx.prefix();
+        let opening = prefix.get(..HOME_BYTES.min(prefix.len())).unwrap_or_default();
+        self.home.as_ref()?.owner(hash64(HOME_SEED, opening), eligible)
     }
 
     /// The prefix record.
@@ -66,7 +95,7 @@ impl CacheAware {
 
     /// Chooses without recording (the rules in the module docs).
     pub fn choose(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
-        let warm = self.warm(ctx, eligible);
+        let warm = self.warm(ctx, eligible).or_else(|| self.home(ctx, eligible));
         if !ctx.has_load() {
             return warm.or_else(|| self.least_warmed(ctx, eligible));
         }

@@ -204,3 +204,33 @@ fn eviction_trims_the_oldest_prompt_from_its_end() {
     index.match_lengths(&oldest, &mut m);
     assert_eq!(m[0] as usize, (64 - 10) * BLOCK_BYTES, "the deepest blocks go first, the start stays usable");
 }
+
+/// Two worker VMs, each with its own prefix index: a conversation's first request on each goes
+/// to the same home (a ring over the targets' names), so it warms one replica, not one per VM;
+/// an overloaded home gives way like a warm target does.
+#[test]
+fn a_new_prefix_goes_home_on_every_vm() {
+    let names = ["r0", "r1", "r2", "r3"];
+    let (mut vm_a, mut vm_b) =
+        (CacheAware::with_names(names, DEFAULT_MAX_NODES), CacheAware::with_names(names, DEFAULT_MAX_NODES));
+    let idle = loads(&[0, 0, 0, 0]);
+    let mut homes = std::collections::HashSet::new();
+    for id in 0..32 {
+        let first = conversation(id, 1);
+        let a = vm_a.pick(&ctx(first.as_bytes(), &idle, id as u64), &all(4)).unwrap();
+        // Another random number, another VM: the same target.
+        let next = conversation(id, 2);
+        let b = vm_b.pick(&ctx(next.as_bytes(), &idle, 1_000 + id as u64), &all(4)).unwrap();
+        assert_eq!(a, b, "conversation {id}");
+        homes.insert(a);
+    }
+    assert_eq!(homes.len(), 4, "homes spread over the targets");
+    // The home is busy beyond both margins: the least loaded takes the new prefix instead.
+    let text = conversation(99, 1);
+    let home =
+        CacheAware::with_names(names, DEFAULT_MAX_NODES).choose(&ctx(text.as_bytes(), &idle, 0), &all(4)).unwrap();
+    let mut busy = vec![1; 4];
+    busy[home] = 4;
+    let moved = vm_a.choose(&ctx(text.as_bytes(), &loads(&busy), 0), &all(4)).unwrap();
+    assert_ne!(moved, home);
+}
