@@ -13,6 +13,7 @@ mod metrics;
 mod raw;
 mod root;
 mod routing;
+mod sidecar_call;
 mod snapshot_feed;
 mod targets_feed;
 mod usage_sink;

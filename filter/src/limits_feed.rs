@@ -19,6 +19,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
 use crate::limits::SharedCounters;
+use crate::sidecar_call;
 
 /// How often the proxy asks for the global view.
 pub(crate) const INTERVAL_MS: u64 = 250;
@@ -42,15 +43,10 @@ pub(crate) struct LimitsFeed {
 impl LimitsFeed {
     /// Once per tick: poll when this VM wins the lease.
     pub(crate) fn on_tick(&mut self, now_ns: u64, sidecar: &SidecarSettings) {
-        if self.in_flight.is_some() || !claim_lease(now_ns) {
+        if self.in_flight.is_some() || !sidecar_call::claim_lease(LEASE, now_ns, INTERVAL_MS) {
             return;
         }
-        let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
-        let mut headers = vec![(":method", "GET"), (":path", "/v1/limits"), (":authority", sidecar.authority.as_str())];
-        if let Some(auth) = &auth {
-            headers.push(("authorization", auth.as_str()));
-        }
-        match hostcalls::dispatch_http_call(&sidecar.cluster, headers, None, vec![], CALL_TIMEOUT) {
+        match sidecar_call::call(sidecar, "GET", "/v1/limits", &[], None, CALL_TIMEOUT) {
             Ok(token) => self.in_flight = Some(token),
             Err(e) => self.note_sync(false, &format!("cannot call cluster {:?}: {e:?}", sidecar.cluster)),
         }
@@ -110,15 +106,4 @@ pub(crate) fn is_stale(now_ms: u64) -> bool {
         _ => 0,
     };
     now_ms.saturating_sub(synced) > STALE_MS
-}
-
-/// True when this VM takes the due poll (CAS on the lease's due time).
-fn claim_lease(now_ns: u64) -> bool {
-    let Ok((current, cas)) = hostcalls::get_shared_data(LEASE) else { return false };
-    let due = current.and_then(|b| b.get(..8)?.try_into().ok()).map_or(0, u64::from_le_bytes);
-    if now_ns < due {
-        return false;
-    }
-    let next = now_ns.saturating_add(INTERVAL_MS * 1_000_000);
-    hostcalls::set_shared_data(LEASE, Some(&next.to_le_bytes()), cas).is_ok()
 }

@@ -23,6 +23,8 @@ use ferrogate_core::plugin::SidecarSettings;
 use ferrogate_core::snapshot::{Received, Snapshot};
 use proxy_wasm::hostcalls;
 
+use crate::sidecar_call;
+
 /// Shared-data key of the latest snapshot body.
 pub(crate) const BODY: &str = "ferrogate.snapshot";
 /// Shared-data key of the latest snapshot's version.
@@ -49,7 +51,7 @@ impl SnapshotFeed {
     /// Once per tick: adopt a newer shared snapshot, then poll if this VM wins the lease.
     pub(crate) fn on_tick(&mut self, now_ns: u64, sidecar: &SidecarSettings, active: &RefCell<Option<Rc<Config>>>) {
         self.adopt_shared(active);
-        if self.in_flight.is_none() && claim_lease(now_ns, sidecar.poll_interval_ms) {
+        if self.in_flight.is_none() && sidecar_call::claim_lease(LEASE, now_ns, sidecar.poll_interval_ms) {
             self.poll(sidecar);
         }
     }
@@ -69,16 +71,11 @@ impl SnapshotFeed {
 
     fn poll(&mut self, sidecar: &SidecarSettings) {
         let etag = self.version.as_ref().map(|v| format!("\"{v}\""));
-        let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
-        let mut headers =
-            vec![(":method", "GET"), (":path", "/v1/snapshot"), (":authority", sidecar.authority.as_str())];
-        if let Some(etag) = &etag {
-            headers.push(("if-none-match", etag.as_str()));
-        }
-        if let Some(auth) = &auth {
-            headers.push(("authorization", auth.as_str()));
-        }
-        match hostcalls::dispatch_http_call(&sidecar.cluster, headers, None, vec![], CALL_TIMEOUT) {
+        let extra: &[(&str, &str)] = match &etag {
+            Some(etag) => &[("if-none-match", etag.as_str())],
+            None => &[],
+        };
+        match sidecar_call::call(sidecar, "GET", "/v1/snapshot", extra, None, CALL_TIMEOUT) {
             Ok(token) => self.in_flight = Some(token),
             Err(e) => self.failed(&format!("cannot call cluster {:?}: {e:?}", sidecar.cluster)),
         }
@@ -143,21 +140,6 @@ impl SnapshotFeed {
         }
         self.failures = self.failures.saturating_add(1);
     }
-}
-
-/// True when this VM takes the due poll: the lease's due time has passed and the CAS that
-/// moves it one interval ahead succeeded.
-fn claim_lease(now_ns: u64, interval_ms: u64) -> bool {
-    let (current, cas) = match hostcalls::get_shared_data(LEASE) {
-        Ok(found) => found,
-        Err(_) => return false,
-    };
-    let due = current.and_then(|b| b.get(..8)?.try_into().ok()).map_or(0, u64::from_le_bytes);
-    if now_ns < due {
-        return false;
-    }
-    let next = now_ns.saturating_add(interval_ms.saturating_mul(1_000_000));
-    hostcalls::set_shared_data(LEASE, Some(&next.to_le_bytes()), cas).is_ok()
 }
 
 /// True for the one VM that logs a version's summary and problems.

@@ -15,6 +15,8 @@ use ferrogate_core::plugin::SidecarSettings;
 use ferrogate_core::targets::TargetFeed;
 use proxy_wasm::hostcalls;
 
+use crate::sidecar_call;
+
 use crate::routing::RoutingCell;
 
 /// How often the proxy asks for the feed.
@@ -39,7 +41,7 @@ impl TargetsFeed {
     /// Once per tick: adopt a newer shared feed, then poll if this VM wins the lease.
     pub(crate) fn on_tick(&mut self, now_ns: u64, sidecar: &SidecarSettings, routing: &RefCell<RoutingCell>) {
         self.adopt_shared(routing);
-        if self.in_flight.is_none() && claim_lease(now_ns) {
+        if self.in_flight.is_none() && sidecar_call::claim_lease(LEASE, now_ns, INTERVAL_MS) {
             self.poll(sidecar);
         }
     }
@@ -59,16 +61,11 @@ impl TargetsFeed {
 
     fn poll(&mut self, sidecar: &SidecarSettings) {
         let etag = self.version.map(|v| format!("\"{v}\""));
-        let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
-        let mut headers =
-            vec![(":method", "GET"), (":path", "/v1/targets"), (":authority", sidecar.authority.as_str())];
-        if let Some(etag) = &etag {
-            headers.push(("if-none-match", etag.as_str()));
-        }
-        if let Some(auth) = &auth {
-            headers.push(("authorization", auth.as_str()));
-        }
-        match hostcalls::dispatch_http_call(&sidecar.cluster, headers, None, vec![], CALL_TIMEOUT) {
+        let extra: &[(&str, &str)] = match &etag {
+            Some(etag) => &[("if-none-match", etag.as_str())],
+            None => &[],
+        };
+        match sidecar_call::call(sidecar, "GET", "/v1/targets", extra, None, CALL_TIMEOUT) {
             Ok(token) => self.in_flight = Some(token),
             Err(e) => self.failed(&format!("cannot call cluster {:?}: {e:?}", sidecar.cluster)),
         }
@@ -112,15 +109,4 @@ impl TargetsFeed {
         }
         self.failures = self.failures.saturating_add(1);
     }
-}
-
-/// True when this VM takes the due poll (CAS on the lease's due time).
-fn claim_lease(now_ns: u64) -> bool {
-    let Ok((current, cas)) = hostcalls::get_shared_data(LEASE) else { return false };
-    let due = current.and_then(|b| b.get(..8)?.try_into().ok()).map_or(0, u64::from_le_bytes);
-    if now_ns < due {
-        return false;
-    }
-    let next = now_ns.saturating_add(INTERVAL_MS * 1_000_000);
-    hostcalls::set_shared_data(LEASE, Some(&next.to_le_bytes()), cas).is_ok()
 }

@@ -155,17 +155,8 @@ impl UsageSink {
             body.extend_from_slice(&chunk.lines);
             n += 1;
         }
-        let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
-        let mut headers = vec![
-            (":method", "POST"),
-            (":path", "/v1/usage"),
-            (":authority", sidecar.authority.as_str()),
-            ("content-type", "application/x-ndjson"),
-        ];
-        if let Some(auth) = &auth {
-            headers.push(("authorization", auth.as_str()));
-        }
-        match hostcalls::dispatch_http_call(&sidecar.cluster, headers, Some(&body), vec![], CALL_TIMEOUT) {
+        let ndjson = [("content-type", "application/x-ndjson")];
+        match crate::sidecar_call::call(sidecar, "POST", "/v1/usage", &ndjson, Some(&body), CALL_TIMEOUT) {
             Ok(token) => self.in_flight = Some((token, n)),
             Err(e) => log::warn!("usage: cannot reach sidecar cluster {:?}: {e:?}", sidecar.cluster),
         }

@@ -175,7 +175,8 @@ pub fn router_reply(e: &UpstreamError) -> (Headers, Vec<u8>) {
     (headers, body.into_bytes())
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error with its sources (hyper's top-level message alone is "client error (Connect)").
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -116,7 +116,8 @@ impl Prober {
         let url = format!("{}/metrics", t.origin);
         let fetch = async {
             let client = self.client.as_ref().ok_or("no HTTP client")?;
-            let response = client.request(request(&url, None)?).await.map_err(|e| chain(&e))?;
+            let response =
+                client.request(request(&url, None)?).await.map_err(|e| crate::serve::upstream::error_chain(&e))?;
             let status = response.status();
             if !status.is_success() {
                 return Ok(Scrape::NoMetrics(status));
@@ -138,7 +139,7 @@ impl Prober {
         let Some(client) = &self.client else { return Ok(StatusCode::OK) };
         match tokio::time::timeout(self.timeout, client.request(req)).await {
             Ok(Ok(response)) => Ok(response.status()),
-            Ok(Err(e)) => Err(format!("GET {}: {}", path_of(url), chain(&e))),
+            Ok(Err(e)) => Err(format!("GET {}: {}", path_of(url), crate::serve::upstream::error_chain(&e))),
             Err(_) => Err(format!("GET {}: no answer within {:?}", path_of(url), self.timeout)),
         }
     }
@@ -181,16 +182,4 @@ fn request(url: &str, credential: Option<&Credential>) -> Result<Request<Empty<B
 fn path_of(url: &str) -> &str {
     let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     after_scheme.find('/').map_or("/", |i| &after_scheme[i..])
-}
-
-/// An error with its sources (hyper's top-level message alone is "client error (Connect)").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

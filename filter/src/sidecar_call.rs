@@ -1,0 +1,40 @@
+//! The two things every sidecar feed of the filter does: decide which VM makes the due call
+//! (a lease in shared data) and call the sidecar cluster with its authority and internal token.
+
+use std::time::Duration;
+
+use ferrogate_core::plugin::SidecarSettings;
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::Status;
+
+/// True when this VM takes the call due under `lease` (a shared-data key holding the next due
+/// time, u64 ns little-endian): the due time has passed and the CAS that moves it `interval_ms`
+/// ahead succeeded, so N worker VMs make one call per interval, not N.
+pub(crate) fn claim_lease(lease: &str, now_ns: u64, interval_ms: u64) -> bool {
+    let Ok((current, cas)) = hostcalls::get_shared_data(lease) else { return false };
+    let due = current.and_then(|b| b.get(..8)?.try_into().ok()).map_or(0, u64::from_le_bytes);
+    if now_ns < due {
+        return false;
+    }
+    let next = now_ns.saturating_add(interval_ms.saturating_mul(1_000_000));
+    hostcalls::set_shared_data(lease, Some(&next.to_le_bytes()), cas).is_ok()
+}
+
+/// Calls `method path` on the sidecar cluster with its authority, the internal bearer token
+/// when there is one, and `extra` headers; returns the call's token.
+pub(crate) fn call(
+    sidecar: &SidecarSettings,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<u32, Status> {
+    let auth = sidecar.internal_token.as_ref().map(|t| format!("Bearer {t}"));
+    let mut headers = vec![(":method", method), (":path", path), (":authority", sidecar.authority.as_str())];
+    headers.extend_from_slice(extra);
+    if let Some(auth) = &auth {
+        headers.push(("authorization", auth.as_str()));
+    }
+    hostcalls::dispatch_http_call(&sidecar.cluster, headers, body, vec![], timeout)
+}
