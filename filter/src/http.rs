@@ -221,7 +221,7 @@ impl Stream {
         };
         self.routing = Some(self.shared.routing.borrow_mut().for_config(&config));
         self.session = head.session.take();
-        self.take_tried(head.tried.take());
+        self.take_failover(head.tried.take(), head.attempt);
         self.config = Some(config.clone());
         let config = &config;
         // With keys, every call needs one, even to a path that does not exist: an

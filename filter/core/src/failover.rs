@@ -20,8 +20,9 @@ use crate::config::Config;
 pub const MAX_ATTEMPTS: u32 = 3;
 /// No new attempt starts once this much time has passed since the request arrived.
 pub const TIME_BUDGET_MS: u64 = 30_000;
-/// `Retry-After` is honoured up to this delay; a longer one is cut to it (the next attempt
-/// goes to another target, which the first one's rate limit may not concern at all).
+/// `Retry-After` delays the next attempt up to this long; a longer one is cut to it (the next
+/// attempt goes to another target, which the first one's rate limit may not concern at all).
+/// The answering endpoint itself stays parked for the whole delay ([`crate::passive`]).
 pub const RETRY_AFTER_CAP_MS: u64 = 2_000;
 
 /// Request header: the attempt number, from the host (absent on the first).

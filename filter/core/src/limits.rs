@@ -6,7 +6,9 @@
 //! org-wide `limits:`; every counter must have room (so the most restrictive wins). Admission
 //! reserves `1` request, the estimated prompt tokens plus the completion allowance, and their
 //! price in micro-USD; when the response ends, [`Reservation::settle`] replaces the reserved
-//! tokens and cost with what was used. Over a request or token limit the answer is 429 with
+//! tokens and cost with what was used; a failover replay of an admitted request reserves its
+//! tokens and cost again but not the request ([`readmit`]), so a client request counts once
+//! however many upstream attempts it takes. Over a request or token limit the answer is 429 with
 //! `Retry-After`; over a USD budget, 402. The window rules are in [`window`]. A key with
 //! `overrun: cut` also has its streamed answers stopped at what its limits allow ([`cut`]).
 //!
@@ -88,11 +90,36 @@ pub fn admit(
     now_ms: u64,
     store: &mut impl CounterStore,
 ) -> Result<Reservation, Refusal> {
-    for (i, spec) in specs.iter().enumerate() {
+    admit_on(specs, amounts, now_ms, store, |_| true)
+}
+
+/// [`admit`] for a later attempt of a client request whose first attempt was admitted (a
+/// failover replay): its request was counted then, so request counters are neither checked
+/// nor charged again. Tokens and cost are reserved again: the abandoned attempt gave its
+/// reservation back, and the final attempt settles what the request used.
+pub fn readmit(
+    specs: &[LimitSpec],
+    amounts: Amounts,
+    now_ms: u64,
+    store: &mut impl CounterStore,
+) -> Result<Reservation, Refusal> {
+    admit_on(specs, amounts, now_ms, store, |s| s.metric != Metric::Requests)
+}
+
+/// Reserves on the specs `counted` selects, all or none.
+fn admit_on(
+    specs: &[LimitSpec],
+    amounts: Amounts,
+    now_ms: u64,
+    store: &mut impl CounterStore,
+    counted: impl Fn(&LimitSpec) -> bool,
+) -> Result<Reservation, Refusal> {
+    for (i, spec) in specs.iter().enumerate().filter(|(_, s)| counted(s)) {
         let Some(amount) = amounts.of(spec.metric) else { continue };
         let taken = store.update(&spec.counter, &mut |c| c.try_add(spec.window, now_ms, amount, spec.limit));
         if let Err(wait) = taken {
-            release(specs.get(..i).unwrap_or_default(), amounts, now_ms, store);
+            let taken = specs.get(..i).unwrap_or_default().iter().filter(|s| counted(s));
+            release(taken, amounts, now_ms, store);
             let retry_after_secs = wait.map(|ms| ms.div_ceil(1000));
             return Err(Refusal { spec: i, metric: spec.metric, retry_after_secs });
         }
@@ -101,7 +128,12 @@ pub fn admit(
 }
 
 /// Gives back what [`admit`] took on `specs`.
-fn release(specs: &[LimitSpec], amounts: Amounts, now_ms: u64, store: &mut impl CounterStore) {
+fn release<'a>(
+    specs: impl Iterator<Item = &'a LimitSpec>,
+    amounts: Amounts,
+    now_ms: u64,
+    store: &mut impl CounterStore,
+) {
     for spec in specs {
         let Some(amount) = amounts.of(spec.metric) else { continue };
         let delta = -i64::try_from(amount).unwrap_or(i64::MAX);

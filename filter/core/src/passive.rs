@@ -1,7 +1,12 @@
 //! Passive health: targets judged by their real answers. Failures in a row (connect failures,
 //! timeouts, 429, 5xx: [`crate::failover::Outcome::is_failure`]) park an endpoint for a
 //! cooldown; a target that fails again right after its cooldown is parked again at once, for
-//! twice as long (up to a cap); any success forgets it.
+//! twice as long (up to a cap); a success forgets it.
+//!
+//! A 429 or 503 whose `Retry-After` gives a delay in seconds parks its endpoint at once, until
+//! then (up to the same cap): the upstream said when it will take work again, so there is
+//! nothing to count. Answers arriving while an endpoint is parked were requested before it was
+//! (parked endpoints are not picked), so they neither count nor lift the parking.
 //!
 //! The table is shared by every VM of the proxy (the filter keeps its [`PassiveTable::encode`]d
 //! form in one shared-data entry, CAS-updated), so a failure seen by one worker parks the
@@ -16,6 +21,17 @@ pub const COOLDOWN_MS: u64 = 30_000;
 pub const COOLDOWN_CAP_MS: u64 = 300_000;
 /// Most entries kept: a bound on the shared entry's size whatever the upstreams do.
 const MAX_ENTRIES: usize = 1_024;
+
+/// How long an answer asks its endpoint to be left alone: the `Retry-After` delay-seconds of a
+/// 429 or 503, capped at [`COOLDOWN_CAP_MS`]. `None` without one, for a zero delay (retry at
+/// once), an HTTP-date (no clock here) and any other status.
+pub fn requested_pause_ms(status: u16, retry_after: Option<&[u8]>) -> Option<u64> {
+    if status != 429 && status != 503 {
+        return None;
+    }
+    let ms = crate::failover::retry_after_ms(retry_after?)?;
+    (ms > 0).then(|| ms.min(COOLDOWN_CAP_MS))
+}
 
 /// One troubled endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,26 +81,75 @@ impl PassiveTable {
         self.entries.iter().find(|e| e.provider == provider && e.endpoint == endpoint).map_or(0, |e| e.parked_until_ms)
     }
 
+    /// Records one answer's head: a 429/503 with `Retry-After` parks its endpoint for that long
+    /// ([`requested_pause_ms`]), anything else counts as [`PassiveTable::record`] says. True when
+    /// the table changed (and must be written back).
+    pub fn record_answer(
+        &mut self,
+        provider: &str,
+        endpoint: &str,
+        status: u16,
+        retry_after: Option<&[u8]>,
+        now_ms: u64,
+    ) -> bool {
+        match requested_pause_ms(status, retry_after) {
+            Some(pause_ms) => self.park_for(provider, endpoint, pause_ms, now_ms),
+            None => {
+                let failure = crate::failover::Outcome::Status(status).is_failure();
+                self.record(provider, endpoint, failure, now_ms)
+            }
+        }
+    }
+
     /// Records one answer; true when the table changed (and must be written back).
     pub fn record(&mut self, provider: &str, endpoint: &str, failure: bool, now_ms: u64) -> bool {
-        let at = self.entries.iter().position(|e| e.provider == provider && e.endpoint == endpoint);
+        let at = self.position(provider, endpoint);
         match (at, failure) {
             (None, false) => false,
             (Some(i), false) => {
+                if self.entries.get(i).is_some_and(|e| now_ms < e.parked_until_ms) {
+                    // Requested before the parking: says nothing about the endpoint now.
+                    return false;
+                }
                 self.entries.swap_remove(i);
                 true
             }
-            (None, true) => {
-                if self.entries.len() >= MAX_ENTRIES {
-                    return false;
-                }
-                let entry = Entry { provider: provider.into(), endpoint: endpoint.into(), ..Entry::default() };
-                self.entries.push(entry);
-                let last = self.entries.len() - 1;
-                self.entries.get_mut(last).is_some_and(|e| fail(e, now_ms))
-            }
+            (None, true) => self.insert(provider, endpoint).is_some_and(|e| fail(e, now_ms)),
             (Some(i), true) => self.entries.get_mut(i).is_some_and(|e| fail(e, now_ms)),
         }
+    }
+
+    /// Parks `endpoint` of `provider` at once until `now_ms + pause_ms` (at most
+    /// [`COOLDOWN_CAP_MS`] ahead), unless it is already parked longer. Failures counted so far
+    /// are dropped, as at any parking; the strikes that double the counted cooldown are kept
+    /// (the upstream asked for a pause, it did not fail again). True when the table changed.
+    pub fn park_for(&mut self, provider: &str, endpoint: &str, pause_ms: u64, now_ms: u64) -> bool {
+        let until = now_ms.saturating_add(pause_ms.min(COOLDOWN_CAP_MS));
+        let entry = match self.position(provider, endpoint) {
+            Some(i) => self.entries.get_mut(i),
+            None => self.insert(provider, endpoint),
+        };
+        match entry {
+            Some(e) if until > e.parked_until_ms => {
+                e.parked_until_ms = until;
+                e.failures = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn position(&self, provider: &str, endpoint: &str) -> Option<usize> {
+        self.entries.iter().position(|e| e.provider == provider && e.endpoint == endpoint)
+    }
+
+    /// A new, clean entry; `None` when the table is full.
+    fn insert(&mut self, provider: &str, endpoint: &str) -> Option<&mut Entry> {
+        if self.entries.len() >= MAX_ENTRIES {
+            return None;
+        }
+        self.entries.push(Entry { provider: provider.into(), endpoint: endpoint.into(), ..Entry::default() });
+        self.entries.last_mut()
     }
 }
 
@@ -154,6 +219,57 @@ mod tests {
         t.record("p", "h:1", true, 0);
         t.record("p", "h:1", true, 0);
         assert_eq!(t.parked_until("p", "h:1"), 0, "the count started again");
+    }
+
+    #[test]
+    fn retry_after_parks_at_once_for_its_delay() {
+        let mut t = PassiveTable::default();
+        assert!(t.record_answer("p", "h:1", 429, Some(b"20"), 1_000));
+        assert_eq!(t.parked_until("p", "h:1"), 21_000, "one answer is enough");
+        assert!(t.record_answer("p", "h:2", 503, Some(b" 7 "), 1_000));
+        assert_eq!(t.parked_until("p", "h:2"), 8_000);
+        assert!(t.record_answer("p", "h:3", 429, Some(b"86400"), 1_000));
+        assert_eq!(t.parked_until("p", "h:3"), 1_000 + COOLDOWN_CAP_MS, "capped at the longest cooldown");
+        // A shorter pause does not cut a longer parking short; a longer one extends it.
+        assert!(!t.record_answer("p", "h:1", 429, Some(b"5"), 2_000));
+        assert_eq!(t.parked_until("p", "h:1"), 21_000);
+        assert!(t.record_answer("p", "h:1", 429, Some(b"30"), 2_000));
+        assert_eq!(t.parked_until("p", "h:1"), 32_000);
+    }
+
+    #[test]
+    fn without_a_usable_retry_after_the_answer_is_counted() {
+        let date = b"Wed, 21 Oct 2015 07:28:00 GMT";
+        for (status, retry_after) in
+            [(429, None), (429, Some(&b"0"[..])), (503, Some(&date[..])), (500, Some(&b"20"[..])), (429, Some(b"-3"))]
+        {
+            let mut t = PassiveTable::default();
+            assert!(t.record_answer("p", "h:1", status, retry_after, 1_000));
+            assert_eq!(t.parked_until("p", "h:1"), 0, "{status} {retry_after:?}");
+            assert_eq!(t.entries[0].failures, 1, "{status} {retry_after:?}");
+        }
+        assert_eq!(requested_pause_ms(200, Some(b"20")), None);
+        assert_eq!(requested_pause_ms(503, Some(b"2")), Some(2_000));
+        let mut t = PassiveTable::default();
+        assert!(!t.record_answer("p", "h:1", 200, Some(b"20"), 1_000), "a success writes nothing");
+    }
+
+    #[test]
+    fn answers_while_parked_neither_count_nor_unpark() {
+        let mut t = PassiveTable::default();
+        t.record("p", "h:1", true, 0);
+        t.record_answer("p", "h:1", 429, Some(b"20"), 1_000);
+        assert_eq!(t.entries[0].failures, 0, "the parking drops the count");
+        // Requests sent before the 429 still finish: a success does not lift the pause.
+        assert!(!t.record_answer("p", "h:1", 200, None, 2_000));
+        t.record_answer("p", "h:1", 500, None, 3_000);
+        assert_eq!((t.parked_until("p", "h:1"), t.entries[0].failures), (21_000, 0));
+        // After it, the counting rule as usual: no strike was added, so one failure does not
+        // park again, and a success forgets the endpoint.
+        t.record_answer("p", "h:1", 500, None, 21_000);
+        assert_eq!((t.parked_until("p", "h:1"), t.entries[0].failures, t.entries[0].strikes), (21_000, 1, 0));
+        assert!(t.record_answer("p", "h:1", 200, None, 21_001));
+        assert!(t.entries.is_empty());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Limits at the door and at the end: a routed request reserves on every limit of its key,
 //! groups and org ([`ferrogate_core::limits`]) before it is forwarded, and settles with what it
-//! used when the stream ends, whatever the outcome (success, error, client gone).
+//! used when the stream ends, whatever the outcome (success, error, client gone). A failover
+//! replay (`ferrogate serve`'s later attempts) reserves tokens and cost again but is not
+//! counted as another request ([`ferrogate_core::limits::readmit`]).
 
 use ferrogate_core::config::{Config, Unpriced};
 use ferrogate_core::limits::{self, estimate, Amounts, LimitSpec, Metric, Refusal};
@@ -30,7 +32,13 @@ impl Stream {
         if amounts.micro_usd.is_none() && plan.iter().any(|s| s.metric == Metric::MicroUsd) {
             self.unpriced(config.unpriced, &d.upstream_model)?;
         }
-        match limits::admit(plan, amounts, now_ms, &mut SharedCounters) {
+        let admitted = if self.attempt.replay {
+            // A failover replay: the client request was counted at its first attempt.
+            limits::readmit(plan, amounts, now_ms, &mut SharedCounters)
+        } else {
+            limits::admit(plan, amounts, now_ms, &mut SharedCounters)
+        };
+        match admitted {
             Ok(reservation) => {
                 self.reservation = Some(reservation);
                 Ok(())

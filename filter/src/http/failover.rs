@@ -8,13 +8,16 @@
 //!   untried (`x-ferrogate-failover: more`).
 //! - Every routed answer counts for passive health: the table of troubled endpoints lives in
 //!   shared data ([`PASSIVE_KEY`]), read once per routed request and CAS-updated only when an
-//!   answer changes it (a failure, or the first success after failures).
+//!   answer changes it (a failure, a 429/503 `Retry-After` pause, or the first success after
+//!   failures).
+//! - A later attempt (`x-ferrogate-attempt` > 1) reserves tokens and cost on the limits but is
+//!   not counted as another request: the client request was counted at its first attempt.
 //! - An attempt the host abandons for a retry writes no usage record (the client request gets
 //!   one, for its final attempt) and counts in `ferrogate.retries`.
 
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
-use ferrogate_core::failover::{self, Outcome};
+use ferrogate_core::failover;
 use ferrogate_core::passive::PassiveTable;
 use ferrogate_core::usage::Usage;
 use proxy_wasm::hostcalls;
@@ -37,6 +40,9 @@ pub(crate) struct Attempt {
     pub(super) upstream: Option<(String, String)>,
     /// The host abandoned this attempt's answer to retry elsewhere.
     pub(super) abandoned: bool,
+    /// A later attempt of a client request (its first one was admitted by the limits): it is
+    /// not counted as another request.
+    pub(super) replay: bool,
 }
 
 impl Stream {
@@ -44,11 +50,17 @@ impl Stream {
         self.shared.plugin.as_ref().is_some_and(|p| p.host_failover)
     }
 
-    /// Takes the host's list of tried targets (ignored unless the host is trusted for it).
-    pub(super) fn take_tried(&mut self, tried: Option<String>) {
-        if let (true, Some(tried)) = (self.host_failover(), tried) {
+    /// Takes the host's list of tried targets and attempt number (both ignored unless the host
+    /// is trusted for them: `ferrogate serve` drops clients' copies, Envoy would pass them on,
+    /// and a client must not skip its request count by calling itself a replay).
+    pub(super) fn take_failover(&mut self, tried: Option<String>, attempt: Option<u32>) {
+        if !self.host_failover() {
+            return;
+        }
+        if let Some(tried) = tried {
             self.attempt.tried = failover::parse_tried(&tried).into_iter().map(str::to_string).collect();
         }
+        self.attempt.replay = attempt.is_some_and(|n| n > 1);
     }
 
     /// The slots of `config.models[model]` earlier attempts tried (empty on a first attempt).
@@ -80,19 +92,19 @@ impl Stream {
         routing.apply_passive(config, &PassiveTable::parse(&bytes));
     }
 
-    /// An upstream answer's head: passive health learns from it; `abandoned` marks an answer
-    /// the host replaced by a retry.
-    pub(super) fn observe_answer(&mut self, status: u16, abandoned: bool) {
+    /// An upstream answer's head: passive health learns from it (its status, and the
+    /// `Retry-After` of a 429/503, which parks the endpoint for that long); `abandoned` marks
+    /// an answer the host replaced by a retry.
+    pub(super) fn observe_answer(&mut self, status: u16, retry_after: Option<&[u8]>, abandoned: bool) {
         self.attempt.abandoned = abandoned && self.host_failover();
         let Some((provider, endpoint)) = self.attempt.upstream.as_ref().filter(|_| self.routed.is_some()) else {
             return;
         };
-        let failure = Outcome::Status(status).is_failure();
         let now_ms = self.now_nanos() / 1_000_000;
         for _ in 0..CAS_TRIES {
             let Ok((bytes, cas)) = hostcalls::get_shared_data(PASSIVE_KEY) else { return };
             let mut table = PassiveTable::parse(bytes.as_deref().unwrap_or_default());
-            if !table.record(provider, endpoint, failure, now_ms) {
+            if !table.record_answer(provider, endpoint, status, retry_after, now_ms) {
                 return;
             }
             match hostcalls::set_shared_data(PASSIVE_KEY, Some(&table.encode()), cas) {

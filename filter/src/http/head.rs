@@ -21,6 +21,8 @@ pub(super) struct Head {
     pub(super) session: Option<String>,
     /// `x-ferrogate-tried` (trusted only under `host_failover`).
     pub(super) tried: Option<String>,
+    /// `x-ferrogate-attempt` (trusted only under `host_failover`).
+    pub(super) attempt: Option<u32>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
     /// endpoint picks): removed or overwritten only when present, saving hostcalls.
     pub(super) present: Present,
@@ -61,6 +63,7 @@ impl Head {
                 }
                 b"content-type" => head.content_type = Some(value.to_vec()),
                 b"x-ferrogate-tried" => head.tried = text(value),
+                b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"transfer-encoding" => head.present.transfer_encoding = true,
                 name if name == DESTINATION_ENDPOINT.as_bytes() => head.present.destination_endpoint = true,

@@ -17,7 +17,7 @@ impl Stream {
     pub(super) fn on_response_headers(&mut self, end_of_stream: bool) -> Action {
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
-        let mut abandoned = false;
+        let (mut abandoned, mut retry_after) = (false, None);
         let map = crate::raw::header_map(MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
@@ -25,12 +25,13 @@ impl Stream {
                 b"content-type" => streaming = value.starts_with(b"text/event-stream"),
                 b"content-length" => has_length = true,
                 b"x-ferrogate-abandoned" => abandoned = true,
+                b"retry-after" => retry_after = Some(value),
                 name if name == headers::REQUEST_ID.as_bytes() => upstream_id = Some(value),
                 _ => {}
             }
         }
         self.status = status.unwrap_or(0);
-        self.observe_answer(self.status, abandoned);
+        self.observe_answer(self.status, retry_after, abandoned);
         self.response_complete = end_of_stream;
         let overhead_us = (self.overhead_ns / 1_000).to_string();
         self.set_http_response_header(headers::OVERHEAD_US, Some(&overhead_us));

@@ -3,7 +3,8 @@
 //! Rate-based faults (`--reset-rate`, `--error-429-rate`, `--error-500-rate`, `--slow-rate`) are
 //! drawn from one RNG seeded with `--seed`, so a given request sequence always sees the same
 //! faults. Tests can force behaviour per request with headers: `x-sim-reset: 1`,
-//! `x-sim-status: <code>`, `x-sim-ttft-ms`, `x-sim-itl-ms`.
+//! `x-sim-status: <code>`, `x-sim-ttft-ms`, `x-sim-itl-ms`. Injected 429s carry `Retry-After:
+//! <--retry-after-secs>`; `x-sim-retry-after: <secs>` sets it on an injected 429 or 503.
 //!
 //! A reset must look like a dead upstream: the TCP connection closes with no HTTP response.
 //! The middleware here answers with a response carrying a [`ConnectionReset`] extension (and a
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use rand::rngs::StdRng;
@@ -32,6 +33,8 @@ pub const STATUS_HEADER: &str = "x-sim-status";
 pub const TTFT_HEADER: &str = "x-sim-ttft-ms";
 /// Header overriding `--itl-ms` for one request.
 pub const ITL_HEADER: &str = "x-sim-itl-ms";
+/// Header setting the `Retry-After` seconds of an injected 429 or 503 (`0`: none).
+pub const RETRY_AFTER_HEADER: &str = "x-sim-retry-after";
 
 /// What to do to one request instead of (or before) serving it normally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +66,8 @@ pub struct FaultInjector {
     slow_rate: f64,
     /// The `--slow-ms` delay of slow requests.
     pub slow: Duration,
+    /// `Retry-After` seconds of injected 429s (0: none).
+    retry_after_secs: u64,
 }
 
 impl FaultInjector {
@@ -75,6 +80,7 @@ impl FaultInjector {
             error_500_rate: args.error_500_rate,
             slow_rate: args.slow_rate,
             slow: Duration::from_millis(args.slow_ms),
+            retry_after_secs: args.retry_after_secs,
         }
     }
 
@@ -104,6 +110,35 @@ impl FaultInjector {
         ];
         draws.iter().zip(faults).find(|(draw, (rate, _))| **draw < *rate).map(|(_, (_, fault))| fault)
     }
+
+    /// The `Retry-After` seconds of an injected `status`: `x-sim-retry-after` on a 429 or 503,
+    /// else `--retry-after-secs` on a 429; `None` for no header.
+    pub fn retry_after(&self, status: StatusCode, headers: &HeaderMap) -> Result<Option<u64>, SimError> {
+        let pausing = status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
+        let forced = header_str(headers, RETRY_AFTER_HEADER).filter(|_| pausing);
+        let secs = match forced {
+            Some(value) => value
+                .parse::<u64>()
+                .map_err(|_| SimError::BadRequest(format!("{RETRY_AFTER_HEADER} must be an integer")))?,
+            None if status == StatusCode::TOO_MANY_REQUESTS => self.retry_after_secs,
+            None => 0,
+        };
+        Ok((secs > 0).then_some(secs))
+    }
+}
+
+/// `response` with its `Retry-After` set to `secs`, or removed for `None`.
+fn with_retry_after(mut response: Response, secs: Option<u64>) -> Response {
+    let headers = response.headers_mut();
+    match secs {
+        Some(secs) => {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        None => {
+            headers.remove(header::RETRY_AFTER);
+        }
+    }
+    response
 }
 
 fn forced_status(value: &str) -> Result<StatusCode, SimError> {
@@ -147,7 +182,10 @@ pub async fn inject(State(state): State<Arc<SimState>>, mut request: Request, ne
     match state.faults.decide(request.headers()) {
         Err(error) => error.render(dialect),
         Ok(Some(Fault::Reset)) => reset_response(),
-        Ok(Some(Fault::Status(status))) => SimError::Injected(status).render(dialect),
+        Ok(Some(Fault::Status(status))) => match state.faults.retry_after(status, request.headers()) {
+            Ok(secs) => with_retry_after(SimError::Injected(status).render(dialect), secs),
+            Err(error) => error.render(dialect),
+        },
         Ok(Some(Fault::Slow)) => {
             request.extensions_mut().insert(ExtraDelay(state.faults.slow));
             next.run(request).await
@@ -159,7 +197,6 @@ pub async fn inject(State(state): State<Arc<SimState>>, mut request: Request, ne
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
 
     fn injector(configure: impl FnOnce(&mut SimArgs)) -> FaultInjector {
         let mut args = SimArgs::default();
@@ -189,6 +226,29 @@ mod tests {
         assert_eq!(a, run(7));
         assert_ne!(a, run(8));
         assert!(a.contains(&None) && a.contains(&Some(Fault::Status(StatusCode::TOO_MANY_REQUESTS))));
+    }
+
+    #[test]
+    fn retry_after_defaults_on_429_and_is_set_per_request() {
+        let (tmr, unavailable) = (StatusCode::TOO_MANY_REQUESTS, StatusCode::SERVICE_UNAVAILABLE);
+        let inj = injector(|_| {});
+        let mut headers = HeaderMap::new();
+        assert_eq!(inj.retry_after(tmr, &headers).unwrap(), Some(1), "the old fixed value by default");
+        assert_eq!(inj.retry_after(unavailable, &headers).unwrap(), None);
+        headers.insert(RETRY_AFTER_HEADER, HeaderValue::from_static("20"));
+        assert_eq!(inj.retry_after(tmr, &headers).unwrap(), Some(20));
+        assert_eq!(inj.retry_after(unavailable, &headers).unwrap(), Some(20));
+        assert_eq!(inj.retry_after(StatusCode::INTERNAL_SERVER_ERROR, &headers).unwrap(), None);
+        headers.insert(RETRY_AFTER_HEADER, HeaderValue::from_static("0"));
+        assert_eq!(inj.retry_after(tmr, &headers).unwrap(), None);
+        headers.insert(RETRY_AFTER_HEADER, HeaderValue::from_static("soon"));
+        assert!(inj.retry_after(tmr, &headers).is_err());
+        let quiet = injector(|a| a.retry_after_secs = 0);
+        assert_eq!(quiet.retry_after(tmr, &HeaderMap::new()).unwrap(), None);
+        let long = injector(|a| a.retry_after_secs = 20);
+        let response = with_retry_after(SimError::Injected(tmr).render(Dialect::OpenAi), Some(20));
+        assert_eq!(response.headers()["retry-after"], "20");
+        assert_eq!(long.retry_after(tmr, &HeaderMap::new()).unwrap(), Some(20));
     }
 
     #[test]

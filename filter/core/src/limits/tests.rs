@@ -131,6 +131,34 @@ fn admission_is_all_or_nothing_and_the_most_restrictive_wins() {
 }
 
 #[test]
+fn a_replay_is_not_counted_as_another_request() {
+    let c = config();
+    let plan = c.limit_plans.for_key(Some(0));
+    let mut store = MapStore::default();
+    let amounts = Amounts { tokens: 100, micro_usd: Some(10) };
+    let now = 1_000 * MIN;
+    // The group allows 2 requests a minute: two client requests, each failed over twice.
+    for _ in 0..2 {
+        let first = admit(plan, amounts, now, &mut store).unwrap();
+        first.settle(plan, Amounts { tokens: 0, micro_usd: Some(0) }, now, &mut store);
+        for _ in 0..2 {
+            let replay = readmit(plan, amounts, now, &mut store).unwrap();
+            replay.settle(plan, Amounts { tokens: 0, micro_usd: Some(0) }, now, &mut store);
+        }
+    }
+    assert_eq!(store.0["ferrogate.limit.group.team.requests.minute"].own.current, 2);
+    assert_eq!(store.0["ferrogate.limit.key.a.requests.minute"].own.current, 2);
+    assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 0, "abandoned attempts gave theirs back");
+    assert!(admit(plan, amounts, now, &mut store).is_err(), "a third client request is refused");
+    // A replay still needs room for its cost; refused, it gives back the tokens it took.
+    let greedy = Amounts { tokens: 100, micro_usd: Some(2_000_000) };
+    let refused = readmit(plan, greedy, now, &mut store).unwrap_err();
+    assert_eq!((refused.metric, refused.spec), (Metric::MicroUsd, 3));
+    assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 0);
+    assert_eq!(store.0["ferrogate.limit.key.a.requests.minute"].own.current, 2);
+}
+
+#[test]
 fn budgets_refuse_with_402_and_unpriced_models_skip_them() {
     let c = config();
     let plan = c.limit_plans.for_key(Some(0));

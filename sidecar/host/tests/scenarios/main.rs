@@ -9,6 +9,7 @@ mod body;
 mod callout;
 mod common;
 mod data_path;
+mod failover;
 mod failure;
 mod ferrogate_filter;
 mod limits;
