@@ -65,6 +65,11 @@ pub struct ServeArgs {
     /// Largest request body the filter may buffer (Envoy's buffer limit).
     #[arg(long, default_value_t = 16 << 20)]
     pub max_body_bytes: usize,
+    /// Send each request once: an attempt that fails is not replayed on another target or
+    /// fallback model (the filter's plugin configuration then has no `host_failover`, as in
+    /// Envoy).
+    #[arg(long)]
+    pub no_failover: bool,
     /// With the file store, also append usage records to this file as JSON lines (its newest
     /// records are read back at start); with the postgres store they go to `fg_usage` instead.
     #[arg(long)]
@@ -163,7 +168,13 @@ impl Gateway {
             name: "ferrogate".into(),
             root_id: "ferrogate".into(),
             vm_id: "ferrogate".into(),
-            configuration: config::plugin_configuration(&opened.raw, args.max_body_bytes, Some(&link)).into_bytes(),
+            configuration: config::plugin_configuration(
+                &opened.raw,
+                args.max_body_bytes,
+                Some(&link),
+                !args.no_failover,
+            )
+            .into_bytes(),
             allow_on_headers_stop_iteration: true,
             body_buffer_limit: args.max_body_bytes,
             clusters: Some(clusters_now.names().map(String::from).collect()),
@@ -189,6 +200,7 @@ impl Gateway {
             cluster_header: config::CLUSTER_HEADER.to_string(),
             upstream_timeout: (args.upstream_timeout_ms > 0).then(|| Duration::from_millis(args.upstream_timeout_ms)),
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
+            failover: !args.no_failover,
         });
         let count = args.workers.unwrap_or_else(default_workers).max(1);
         let (balancer, inboxes) = balance::balancer(count);

@@ -90,14 +90,22 @@ pub fn read_raw(path: &Path) -> Result<RawConfig, LoadError> {
 
 /// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in
 /// the filter's `configuration` string.
-pub fn plugin_configuration(raw: &RawConfig, max_body_bytes: usize, sidecar: Option<&SidecarLink>) -> String {
+/// `failover`: `serve` retries failed attempts through the filter (`ferrogate_core::failover`);
+/// without it the key is left out, so filters that predate it accept the configuration.
+pub fn plugin_configuration(
+    raw: &RawConfig,
+    max_body_bytes: usize,
+    sidecar: Option<&SidecarLink>,
+    failover: bool,
+) -> String {
     let mut doc = serde_json::json!({
         "config": raw,
         "cluster_header": CLUSTER_HEADER,
         "max_body_bytes": max_body_bytes,
-        // `serve` retries failed attempts through the filter (`ferrogate_core::failover`).
-        "host_failover": true,
     });
+    if let (true, Some(obj)) = (failover, doc.as_object_mut()) {
+        obj.insert("host_failover".into(), true.into());
+    }
     if let (Some(link), Some(obj)) = (sidecar, doc.as_object_mut()) {
         obj.insert("sidecar_cluster".into(), link.cluster.clone().into());
         obj.insert("sidecar_authority".into(), link.authority.clone().into());

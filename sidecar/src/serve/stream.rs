@@ -81,7 +81,7 @@ impl Driver {
         let info = conn.stream_info(parts.version);
         let span = trace::request_span(&parts);
         let mut headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
-        let replay = failover::Replay::new(&mut headers, info.clone());
+        let replay = failover::Replay::new(&mut headers, info.clone(), worker.failover());
         let id = vm.borrow_mut().create_stream(info, Some(Box::new(move || waker.notify_one())));
         let eos = hyper::body::Body::is_end_stream(&body);
         let mut driver = Driver {

@@ -39,6 +39,8 @@ pub struct WorkerConfig {
     pub upstream_timeout: Option<Duration>,
     /// How long shutdown waits for in-flight requests.
     pub drain_timeout: Duration,
+    /// Failed attempts are replayed on another target (`--no-failover` turns it off).
+    pub failover: bool,
 }
 
 /// Connection facts handed to each stream.
@@ -90,6 +92,11 @@ impl Worker {
         let queue_ready = Arc::new(Notify::new());
         let vm = start_vm(&config.runtime, index, &queue_ready)?;
         Ok(Rc::new(Worker { index, config, vm: RefCell::new(vm), upstream: Rc::new(upstream), queue_ready }))
+    }
+
+    /// Whether failed attempts are replayed ([`WorkerConfig::failover`]).
+    pub fn failover(&self) -> bool {
+        self.config.failover
     }
 
     /// The VM new streams should use, replacing a failed one first.

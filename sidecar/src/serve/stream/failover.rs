@@ -40,13 +40,16 @@ pub(super) struct Replay {
 
 impl Replay {
     /// Keeps the client's request head; internal failover headers a client sent are dropped
-    /// from `headers` first (only this host may set them).
-    pub(super) fn new(headers: &mut Headers, info: StreamInfo) -> Replay {
+    /// from `headers` first (only this host may set them). Not `enabled`: nothing is kept and
+    /// nothing replayed.
+    pub(super) fn new(headers: &mut Headers, info: StreamInfo, enabled: bool) -> Replay {
         for name in failover::INTERNAL_HEADERS {
             headers.remove(name);
         }
-        let (body, replayable, started) = (Vec::new(), true, Instant::now());
-        Replay { headers: headers.clone(), body, replayable, info, started, attempts: 1, tried: None, more: false }
+        let (body, replayable, started) = (Vec::new(), enabled, Instant::now());
+        // Without failover the head is never needed again: no copy.
+        let kept = if enabled { headers.clone() } else { Headers::new() };
+        Replay { headers: kept, body, replayable, info, started, attempts: 1, tried: None, more: false }
     }
 
     /// A request body chunk as the client sent it.
