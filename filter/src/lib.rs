@@ -10,6 +10,7 @@ mod inflight;
 mod limits;
 mod limits_feed;
 mod metrics;
+mod prefix_table;
 mod raw;
 mod root;
 mod routing;

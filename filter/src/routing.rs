@@ -1,10 +1,13 @@
 //! The VM's balancers: one [`Routing`] per configuration in use, built when the VM installs a
 //! configuration (inline at `on_configure`, a snapshot on the tick that adopts it) and kept
-//! until the next; requests take it with their configuration. The latest targets feed is
-//! applied to each new one and to the current one when the feed changes.
+//! until the next; requests take it with their configuration. A configuration equal to the
+//! one in use (the first snapshot after the inline configuration, a re-published one) keeps
+//! the balancers, so what they learned (prefixes, sessions, latencies, LoRA residency) is not
+//! thrown away for nothing. The latest targets feed is applied to each new one and to the
+//! current one when the feed changes.
 
 use std::cell::{Cell, RefCell};
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
@@ -13,24 +16,31 @@ use ferrogate_core::targets::TargetFeed;
 /// The [`Routing`] of the configuration it was built for.
 #[derive(Default)]
 pub(crate) struct RoutingCell {
-    owner: Weak<Config>,
+    /// The configuration the balancers were built for.
+    owner: Option<Rc<Config>>,
     routing: Option<Rc<RefCell<Routing>>>,
     feed: Option<TargetFeed>,
 }
 
 impl RoutingCell {
-    /// The balancers of `config`, rebuilt first when they were built for another one (holding
-    /// the `Weak` keeps the old allocation's address from being reused by a new one).
+    /// The balancers of `config`, rebuilt first when they were built for another one that
+    /// differs from it (comparing happens only when the configuration changed).
     pub(crate) fn for_config(&mut self, config: &Rc<Config>) -> Rc<RefCell<Routing>> {
+        // The contents are compared only when the allocation differs: once per new snapshot.
+        let unchanged = self.owner.as_ref().is_some_and(|owner| Rc::ptr_eq(owner, config) || **owner == **config);
         match &self.routing {
-            Some(r) if std::ptr::eq(self.owner.as_ptr(), Rc::as_ptr(config)) => r.clone(),
+            Some(r) if unchanged => {
+                let r = r.clone();
+                self.owner = Some(config.clone());
+                r
+            }
             _ => {
                 let mut routing = Routing::new(config);
                 if let Some(feed) = &self.feed {
                     routing.apply_feed(config, feed);
                 }
                 let routing = Rc::new(RefCell::new(routing));
-                self.owner = Rc::downgrade(config);
+                self.owner = Some(config.clone());
                 self.routing = Some(routing.clone());
                 routing
             }
@@ -39,8 +49,8 @@ impl RoutingCell {
 
     /// Installs a new targets feed into the current balancers and remembers it for later ones.
     pub(crate) fn set_feed(&mut self, feed: TargetFeed) {
-        if let (Some(config), Some(routing)) = (self.owner.upgrade(), &self.routing) {
-            routing.borrow_mut().apply_feed(&config, &feed);
+        if let (Some(config), Some(routing)) = (&self.owner, &self.routing) {
+            routing.borrow_mut().apply_feed(config, &feed);
         }
         self.feed = Some(feed);
     }

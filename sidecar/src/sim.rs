@@ -11,13 +11,14 @@
 //! This file holds the options, the shared state, the router and the server loop. The model
 //! is in `sim/reply.rs` (text and tool-call rules, with `sim/text.rs` and `sim/tools.rs`);
 //! the dialects in `sim/openai.rs`, `sim/anthropic.rs` and `sim/gemini.rs`; pacing in
-//! `sim/stream.rs`, metrics in `sim/metrics.rs`, the prefix cache in `sim/prefix.rs`, faults in `sim/faults.rs` and error
-//! envelopes in `sim/error.rs`.
+//! `sim/stream.rs`, metrics in `sim/metrics.rs`, the prefix cache in `sim/prefix.rs`, LoRA
+//! adapters in `sim/lora.rs`, faults in `sim/faults.rs` and error envelopes in `sim/error.rs`.
 
 mod anthropic;
 mod error;
 mod faults;
 mod gemini;
+mod lora;
 mod metrics;
 mod openai;
 mod prefix;
@@ -42,7 +43,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tower::ServiceExt as _;
 
-pub use faults::{ITL_HEADER, RESET_HEADER, STATUS_HEADER, TTFT_HEADER};
+pub use faults::{ITL_HEADER, RESET_HEADER, RETRY_AFTER_HEADER, STATUS_HEADER, TTFT_HEADER};
+pub use lora::LORA_LOAD_HEADER;
 pub use prefix::PREFIX_HIT_HEADER;
 
 /// Response header naming the sim instance that answered: its listening `host:port` (set by
@@ -72,9 +74,12 @@ pub struct SimArgs {
     /// Default completion length in tokens (a request's max_tokens caps it).
     #[arg(long, default_value_t = 16)]
     pub output_tokens: u32,
-    /// Fraction of inference requests answered with 429 (Retry-After: 1).
+    /// Fraction of inference requests answered with 429 (Retry-After: --retry-after-secs).
     #[arg(long, default_value_t = 0.0)]
     pub error_429_rate: f64,
+    /// `Retry-After` seconds of injected 429s (x-sim-retry-after overrides it); 0 = none.
+    #[arg(long, default_value_t = 1)]
+    pub retry_after_secs: u64,
     /// Fraction of inference requests answered with 500.
     #[arg(long, default_value_t = 0.0)]
     pub error_500_rate: f64,
@@ -97,6 +102,13 @@ pub struct SimArgs {
     /// Requests running at once per model; more wait (vllm:num_requests_waiting). 0 = no limit.
     #[arg(long, default_value_t = 0)]
     pub max_running: u32,
+    /// LoRA adapters kept loaded (least recently used out first); any model name other than
+    /// a `--model` is then an adapter (x-sim-lora-load, vllm:lora_requests_info). 0 = no LoRA.
+    #[arg(long, default_value_t = 0)]
+    pub max_loras: u32,
+    /// How long loading an adapter that is not loaded takes, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub lora_load_ms: u64,
 }
 
 impl Default for SimArgs {
@@ -109,6 +121,7 @@ impl Default for SimArgs {
             itl_ms: 0,
             output_tokens: 16,
             error_429_rate: 0.0,
+            retry_after_secs: 1,
             error_500_rate: 0.0,
             slow_rate: 0.0,
             slow_ms: 5000,
@@ -116,6 +129,8 @@ impl Default for SimArgs {
             seed: 0,
             kv_blocks: 100,
             max_running: 0,
+            max_loras: 0,
+            lora_load_ms: 0,
         }
     }
 }
@@ -129,6 +144,8 @@ struct SimState {
     itl: Duration,
     output_tokens: u32,
     kv_blocks: u32,
+    /// Loaded LoRA adapters, with `--max-loras`.
+    adapters: Option<lora::Adapters>,
     faults: faults::FaultInjector,
     /// Unix time the sim started, reported as the models' `created`.
     started: u64,
@@ -148,19 +165,28 @@ impl SimState {
             itl: Duration::from_millis(args.itl_ms),
             output_tokens: args.output_tokens,
             kv_blocks: args.kv_blocks,
+            adapters: (args.max_loras > 0)
+                .then(|| lora::Adapters::new(args.max_loras, Duration::from_millis(args.lora_load_ms))),
             faults: faults::FaultInjector::new(args),
             started: unix_now(),
             next_id: AtomicU64::new(1),
         }
     }
 
-    /// The counters of `name`, or 404 if the sim does not serve it.
+    /// The counters of `name`, or 404 if the sim does not serve it. With LoRA on any other
+    /// name is an adapter of the first model, which counts its requests.
     fn model(&self, name: &str) -> Result<Arc<metrics::ModelMetrics>, error::SimError> {
-        self.models
-            .iter()
-            .find(|(served, _)| served == name)
+        let served = self.models.iter().find(|(served, _)| served == name);
+        let adapter_base = || self.adapters.as_ref().and(self.models.first());
+        served
+            .or_else(adapter_base)
             .map(|(_, counters)| Arc::clone(counters))
             .ok_or_else(|| error::SimError::ModelNotFound(name.to_owned()))
+    }
+
+    /// Whether `name` is one of the base models (`--model`), not an adapter.
+    fn is_base(&self, name: &str) -> bool {
+        self.models.iter().any(|(served, _)| served == name)
     }
 
     /// A process-unique response id with OpenAI's `prefix` (`chatcmpl`, `cmpl`, `embd`).
@@ -191,6 +217,8 @@ pub fn router(args: &SimArgs) -> Router {
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1beta/models/{*action}", post(gemini::generate))
+        // Inside fault injection: a request refused with a simulated error loads no adapter.
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), lora::layer))
         .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), faults::inject));
     Router::new()
         .route("/v1/models", get(openai::models))

@@ -2,6 +2,8 @@
 //! long as the configuration snapshot (a reload builds new ones); the caller hands it the targets
 //! it may use for this request (healthy, not yet tried) and a [`PickContext`] describing the
 //! request and the current load, and tells it what happened afterwards through [`Observed`].
+//! What engines report of their LoRA adapters reaches it through [`Balancer::residency`] (only
+//! `lora_aware` keeps it; the other strategies ignore it).
 //!
 //! Every strategy is pure: the random number, the load snapshot and the observed latencies are
 //! passed in, so the same inputs give the same pick. Picking allocates nothing in steady state
@@ -20,6 +22,7 @@ mod pipeline;
 mod prefix;
 mod ring;
 mod routing;
+mod shared_prefix;
 mod simple;
 
 #[cfg(test)]
@@ -29,11 +32,12 @@ pub use cache_aware::{imbalanced, CacheAware, BALANCE_ABS_THRESHOLD, BALANCE_REL
 pub use hash::hash64;
 pub use kind::StrategyKind;
 pub use latency::{PredictedLatency, MAX_SAMPLE_MS, MIN_SAMPLES};
-pub use lora::{LoraAware, DEFAULT_MAX_LORAS};
+pub use lora::{LoraAware, Residency, DEFAULT_MAX_LORAS, MAX_REPORTED_LORAS};
 pub use pipeline::{Pipeline, PipelineWeights, DEFAULT_SESSIONS};
 pub use prefix::{PrefixIndex, BLOCK_BYTES, DEFAULT_MAX_NODES};
 pub use ring::{ConsistentHash, VNODES_PER_TARGET};
 pub use routing::{conversation, EndpointHealth, ModelRouting, Picked, Request, Routing, Slot};
+pub use shared_prefix::{PrefixTable, SharedPrefixes, CHECKPOINT_BYTES, MAX_CHECKPOINTS};
 pub use simple::{LeastLoaded, PowerOfTwo, Priority, Random, RoundRobin, Weighted};
 
 /// How much of the conversation prefix-affinity strategies look at (bytes, cut back to a UTF-8
@@ -123,6 +127,9 @@ pub struct PickContext<'a> {
     /// The LoRA adapter requested, when the request names something other than the route's
     /// own model.
     pub adapter: Option<&'a str>,
+    /// The proxy-wide prefix record `cache_aware` consults and updates, when the caller has
+    /// one (the gateway: shared data); `None` keeps affinity per balancer.
+    pub shared: Option<SharedPrefixes<'a>>,
 }
 
 impl<'a> PickContext<'a> {
@@ -202,6 +209,18 @@ pub trait Strategy {
     fn observe(&mut self, target: usize, event: Observed) {
         let _ = (target, event);
     }
+
+    /// Takes what the engine behind `target` reports of its LoRA adapters (the targets feed).
+    /// Default: nothing (only `lora_aware` keeps adapter residency).
+    fn residency(&mut self, target: usize, report: Residency<'_>) {
+        let _ = (target, report);
+    }
+
+    /// Learns that another balancer sent a request for `adapter` to the engine behind
+    /// `target`, which loads it there. Default: nothing.
+    fn adapter_loaded(&mut self, target: usize, adapter: &str) {
+        let _ = (target, adapter);
+    }
 }
 
 /// One model's balancer: a strategy over a fixed list of targets, built once per snapshot and
@@ -242,7 +261,9 @@ impl Balancer {
             }
             StrategyKind::Pipeline => Box::new(Pipeline::new(weights(), PipelineWeights::default())),
             StrategyKind::PredictedLatency => Box::new(PredictedLatency::new(n)),
-            StrategyKind::LoraAware => Box::new(LoraAware::new(n, DEFAULT_MAX_LORAS)),
+            StrategyKind::LoraAware => {
+                Box::new(LoraAware::with_names(targets.iter().map(|t| t.name.as_str()), DEFAULT_MAX_LORAS))
+            }
         };
         Ok(Self { kind, targets: n, strategy })
     }
@@ -276,6 +297,22 @@ impl Balancer {
     pub fn observe(&mut self, target: usize, event: Observed) {
         if target < self.targets {
             self.strategy.observe(target, event);
+        }
+    }
+
+    /// Hands the strategy what `target`'s engine reports of its LoRA adapters; unknown
+    /// targets are ignored.
+    pub fn residency(&mut self, target: usize, report: Residency<'_>) {
+        if target < self.targets {
+            self.strategy.residency(target, report);
+        }
+    }
+
+    /// Tells the strategy that `adapter` was sent to `target`'s engine by another balancer;
+    /// unknown targets are ignored.
+    pub fn adapter_loaded(&mut self, target: usize, adapter: &str) {
+        if target < self.targets {
+            self.strategy.adapter_loaded(target, adapter);
         }
     }
 }

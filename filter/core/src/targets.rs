@@ -17,6 +17,9 @@
 //!   serves; `kv_usage_permille`: KV-cache usage in per mille (0..=1000, integer so the filter
 //!   compares without floats), the fullest model's when an engine serves several. Each is
 //!   absent when unknown (no `/metrics`, scrape failed, not a self-hosted engine).
+//! - `adapters` / `max_loras`: the LoRA adapters a vLLM engine reports in use (its running
+//!   and waiting requests' adapters, `vllm:lora_requests_info`) and its adapter capacity;
+//!   omitted when the engine reports none. `lora_aware` prefers them over what it learned.
 //! - `version` changes whenever any field of any entry changes, so an unchanged version means
 //!   an unchanged feed.
 //!
@@ -57,6 +60,13 @@ pub struct EndpointState {
     /// KV-cache usage, per mille (0..=1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_usage_permille: Option<u16>,
+    /// LoRA adapters the engine reports in use (vLLM's running and waiting adapters), each
+    /// once; empty when it reports none or is not asked (so older feeds read the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<String>,
+    /// How many adapters the engine keeps loaded at once (vLLM's `--max-loras`), if it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_loras: Option<u32>,
 }
 
 impl TargetFeed {
@@ -112,6 +122,8 @@ mod tests {
             running: Some(3),
             waiting: Some(0),
             kv_usage_permille: Some(412),
+            adapters: Vec::new(),
+            max_loras: None,
         }
     }
 
@@ -154,6 +166,19 @@ mod tests {
         )
         .is_err());
         assert!(TargetFeed::parse(b"\xff junk").is_err());
+    }
+
+    #[test]
+    fn lora_residency_travels_only_when_reported() {
+        let lora = EndpointState { adapters: vec!["sql".into(), "chat".into()], max_loras: Some(2), ..pool_member() };
+        let feed = TargetFeed { version: 3, endpoints: vec![lora.clone()] };
+        let text = String::from_utf8(feed.to_json().unwrap()).unwrap();
+        assert!(text.ends_with(r#""kv_usage_permille":412,"adapters":["sql","chat"],"max_loras":2}]}"#), "{text}");
+        assert_eq!(TargetFeed::parse(text.as_bytes()).unwrap(), feed);
+        // A feed from before the fields existed reads as "nothing reported".
+        let old = TargetFeed::parse(br#"{"version":1,"endpoints":[{"provider":"p","endpoint":"h:1","healthy":true}]}"#);
+        let old = old.unwrap();
+        assert_eq!(old.get("p", "h:1").map(|e| (e.adapters.len(), e.max_loras)), Some((0, None)));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The route decision's choices, made by the model's balancer (`ferrogate_core::balance`):
-//! the request's `x-session-id`, conversation and a random number, the proxy-wide in-flight
+//! the request's `x-session-id`, conversation and a random number, the routed model's LoRA
+//! adapter (`lora_aware`, [`Routing::adapter`]), the proxy-wide in-flight
 //! counts from shared data ([`crate::inflight`]) and the targets feed's health and engine load.
 //! The pick is counted in flight at once and released, with its outcome reported to the
-//! balancer, when the stream ends (`on_log`, client disconnects included).
+//! balancer, when the stream ends (`on_log`, client disconnects included). Prefix affinity
+//! reads and writes the proxy-wide record in shared data ([`crate::prefix_table`]).
 
 use ferrogate_core::balance::{conversation, Observed, Outcome, Request, Routing};
 use ferrogate_core::config::Config;
@@ -11,6 +13,7 @@ use ferrogate_core::route::{route_request_with, Api, Choose, Rotation, RouteDeci
 
 use super::Stream;
 use crate::inflight;
+use crate::prefix_table::SharedPrefixTable;
 use crate::routing::next_random;
 
 /// A request counted in flight on a slot of a model.
@@ -49,7 +52,9 @@ impl Choose for Chooser<'_> {
             inflight::read(key, fingerprint, &mut self.counts);
         }
         let excluded = Stream::excluded(self.tried, config, model, slots);
-        let p = self.routing.pick_excluding(config, model, &self.request, &self.counts, self.now_ms, &excluded)?;
+        // The LoRA adapter is the routed model's (a fallback is another model), from the config.
+        let request = Request { adapter: self.routing.adapter(config, model), ..self.request };
+        let p = self.routing.pick_excluding(config, model, &request, &self.counts, self.now_ms, &excluded)?;
         if let Some(key) = &key {
             inflight::add(key, fingerprint, slots, p.slot, 1);
         }
@@ -78,7 +83,13 @@ impl Stream {
         };
         let mut routing = routing.borrow_mut();
         Self::load_passive(&mut routing, config);
-        let request = Request { session: self.session.as_deref(), conversation: conversation(body), random };
+        let request = Request {
+            session: self.session.as_deref(),
+            conversation: conversation(body),
+            random,
+            prefixes: Some(&SharedPrefixTable),
+            adapter: None, // per model: see `Chooser::target`
+        };
         let now_ms = self.started_ns / 1_000_000;
         let tried = std::mem::take(&mut self.attempt.tried);
         let mut chooser =

@@ -12,9 +12,9 @@
 //! [`SUCCESSES_TO_HEALTHY`] consecutive successes; while unhealthy they carry a cooldown of
 //! [`Settings::cooldown`] from the latest failure. Their `/metrics` are scraped every
 //! [`Settings::scrape_interval`] for the running and waiting requests and the KV-cache usage
-//! (vLLM or SGLang series, [`prom`]); an endpoint whose `/metrics` answers without engine
-//! series is asked again only every [`NO_METRICS_RETRY`]. A failed scrape makes the load
-//! unknown (never stale numbers). SaaS providers are not probed: they stay healthy here, and
+//! (vLLM or SGLang series, [`prom`]) and, from vLLM, the LoRA adapters in use ([`lora`]); an
+//! endpoint whose `/metrics` answers without engine series is asked again only every
+//! [`NO_METRICS_RETRY`]. A failed scrape makes the load and adapters unknown (never stale). SaaS providers are not probed: they stay healthy here, and
 //! passive signals from real traffic are the filter's to add.
 //!
 //! Probes and scrapes of a round run concurrently, at most [`CONCURRENCY`] at a time. The
@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use super::snapshot::{Served, Snapshots};
 
 pub mod health;
+pub mod lora;
 pub mod probe;
 pub mod prom;
 mod report;
@@ -89,6 +90,8 @@ struct Entry {
     target: Target,
     health: Health,
     load: prom::Load,
+    /// The LoRA adapters it reports (nothing when it does not).
+    lora: lora::Lora,
     /// Unix ms before which `/metrics` is not scraped again (it had no engine series).
     metrics_retry_at_ms: u64,
 }
@@ -222,11 +225,18 @@ fn carry_over(old: &mut Vec<Entry>, target: Target) -> Entry {
             if e.target.active && !target.active {
                 e.health = Health::default();
                 e.load = prom::Load::default();
+                e.lora = lora::Lora::default();
             }
             e.target = target;
             e
         }
-        None => Entry { target, health: Health::default(), load: prom::Load::default(), metrics_retry_at_ms: 0 },
+        None => Entry {
+            target,
+            health: Health::default(),
+            load: prom::Load::default(),
+            lora: lora::Lora::default(),
+            metrics_retry_at_ms: 0,
+        },
     }
 }
 
@@ -240,16 +250,17 @@ impl Entry {
     /// Records a scrape; an answer without engine series puts the next one off until
     /// `retry_at_ms`. No answer (the engine restarting) is retried on the next round.
     fn record_scrape(&mut self, scrape: Scrape, retry_at_ms: u64) {
-        let (load, no_metrics) = match scrape {
+        let (load, lora, no_metrics) = match scrape {
             Scrape::Page(text) => {
                 let load = prom::load(&text);
                 let empty = load.is_empty();
-                (load, empty)
+                (load, lora::read(&text).unwrap_or_default(), empty)
             }
-            Scrape::NoMetrics(_) => (prom::Load::default(), true),
-            Scrape::Failed(_) => (prom::Load::default(), false),
+            Scrape::NoMetrics(_) => (prom::Load::default(), lora::Lora::default(), true),
+            Scrape::Failed(_) => (prom::Load::default(), lora::Lora::default(), false),
         };
         self.load = load;
+        self.lora = lora;
         if no_metrics {
             self.metrics_retry_at_ms = retry_at_ms;
         }
@@ -264,6 +275,8 @@ impl Entry {
             running: self.load.running.map(count),
             waiting: self.load.waiting.map(count),
             kv_usage_permille: self.load.kv_usage.and_then(EndpointState::permille),
+            adapters: self.lora.adapters.clone(),
+            max_loras: self.lora.max_loras,
         }
     }
 
@@ -278,6 +291,8 @@ impl Entry {
             running: state.running,
             waiting: state.waiting,
             kv_usage: state.kv_usage_permille.map(|p| f64::from(p) / 1000.0),
+            adapters: state.adapters,
+            max_loras: state.max_loras,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! vLLM-compatible engine metrics for the simulated engine: per-model running/waiting gauges,
 //! KV-cache usage, token/success counters and the prefix cache's queries and hits, rendered as
-//! Prometheus text on `GET /metrics`.
+//! Prometheus text on `GET /metrics` (with the LoRA adapters' series of `super::lora` when on).
 //!
 //! The gateway's load-aware routing scrapes exactly these series from real vLLM pods, so names
 //! and the `model_name` label follow vLLM. A request is "running" from admission until its
@@ -189,7 +189,11 @@ fn render_counters(out: &mut String, models: &[(String, Arc<ModelMetrics>)]) {
 
 /// `GET /metrics`.
 pub async fn handler(State(state): State<Arc<SimState>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], render(&state.models, state.kv_blocks))
+    let mut page = render(&state.models, state.kv_blocks);
+    if let Some(adapters) = &state.adapters {
+        adapters.render(&mut page);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], page)
 }
 
 #[cfg(test)]

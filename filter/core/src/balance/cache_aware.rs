@@ -11,7 +11,11 @@
 //!   ([`CacheAware::with_names`], as the gateway builds it): the owner of a hash of the
 //!   prefix's first [`HOME_BYTES`] on a consistent-hash ring, subject to the same load guard.
 //!   Every worker VM builds the same ring, so a conversation's first request on each VM goes
-//!   where the other VMs sent it, although each VM's prefix index learns only its own picks.
+//!   where the other VMs sent it.
+//! - Across worker VMs: with [`PickContext::shared`] (the gateway passes its shared-data table)
+//!   the warm target is the one recorded at the deepest shared checkpoint
+//!   ([`super::shared_prefix`]), so a conversation the load guard moved on one VM follows the
+//!   move on every VM. The VM's own [`PrefixIndex`] answers when the shared record has nothing.
 //!   Without names: the least-loaded target, or with no load known the least-warmed one
 //!   (fewest prefixes recorded), so new conversations spread.
 //! - Only eligible targets are matched, compared and chosen, so a dead replica's empty queue
@@ -21,6 +25,7 @@
 use super::hash::hash64;
 use super::prefix::PrefixIndex;
 use super::ring::ConsistentHash;
+use super::shared_prefix::Checkpoints;
 use super::simple::{least_loaded_among, lighter, scan_best};
 use super::{PickContext, Strategy};
 
@@ -54,12 +59,20 @@ pub struct CacheAware {
     warmth: Vec<u64>,
     /// Where a prefix nobody holds goes, the same on every VM.
     home: Option<ConsistentHash>,
+    /// The current request's shared checkpoints (kept to avoid allocating per pick).
+    checkpoints: Checkpoints,
 }
 
 impl CacheAware {
     /// Affinity over `targets` targets, remembering at most `max_nodes` prefix blocks.
     pub fn new(targets: usize, max_nodes: usize) -> Self {
-        Self { index: PrefixIndex::new(max_nodes), matched: vec![0; targets], warmth: vec![0; targets], home: None }
+        Self {
+            index: PrefixIndex::new(max_nodes),
+            matched: vec![0; targets],
+            warmth: vec![0; targets],
+            home: None,
+            checkpoints: Checkpoints::default(),
+        }
     }
 
     /// The same, with a home ring over the targets' `names` for prefixes nobody holds yet.
@@ -81,9 +94,19 @@ impl CacheAware {
         &self.index
     }
 
-    /// The warm eligible target for this request, if any holds at least the threshold share.
+    /// The warm eligible target for this request, if any holds at least the threshold share:
+    /// the shared record's when it has one, else the VM's own index's.
     pub fn warm(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
         let prefix = ctx.prefix();
+        if let Some(shared) = ctx.shared {
+            let found = self.checkpoints.lookup(shared, prefix);
+            let warm = found.filter(|&(slot, bytes)| {
+                eligible.contains(&slot) && f64::from(bytes) >= MATCH_THRESHOLD * prefix.len() as f64
+            });
+            if let Some((slot, _)) = warm {
+                return Some(slot);
+            }
+        }
         self.index.match_lengths(prefix, &mut self.matched);
         let matched = |i: usize| self.matched.get(i).copied().unwrap_or(0);
         let best = eligible.iter().map(|&i| matched(i)).max().filter(|&m| m > 0)?;
@@ -109,6 +132,9 @@ impl CacheAware {
     /// Records that `target` now holds the request's prefix.
     pub fn record(&mut self, ctx: &PickContext<'_>, target: usize) {
         self.index.insert(ctx.prefix(), target);
+        if let Some(shared) = ctx.shared {
+            self.checkpoints.record(shared, target);
+        }
         if let Some(w) = self.warmth.get_mut(target) {
             *w += 1;
         }

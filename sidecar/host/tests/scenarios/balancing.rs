@@ -2,7 +2,8 @@
 //! stickiness (`consistent_hash`) on every VM, in-flight counts shared through shared data
 //! (`least_loaded` sees requests another VM started; a client that goes away releases its
 //! count), endpoints parked by the sidecar's targets feed skipped (and all used again when all
-//! are parked), and pool endpoints named in `x-gateway-destination-endpoint`.
+//! are parked), pool endpoints named in `x-gateway-destination-endpoint`, and `cache_aware`
+//! moves made on one VM followed on the others (the shared prefix record).
 
 use std::collections::BTreeMap;
 
@@ -30,11 +31,16 @@ fn plugin(models: &str, sidecar: bool) -> String {
 
 /// Sends a chat request for `model`; returns the stream (still open) and the released headers.
 fn send(vm: &mut Vm, model: &str, session: Option<&str>) -> (u32, Headers) {
+    send_text(vm, model, session, "hi")
+}
+
+/// [`send`] with `text` as the user's message.
+fn send_text(vm: &mut Vm, model: &str, session: Option<&str>, text: &str) -> (u32, Headers) {
     let s = new_stream(vm);
     let mut extra = vec![("content-type", "application/json")];
     extra.extend(session.map(|id| ("x-session-id", id)));
     vm.request_headers(s, req("POST", "/v1/chat/completions", &extra), false).unwrap();
-    let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+    let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"{text}"}}]}}"#);
     vm.request_data(s, body.as_bytes(), true).unwrap();
     let events = vm.take_events(s);
     let headers = events
@@ -196,4 +202,37 @@ fn parked_endpoints_are_skipped_after_a_targets_feed_answer() {
     seen.sort();
     seen.dedup();
     assert_eq!(seen.len(), 3, "all parked: every endpoint serves again: {seen:?}");
+}
+
+/// Turn `turn` of one long conversation (a 2 KiB opening, then short turns).
+fn turn(turn: usize) -> String {
+    let mut text = "You are a careful assistant who checks every step. ".repeat(40);
+    (0..turn).for_each(|t| text.push_str(&format!(" Question {t}, answer {t}.")));
+    text
+}
+
+#[test]
+fn a_cache_aware_move_made_on_one_vm_is_followed_on_the_others() {
+    let models = r#"{"name":"big","strategy":"cache_aware","targets":[{"provider":"pool","model":"llama"}]}"#;
+    let (rt, mut a) = vm_with(&plugin(models, false));
+    let mut b = rt.new_vm(1).unwrap();
+    // Three requests of turn 1 in flight on VM A all stay on the conversation's home...
+    let held: Vec<(u32, Headers)> = (0..3).map(|_| send_text(&mut a, "big", None, &turn(1))).collect();
+    let home = header(&held[0].1, DEST);
+    assert!(held.iter().all(|(_, h)| header(h, DEST) == home), "affinity within the guard");
+    // ...until the guard trips (3 ahead of idle replicas): turn 2 moves.
+    let moved = route_text(&mut a, &turn(2));
+    assert_ne!(moved, home, "the load guard moved turn 2");
+    held.into_iter().for_each(|(s, _)| a.finish_stream(s, true));
+    // VM B never saw the conversation; by its own knowledge it would go home. It follows the move.
+    assert_eq!(route_text(&mut b, &turn(3)), moved, "VM B follows VM A's move");
+    assert_eq!(route_text(&mut a, &turn(4)), moved);
+}
+
+/// Routes a `big` request with `text` and completes it; returns the pool endpoint.
+fn route_text(vm: &mut Vm, text: &str) -> String {
+    let (s, h) = send_text(vm, "big", None, text);
+    vm.response_headers(s, resp("200", &[("content-type", "application/json")]), true).unwrap();
+    vm.finish_stream(s, false);
+    header(&h, DEST)
 }

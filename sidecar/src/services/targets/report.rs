@@ -35,6 +35,10 @@ pub struct TargetReport {
     pub waiting: Option<u32>,
     /// KV-cache usage 0..=1 (to the per mille the feed carries), when known.
     pub kv_usage: Option<f64>,
+    /// LoRA adapters the engine reports in use (running, then waiting).
+    pub adapters: Vec<String>,
+    /// Adapters the engine keeps loaded at once, when it says.
+    pub max_loras: Option<u32>,
 }
 
 /// Appends the target gauges in Prometheus text form, labels `provider` and `endpoint`:

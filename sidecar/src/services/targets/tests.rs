@@ -168,6 +168,46 @@ async fn a_target_without_engine_metrics_is_scraped_again_only_later() {
     assert_eq!(feed_of(&t).endpoints[0].running, None);
 }
 
+#[tokio::test]
+async fn the_feed_carries_the_adapters_an_engine_reports() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let up = Arc::new(AtomicBool::new(true));
+    let page = concat!(
+        "vllm:num_requests_running{model_name=\"base\"} 1\n",
+        "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"sql\",waiting_lora_adapters=\"chat\"} 7\n",
+        "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 3\n",
+    );
+    let serving = up.clone();
+    let metrics = move || {
+        let serving = serving.load(Ordering::SeqCst);
+        async move {
+            if serving {
+                Ok(page)
+            } else {
+                Err(StatusCode::SERVICE_UNAVAILABLE)
+            }
+        }
+    };
+    let engine = serve(axum::Router::new().route("/metrics", get(metrics))).await;
+    let s = snapshots(
+        serde_json::json!({"providers": [provider("p", "openai_compatible", &format!("http://{engine}"), &[])]}),
+    );
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    t.scrape_round().await;
+    let e = feed_of(&t).endpoints.remove(0);
+    assert_eq!((e.adapters, e.max_loras), (vec!["sql".to_string(), "chat".to_string()], Some(2)));
+    let text = String::from_utf8(t.feed().1.to_vec()).unwrap();
+    assert!(text.contains(r#""adapters":["sql","chat"],"max_loras":2"#), "{text}");
+    assert_eq!(t.report().targets[0].adapters, ["sql", "chat"]);
+    // A failed scrape: unknown, not stale.
+    up.store(false, Ordering::SeqCst);
+    t.scrape_round().await;
+    let e = feed_of(&t).endpoints.remove(0);
+    assert_eq!((e.adapters.len(), e.max_loras), (0, None));
+}
+
 #[test]
 fn prometheus_gauges_cover_known_values_only() {
     let known = TargetReport {
@@ -179,6 +219,8 @@ fn prometheus_gauges_cover_known_values_only() {
         running: Some(3),
         waiting: Some(1),
         kv_usage: Some(0.25),
+        adapters: Vec::new(),
+        max_loras: None,
     };
     let down = TargetReport {
         endpoint: "10.0.0.2:8000".into(),

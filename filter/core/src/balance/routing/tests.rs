@@ -48,6 +48,12 @@ fn parked_slots_are_skipped_until_all_are_parked() {
 fn the_conversation_starts_at_its_key() {
     assert_eq!(conversation(br#"{"model":"x","messages":[1]}"#), br#""messages":[1]}"#);
     assert_eq!(conversation(b"{}"), b"{}");
+    // The first key wins, whichever it is; a quoted value equal to a key counts too (as before).
+    assert_eq!(conversation(br#"{"prompt":"a","messages":[]}"#), br#""prompt":"a","messages":[]}"#);
+    assert_eq!(conversation(br#"{"model":"m","contents":[{"text":"input"}]}"#), br#""contents":[{"text":"input"}]}"#);
+    assert_eq!(conversation(br#"{"model":"m","input":"hi"}"#), br#""input":"hi"}"#);
+    assert_eq!(conversation(br#"{"model":"messages","x":1}"#), br#""messages","x":1}"#);
+    assert_eq!(conversation(br#"{"a":"""#), br#"{"a":"""#);
 }
 
 fn passive_parked(provider: &str, endpoint: &str) -> PassiveTable {

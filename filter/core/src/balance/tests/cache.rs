@@ -234,3 +234,36 @@ fn a_new_prefix_goes_home_on_every_vm() {
     let moved = vm_a.choose(&ctx(text.as_bytes(), &loads(&busy), 0), &all(4)).unwrap();
     assert_ne!(moved, home);
 }
+
+/// Turn `turn` of conversation 0 picked by `vm`, with the shared record `table` when given.
+fn pick_turn(vm: &mut CacheAware, turn: usize, l: &[Load], table: Option<&dyn PrefixTable>) -> usize {
+    let text = conversation(0, turn);
+    let shared = table.map(|table| SharedPrefixes { table, seed: 42 });
+    vm.pick(&PickContext { shared, ..ctx(text.as_bytes(), l, turn as u64) }, &all(4)).unwrap()
+}
+
+/// Where VM B sends turn 3 after VM A's load guard moved turn 2 off the conversation's home.
+fn follows_a_move(table: Option<&dyn PrefixTable>) -> (usize, usize, usize) {
+    let names = ["r0", "r1", "r2", "r3"];
+    let (mut vm_a, mut vm_b) =
+        (CacheAware::with_names(names, DEFAULT_MAX_NODES), CacheAware::with_names(names, DEFAULT_MAX_NODES));
+    let idle = loads(&[0, 0, 0, 0]);
+    let home = pick_turn(&mut vm_b, 1, &idle, table);
+    let mut busy = vec![1; 4];
+    busy[home] = 6;
+    let moved = pick_turn(&mut vm_a, 2, &loads(&busy), table);
+    (home, moved, pick_turn(&mut vm_b, 3, &idle, table))
+}
+
+/// With the shared record a move made on one VM holds on the others; with per-VM indexes only,
+/// VM B still sends the conversation to its old home (the case the shared record exists for).
+#[test]
+fn a_move_made_on_one_vm_is_followed_on_every_vm_through_the_shared_record() {
+    let table = crate::balance::shared_prefix::MapTable::default();
+    let (home, moved, next) = follows_a_move(Some(&table));
+    assert_ne!(moved, home, "the guard moved turn 2");
+    assert_eq!(next, moved, "VM B follows VM A's move");
+    let (home, moved, next) = follows_a_move(None);
+    assert_ne!(moved, home);
+    assert_eq!(next, home, "without the shared record VM B knows only its own pick");
+}

@@ -191,3 +191,108 @@ fn lora_aware_uses_prefix_affinity_among_holders() {
     // Both hold the adapter; 2 holds the prefix and is one request busier: prefix wins.
     assert_eq!(s.pick(&lora_ctx("sql", text.as_bytes(), &loads(&[0, 0, 1])), &all(3)), Some(2));
 }
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("pool/m@10.0.0.{i}:8000")).collect()
+}
+
+fn report<'a>(adapters: &'a [String], max_loras: Option<u32>) -> Residency<'a> {
+    Residency { adapters, max_loras }
+}
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn lora_engine_reports_beat_learned_residency() {
+    let mut s = LoraAware::new(3, 1);
+    s.pick(&lora_ctx("sql", b"q", &[]), &[0]);
+    assert!(s.holds(0, "sql"));
+    // The engines report sql on 2 and chat on 0: the learned belief is replaced.
+    let (sql, chat) = (strings(&["sql"]), strings(&["chat"]));
+    s.residency(0, report(&chat, Some(1)));
+    s.residency(2, report(&sql, Some(1)));
+    assert!(!s.holds(0, "sql") && s.holds(0, "chat") && s.holds(2, "sql"));
+    let l = loads(&[0, 0, 3]);
+    for random in 0..8 {
+        let c = PickContext { random, ..lora_ctx("sql", b"q", &l) };
+        assert_eq!(s.pick(&c, &all(3)), Some(2));
+    }
+}
+
+#[test]
+fn lora_a_repeated_report_does_not_undo_newer_picks() {
+    let mut s = LoraAware::new(1, 1);
+    let a = strings(&["a"]);
+    s.residency(0, report(&a, None));
+    s.pick(&lora_ctx("b", b"", &[]), &[0]); // sent since the scrape: the engine loads b
+    s.residency(0, report(&a, None)); // the same (older) report again
+    assert!(s.holds(0, "b") && !s.holds(0, "a"));
+    let c = strings(&["c"]);
+    s.residency(0, report(&c, None)); // a new report: the engine moved on
+    assert!(s.holds(0, "c") && !s.holds(0, "b"));
+    // An empty report (an idle vLLM lists nothing) is no report: the belief stays.
+    s.residency(0, report(&[], None));
+    assert!(s.holds(0, "c"));
+}
+
+#[test]
+fn lora_reported_capacity_bounds_residency() {
+    let mut s = LoraAware::new(1, 1);
+    let ab = strings(&["b", "a", "a", ""]);
+    s.residency(0, report(&ab, Some(3)));
+    assert!(s.holds(0, "a") && s.holds(0, "b"));
+    s.pick(&lora_ctx("c", b"", &[]), &[0]);
+    assert!(s.holds(0, "a") && s.holds(0, "b") && s.holds(0, "c"), "capacity 3 from the engine");
+    s.pick(&lora_ctx("d", b"", &[]), &[0]);
+    assert!(
+        s.holds(0, "d") && s.holds(0, "c") && [s.holds(0, "a"), s.holds(0, "b")].iter().filter(|h| **h).count() == 1
+    );
+    // Learned with another balancer's picks on the same engine.
+    s.adapter_loaded(0, "e");
+    assert!(s.holds(0, "e"));
+}
+
+#[test]
+fn lora_a_new_adapter_goes_where_there_is_room() {
+    let mut s = LoraAware::new(3, 1);
+    s.pick(&lora_ctx("a", b"", &[]), &[0]);
+    s.pick(&lora_ctx("b", b"", &[]), &[1]);
+    let l = loads(&[0, 0, 1]);
+    for random in 0..8 {
+        let mut fresh = LoraAware::new(3, 1);
+        fresh.adapter_loaded(0, "a");
+        fresh.adapter_loaded(1, "b");
+        let c = PickContext { random, ..lora_ctx("c", b"", &l) };
+        assert_eq!(fresh.pick(&c, &all(3)), Some(2), "2 has room though busier");
+    }
+    // Every target full: loading somewhere is unavoidable, still a pick.
+    let l = loads(&[0, 0, 0]);
+    let c = lora_ctx("c", b"", &l);
+    s.pick(&lora_ctx("x", b"", &[]), &[2]);
+    assert!(s.pick(&c, &all(3)).is_some());
+}
+
+#[test]
+fn lora_a_new_adapter_has_the_same_home_on_every_vm() {
+    let names = names(4);
+    let l = loads(&[1, 1, 1, 1]);
+    for adapter in ["sql", "chat", "summarize", "code"] {
+        let homes: Vec<_> = (0..6)
+            .map(|random| {
+                let mut vm = LoraAware::with_names(names.iter().map(String::as_str), DEFAULT_MAX_LORAS);
+                let c = PickContext { random, ..lora_ctx(adapter, b"", &l) };
+                vm.pick(&c, &all(4)).unwrap()
+            })
+            .collect();
+        assert!(homes.windows(2).all(|w| w[0] == w[1]), "{adapter}: {homes:?}");
+    }
+    // A clearly busier home gives way to the least loaded.
+    let mut vm = LoraAware::with_names(names.iter().map(String::as_str), DEFAULT_MAX_LORAS);
+    let home = vm.pick(&lora_ctx("sql", b"", &loads(&[1, 1, 1, 1])), &all(4)).unwrap();
+    let mut busy = vec![0; 4];
+    busy[home] = 9;
+    let mut other = LoraAware::with_names(names.iter().map(String::as_str), DEFAULT_MAX_LORAS);
+    assert_ne!(other.pick(&lora_ctx("sql", b"", &loads(&busy)), &all(4)), Some(home));
+}
