@@ -11,14 +11,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use ferrogate_sidecar::serve::{Gateway, ServeArgs};
 use ferrogate_sidecar::sim::{ENDPOINT_HEADER, LORA_LOAD_HEADER};
 use serde_json::json;
 
-#[path = "common/wasm.rs"]
-mod wasm;
-use wasm::filter_wasm;
+#[path = "common/gateway.rs"]
+mod gateway_helper;
+use gateway_helper::{gateway_on, Setup};
 #[path = "common/sim.rs"]
 mod sim_helper;
 use sim_helper::start_sim;
@@ -27,25 +25,6 @@ use sim_helper::start_sim;
 const ADAPTERS: [&str; 3] = ["sql-lora", "chat-lora", "summarize-lora"];
 /// Requests per strategy.
 const REQUESTS: usize = 60;
-
-#[derive(Parser)]
-struct ServeCli {
-    #[command(flatten)]
-    args: ServeArgs,
-}
-
-struct Setup {
-    gateway: Gateway,
-    base: String,
-    dir: std::path::PathBuf,
-}
-
-impl Setup {
-    async fn stop(self) {
-        self.gateway.shutdown().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// `n` sims serving base model `base` with one adapter slot each.
 async fn engines(n: usize) -> Vec<SocketAddr> {
@@ -61,7 +40,7 @@ async fn engines(n: usize) -> Vec<SocketAddr> {
 fn section(pool: &str, sims: &[SocketAddr], strategy: &str) -> (String, String) {
     let endpoints: Vec<String> = sims.iter().map(|s| format!("'{s}'")).collect();
     let provider = format!(
-        "  - {{ name: {pool}, kind: openai_compatible, base_url: 'http://{}', endpoints: [{}] }}\n",
+        "{{ name: {pool}, kind: openai_compatible, base_url: 'http://{}', endpoints: [{}] }}",
         sims[0],
         endpoints.join(", ")
     );
@@ -76,19 +55,9 @@ fn section(pool: &str, sims: &[SocketAddr], strategy: &str) -> (String, String) 
 
 /// A gateway with one worker VM over `sections`.
 async fn gateway(sections: &[(String, String)]) -> Setup {
-    let dir = std::env::temp_dir().join(format!("ferrogate-lora-{}-{}", std::process::id(), rand::random::<u64>()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let providers: String = sections.iter().map(|(p, _)| p.as_str()).collect();
+    let providers: Vec<String> = sections.iter().map(|(p, _)| p.clone()).collect();
     let models: String = sections.iter().map(|(_, m)| m.as_str()).collect();
-    let config = dir.join("config.yaml");
-    std::fs::write(&config, format!("providers:\n{providers}models:\n{models}")).unwrap();
-    let argv = ["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"];
-    let more = ["--admin-listen", "127.0.0.1:0", "--sidecar-listen", "127.0.0.1:0", "--workers", "1"];
-    let mut args = ServeCli::parse_from(argv.iter().chain(more.iter())).args;
-    args.filter = Some(filter_wasm());
-    let gateway = Gateway::start(&args).await.expect("gateway starts");
-    let base = format!("http://{}", gateway.addr());
-    Setup { gateway, base, dir }
+    gateway_on(&providers, &models, "", 1).await
 }
 
 /// What one answer says: status, the engine that served it, whether it loaded an adapter.
@@ -198,5 +167,5 @@ async fn lora_aware_end_to_end() {
     let s = gateway(&sections).await;
     lora_aware_loads_each_adapter_once_where_round_robin_reloads(&s).await;
     engine_reports_steer_lora_aware_past_what_it_learned(&s, &moved).await;
-    s.stop().await;
+    s.gateway.shutdown().await;
 }

@@ -35,11 +35,17 @@ impl Drop for TempDir {
 /// A gateway over `providers` (YAML flow entries), `models` (YAML block entries) and `extra`
 /// top-level YAML (e.g. `limits:`).
 pub async fn gateway_with(providers: &[String], models: &str, extra: &str) -> Setup {
+    gateway_on(providers, models, extra, 2).await
+}
+
+/// [`gateway_with`] with `workers` worker VMs.
+pub async fn gateway_on(providers: &[String], models: &str, extra: &str, workers: usize) -> Setup {
     let dir = std::env::temp_dir().join(format!("ferrogate-e2e-{}-{}", std::process::id(), rand::random::<u64>()));
     std::fs::create_dir_all(&dir).unwrap();
     let providers: String = providers.iter().map(|p| format!("  - {p}\n")).collect();
     std::fs::write(dir.join("config.yaml"), format!("providers:\n{providers}models:\n{models}{extra}")).unwrap();
     let config = dir.join("config.yaml");
+    let workers = workers.to_string();
     let argv = [
         "serve",
         "--config",
@@ -51,7 +57,7 @@ pub async fn gateway_with(providers: &[String], models: &str, extra: &str) -> Se
         "--sidecar-listen",
         "127.0.0.1:0",
         "--workers",
-        "2",
+        &workers,
     ];
     let mut args = ServeCli::parse_from(argv).args;
     args.filter = Some(wasm::filter_wasm());
