@@ -127,7 +127,8 @@ pub(crate) struct Stream {
     response_complete: bool,
     /// Time spent inside this filter's callbacks.
     overhead_ns: u64,
-    /// When the running callback started (see `timed`).
+    /// When the running callback started (see `timed`): also the clock reading for what
+    /// that callback records (first token, passive health), saving a hostcall each.
     callback_start_ns: u64,
     /// Failover and passive health ([`failover`]).
     attempt: failover::Attempt,
@@ -312,7 +313,8 @@ impl Stream {
             if self.present.transfer_encoding {
                 self.set_http_request_header("transfer-encoding", None);
             }
-            self.set_http_request_header("content-length", Some(&new_body.len().to_string()));
+            let length = ferrogate_core::decimal::Decimal::new(new_body.len() as u64);
+            self.set_http_request_header("content-length", Some(length.as_str()));
         }
         self.set_http_request_header(&plugin.cluster_header, Some(d.provider));
         self.set_http_request_header(":authority", Some(d.authority));

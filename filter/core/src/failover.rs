@@ -125,7 +125,23 @@ pub fn chain(config: &Config, model: usize) -> Vec<usize> {
 
 /// The id of a model's balancing slot in [`TRIED_HEADER`]: `<model name>#<slot>`.
 pub fn target_id(model_name: &str, slot: usize) -> String {
-    format!("{model_name}#{slot}")
+    // Pushed, not `format!`ted: formatting costs a visible share of a request in wasm.
+    let slot = crate::decimal::Decimal::new(u64::try_from(slot).unwrap_or(u64::MAX));
+    let mut id = String::with_capacity(model_name.len() + 1 + slot.as_bytes().len());
+    id.push_str(model_name);
+    id.push('#');
+    id.push_str(slot.as_str());
+    id
+}
+
+/// The slot of `model_name` that the [`target_id`] `id` names, if it names one of that model.
+pub fn tried_slot(id: &str, model_name: &str) -> Option<usize> {
+    let digits = id.strip_prefix(model_name)?.strip_prefix('#')?;
+    // Only what target_id writes: `usize::from_str` would also take a leading `+`.
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// The ids of a [`TRIED_HEADER`] value (empty entries skipped).

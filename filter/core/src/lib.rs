@@ -4,7 +4,9 @@
 
 pub mod auth;
 pub mod balance;
+pub mod bytes;
 pub mod config;
+pub mod decimal;
 pub mod dialect;
 pub mod error;
 pub mod failover;

@@ -19,6 +19,7 @@
 //! ("thinking") tokens. Anthropic's `input_tokens` excludes cache reads and writes, so they are
 //! added back; cache writes are billed as ordinary input (the price table has no write price).
 
+mod counts;
 mod extract;
 mod include;
 mod json;
@@ -106,12 +107,25 @@ pub fn cost_micro_usd(
     let uncached = usage.prompt_tokens - cached;
     // USD per million tokens is micro-USD per token. Prices become integers of 1e-6 micro-USD
     // per token so the sum is exact: f64 products like 1000 × 0.1 would round up a whole unit.
-    let part = |tokens: u64, usd_per_mtok: f64| u128::from(tokens).saturating_mul(per_token_pico(usd_per_mtok));
-    let pico = part(uncached, price.input_per_mtok)
-        .saturating_add(part(cached, price.cached_input_per_mtok))
-        .saturating_add(part(usage.completion_tokens, price.output_per_mtok));
-    let micro = pico.div_ceil(1_000_000);
-    Some(u64::try_from(micro).unwrap_or(u64::MAX))
+    let parts = [
+        (uncached, per_token_pico(price.input_per_mtok)),
+        (cached, per_token_pico(price.cached_input_per_mtok)),
+        (usage.completion_tokens, per_token_pico(price.output_per_mtok)),
+    ];
+    // 128-bit arithmetic (and an overflow-checked 64-bit multiply) is a library call in wasm:
+    // token counts and per-token prices that fit 32 bits (every real price below 4,294 USD
+    // per million tokens) multiply in plain u64, the rest takes the u128 road.
+    let small = parts.iter().try_fold(0u64, |sum, &(tokens, pico)| {
+        let (tokens, pico) = (u32::try_from(tokens).ok()?, u32::try_from(pico).ok()?);
+        sum.checked_add(u64::from(tokens) * u64::from(pico))
+    });
+    if let Some(pico) = small {
+        return Some(pico.div_ceil(1_000_000));
+    }
+    let pico = parts
+        .iter()
+        .fold(0u128, |sum, &(tokens, pico)| sum.saturating_add(u128::from(tokens).saturating_mul(u128::from(pico))));
+    Some(u64::try_from(pico.div_ceil(1_000_000)).unwrap_or(u64::MAX))
 }
 
 /// The price of `upstream_model` at `provider`: the `provider/upstream_model` entry, else the
@@ -139,9 +153,11 @@ fn qualified_price<'p>(pricing: &'p BTreeMap<String, Price>, provider: &str, mod
 }
 
 /// A USD-per-million-tokens price as 1e-6 micro-USD per token (negative or NaN prices: 0).
-pub(crate) fn per_token_pico(usd_per_mtok: f64) -> u128 {
-    // `as` saturates: NaN and negatives become 0, absurdly large prices u128::MAX.
-    (usd_per_mtok * 1e6).round() as u128
+pub(crate) fn per_token_pico(usd_per_mtok: f64) -> u64 {
+    // `as` saturates: NaN and negatives become 0, absurd prices (over 18 million USD per
+    // token) u64::MAX. `floor(x + 0.5)` is `round` for the non-negative values that matter
+    // here, and to u64 rather than u128, both are single wasm instructions, not library calls.
+    (usd_per_mtok * 1e6 + 0.5).floor() as u64
 }
 
 #[cfg(test)]

@@ -82,7 +82,7 @@ impl Stream {
             return route_request_with(config, self.caller, api, &self.path, content_type, body, &mut Rotation(random));
         };
         let mut routing = routing.borrow_mut();
-        Self::load_passive(&mut routing, config);
+        self.load_passive(&mut routing, config);
         let request = Request {
             session: self.session.as_deref(),
             conversation: conversation(body),

@@ -18,7 +18,7 @@
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
 use ferrogate_core::failover;
-use ferrogate_core::passive::PassiveTable;
+use ferrogate_core::passive::{self, PassiveTable};
 use ferrogate_core::usage::Usage;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::HttpContext;
@@ -40,6 +40,8 @@ pub(crate) struct Attempt {
     pub(super) upstream: Option<(String, String)>,
     /// The host abandoned this attempt's answer to retry elsewhere.
     pub(super) abandoned: bool,
+    /// The passive health table had no entries when this attempt was routed.
+    pub(super) healthy_at_pick: bool,
     /// A later attempt of a client request (its first one was admitted by the limits): it is
     /// not counted as another request.
     pub(super) replay: bool,
@@ -66,30 +68,49 @@ impl Stream {
     /// The slots of `config.models[model]` earlier attempts tried (empty on a first attempt).
     pub(super) fn excluded(tried: &[String], config: &Config, model: usize, slots: usize) -> Vec<usize> {
         let Some(m) = config.models.get(model).filter(|_| !tried.is_empty()) else { return Vec::new() };
-        (0..slots).filter(|&s| tried.contains(&failover::target_id(&m.name, s))).collect()
+        let mut slots: Vec<usize> =
+            tried.iter().filter_map(|id| failover::tried_slot(id, &m.name)).filter(|&s| s < slots).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
     }
 
-    /// After the pick of `model`'s `slot`: the released headers carry this attempt in the
-    /// tried list and whether a retry has anything left (host failover only).
+    /// After the pick of `model`'s `slot`: when a retry could reach anything untried, the
+    /// released headers say so (`x-ferrogate-failover: more`) and carry the tried list with this
+    /// attempt in it (host failover only). Without anything left — one target, no fallbacks,
+    /// the usual case — the host never retries, so nothing is written and nothing allocated.
     pub(super) fn announce(&mut self, routing: &Routing, config: &Config, model: usize, slot: usize, now_ms: u64) {
         if !self.host_failover() {
             return;
         }
         let Some(name) = config.models.get(model).map(|m| m.name.as_str()) else { return };
+        // The host strips clients' copies; a replay's own number must not go upstream.
+        if self.attempt.replay {
+            self.set_http_request_header(failover::ATTEMPT_HEADER, None);
+        }
+        let single = config.models.get(model).is_some_and(|m| m.fallbacks.is_empty())
+            && routing.model(model).is_some_and(|r| r.slots().len() <= 1);
+        if single {
+            return;
+        }
         self.attempt.tried.push(failover::target_id(name, slot));
         let more = failover::chain(config, model).into_iter().any(|m| {
             let slots = routing.model(m).map_or(0, |r| r.slots().len());
             routing.has_untried(config, m, &Self::excluded(&self.attempt.tried, config, m, slots), now_ms)
         });
-        self.set_http_request_header(failover::TRIED_HEADER, Some(&self.attempt.tried.join(",")));
-        self.set_http_request_header(failover::FAILOVER_HEADER, more.then_some("more"));
-        self.set_http_request_header(failover::ATTEMPT_HEADER, None);
+        if more {
+            self.set_http_request_header(failover::TRIED_HEADER, Some(&self.attempt.tried.join(",")));
+            self.set_http_request_header(failover::FAILOVER_HEADER, Some("more"));
+        }
     }
 
-    /// Brings the balancers up to date with the shared passive health table.
-    pub(super) fn load_passive(routing: &mut Routing, config: &Config) {
+    /// Brings the balancers up to date with the shared passive health table; remembers
+    /// whether it was empty (see [`Stream::observe_answer`]).
+    pub(super) fn load_passive(&mut self, routing: &mut Routing, config: &Config) {
         let bytes = hostcalls::get_shared_data(PASSIVE_KEY).ok().and_then(|(b, _)| b).unwrap_or_default();
-        routing.apply_passive(config, &PassiveTable::parse(&bytes));
+        let table = PassiveTable::parse(&bytes);
+        self.attempt.healthy_at_pick = table.entries.is_empty();
+        routing.apply_passive(config, &table);
     }
 
     /// An upstream answer's head: passive health learns from it (its status, and the
@@ -100,7 +121,16 @@ impl Stream {
         let Some((provider, endpoint)) = self.attempt.upstream.as_ref().filter(|_| self.routed.is_some()) else {
             return;
         };
-        let now_ms = self.now_nanos() / 1_000_000;
+        // A success changes the table only by clearing an entry of its endpoint. With none
+        // at all when the request was routed (the usual state), it is not read again: one
+        // shared-data read and parse less per request. (An entry another VM added meanwhile
+        // is cleared by the next success seen with it.)
+        let failure = failover::Outcome::Status(status).is_failure();
+        if self.attempt.healthy_at_pick && !failure && passive::requested_pause_ms(status, retry_after).is_none() {
+            return;
+        }
+        // The response-header callback's start is now enough for a health table in ms.
+        let now_ms = self.callback_start_ns / 1_000_000;
         for _ in 0..CAS_TRIES {
             let Ok((bytes, cas)) = hostcalls::get_shared_data(PASSIVE_KEY) else { return };
             let mut table = PassiveTable::parse(bytes.as_deref().unwrap_or_default());

@@ -5,6 +5,7 @@
 //! asked for on the client's behalf, which the client did not request, translating, and
 //! cutting a stream that overruns its budget ([`super::cut`]).
 
+use ferrogate_core::decimal::Decimal;
 use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::usage::{Chunk, Tracker};
 use ferrogate_core::{header_map, headers};
@@ -33,8 +34,8 @@ impl Stream {
         self.status = status.unwrap_or(0);
         self.observe_answer(self.status, retry_after, abandoned);
         self.response_complete = end_of_stream;
-        let overhead_us = (self.overhead_ns / 1_000).to_string();
-        self.set_http_response_header(headers::OVERHEAD_US, Some(&overhead_us));
+        let overhead_us = Decimal::new(self.overhead_ns / 1_000);
+        self.set_http_response_header(headers::OVERHEAD_US, Some(overhead_us.as_str()));
         if let Some(routed) = &self.routed {
             self.set_http_response_header(headers::PROVIDER, Some(&routed.provider));
             self.set_http_response_header(headers::MODEL, Some(&routed.upstream_model));
@@ -116,7 +117,7 @@ impl Stream {
         let verdict = if end_of_stream { tracker.on_end(chunk) } else { tracker.on_chunk(chunk) };
         // Time to first token: the first event carrying output (any byte for JSON bodies).
         if self.first_byte_ns.is_none() && tracker.first_token_seen() {
-            self.first_byte_ns = Some(self.now_nanos());
+            self.first_byte_ns = Some(self.callback_start_ns);
         }
         match verdict {
             Chunk::Replace(bytes) => Some(bytes),
@@ -138,7 +139,7 @@ impl Stream {
             out.extend(translator.finish());
         }
         if self.first_byte_ns.is_none() && !out.is_empty() {
-            self.first_byte_ns = Some(self.now_nanos());
+            self.first_byte_ns = Some(self.callback_start_ns);
         }
         out
     }
@@ -156,7 +157,7 @@ impl Stream {
             let _ = tracker.on_end(&body);
         }
         if self.first_byte_ns.is_none() {
-            self.first_byte_ns = Some(self.now_nanos());
+            self.first_byte_ns = Some(self.callback_start_ns);
         }
         let translated = if (200..300).contains(&self.status) {
             let now_secs = self.started_ns / 1_000_000_000;

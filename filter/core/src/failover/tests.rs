@@ -74,4 +74,10 @@ fn tried_ids_round_trip() {
     let ids = [target_id("chat", 0), target_id("other", 2)].join(",");
     assert_eq!(parse_tried(&ids), ["chat#0", "other#2"]);
     assert!(parse_tried(" , ").is_empty());
+    assert_eq!(target_id("m", 1234567), "m#1234567");
+    assert_eq!(tried_slot(&target_id("chat", 12), "chat"), Some(12));
+    // A model whose name extends another's is not that model.
+    assert_eq!(tried_slot("chat-2#0", "chat"), None);
+    assert_eq!(tried_slot("chat#+1", "chat"), None);
+    assert_eq!(tried_slot("chat#", "chat"), None);
 }

@@ -109,7 +109,7 @@ pub fn allowance(reserved_completion: u64, room: Room, output_usd_per_mtok: Opti
         metric: Metric::Tokens,
     });
     let by_usd = room.micro_usd.zip(output_usd_per_mtok).and_then(|(t, price)| {
-        let pico = per_token_pico(price);
+        let pico = u128::from(per_token_pico(price));
         // Micro-USD are 1e6 price units: `room × 1e6 / per-token price`, rounded down.
         let tokens = (pico > 0).then(|| u128::from(t.room).saturating_mul(1_000_000) / pico)?;
         let tokens = u64::try_from(tokens).unwrap_or(u64::MAX);

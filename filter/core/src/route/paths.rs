@@ -19,19 +19,24 @@ pub(super) fn is_sse(client_path: &str) -> bool {
 
 /// The path of a request forwarded in the client's own dialect.
 pub(super) fn verbatim(provider: &Provider, api: Api, upstream_model: &str, client_path: &str) -> String {
-    let prefix = &provider.base_url.path_prefix;
-    let query = client_path.split_once('?').map(|(_, q)| q);
-    let api_path = match api {
-        Api::GenerateContent => format!("/v1beta/models/{upstream_model}:generateContent"),
-        Api::StreamGenerateContent => format!("/v1beta/models/{upstream_model}:streamGenerateContent"),
-        other => other.path().to_string(),
-    };
-    // Gemini clients may put their key in the query; it is theirs, not the provider's.
-    let kept: Vec<&str> = query.map(|q| q.split('&').filter(|p| !p.starts_with("key=")).collect()).unwrap_or_default();
-    match kept.is_empty() {
-        true => format!("{prefix}{api_path}"),
-        false => format!("{prefix}{api_path}?{}", kept.join("&")),
+    // Built by pushing, once per request: `format!` is a visible cost in wasm.
+    let mut path = String::with_capacity(client_path.len() + provider.base_url.path_prefix.len() + 64);
+    path.push_str(&provider.base_url.path_prefix);
+    match api {
+        Api::GenerateContent | Api::StreamGenerateContent => {
+            path.push_str("/v1beta/models/");
+            path.push_str(upstream_model);
+            path.push_str(if api == Api::GenerateContent { ":generateContent" } else { ":streamGenerateContent" });
+        }
+        other => path.push_str(other.path()),
     }
+    // Gemini clients may put their key in the query; it is theirs, not the provider's.
+    let query = client_path.split_once('?').map_or("", |(_, q)| q);
+    for (i, param) in query.split('&').filter(|p| !p.is_empty() && !p.starts_with("key=")).enumerate() {
+        path.push(if i == 0 { '?' } else { '&' });
+        path.push_str(param);
+    }
+    path
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::json::{escaped_quote, find, object_value_after_key, rfind, top_level_object};
+use super::counts::{self, Quick};
+use super::json::{escaped_quote, find, object_value_after_key, rfind, top_level_object, value_end};
 use super::{Usage, UsageDialect};
 
 /// OpenAI usage; the `input_*` aliases are the Responses API spelling.
@@ -224,8 +225,99 @@ pub(crate) fn top_level(dialect: UsageDialect, body: &[u8], acc: &mut Acc) -> bo
     }
 }
 
-/// Parses the first JSON value of `bytes` (trailing bytes ignored) as the dialect's usage.
+/// Reads usage from a whole body whose last top-level member is the usage object, where
+/// OpenAI and Anthropic write it: found from the end, nothing before it read. False when the
+/// body is laid out otherwise (the caller then scans it).
+pub(crate) fn last_member(dialect: UsageDialect, body: &[u8], acc: &mut Acc) -> bool {
+    let key = usage_key(dialect);
+    let Some(at) = rfind(body, key, body.len()) else { return false };
+    // An unescaped `"usage"` followed by a colon is a key in valid JSON, never string content.
+    if escaped_quote(body, at) {
+        return false;
+    }
+    let Some(open) = object_value_after_key(body, at + key.len()) else { return false };
+    let value = body.get(open..).unwrap_or_default();
+    let quick = quick_value(dialect, value);
+    let Some(len) = quick.as_ref().map(|q| q.1).or_else(|| Some(value_end(body, open)? - open)) else {
+        return false;
+    };
+    // Only the closing brace of the top-level object may follow: the member is then one of
+    // its members, and the last one.
+    let mut rest = value.get(len..).unwrap_or_default().iter().filter(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    if rest.next() != Some(&b'}') || rest.next().is_some() {
+        return false;
+    }
+    match quick {
+        Some((found, _)) => {
+            found.add_to(acc);
+            true
+        }
+        None => serde_value(dialect, value.get(..len).unwrap_or_default(), acc),
+    }
+}
+
+/// Parses the first JSON value of `bytes` (trailing bytes ignored) as the dialect's usage:
+/// the plain case without serde ([`counts`]), anything else with it.
 fn tail_value(dialect: UsageDialect, bytes: &[u8], acc: &mut Acc) -> bool {
+    match quick_value(dialect, bytes) {
+        Some((found, _)) => {
+            found.add_to(acc);
+            true
+        }
+        None => serde_value(dialect, bytes, acc),
+    }
+}
+
+/// A usage object read by [`quick_value`].
+enum Found {
+    /// OpenAI or Gemini: replaces what came before.
+    Last(Usage),
+    /// Anthropic: merged into what came before.
+    Anthropic(AnUsage),
+}
+
+impl Found {
+    fn add_to(&self, acc: &mut Acc) {
+        match self {
+            Found::Last(u) => acc.last = Some(*u),
+            Found::Anthropic(u) => acc.anthropic(u),
+        }
+    }
+}
+
+/// The dialect's usage object at the start of `bytes` read by [`counts::quick`], and its
+/// length; `None` when serde has to decide.
+fn quick_value(dialect: UsageDialect, bytes: &[u8]) -> Option<(Found, usize)> {
+    let (counts, len) = counts::quick(dialect, bytes)?;
+    let found = match counts {
+        Quick::OpenAi([prompt_tokens, completion_tokens, cached_tokens]) => {
+            let details = Some(OaDetails { cached_tokens });
+            Found::Last(OaUsage { prompt_tokens, completion_tokens, prompt_tokens_details: details }.usage())
+        }
+        Quick::Anthropic([input_tokens, output_tokens, cache_read_input_tokens, cache_creation_input_tokens]) => {
+            Found::Anthropic(AnUsage {
+                input_tokens,
+                output_tokens,
+                cache_read_input_tokens,
+                cache_creation_input_tokens,
+            })
+        }
+        Quick::Gemini([prompt, candidates, cached, thoughts, tool_use]) => Found::Last(
+            GemUsage {
+                prompt_token_count: prompt,
+                candidates_token_count: candidates,
+                cached_content_token_count: cached,
+                thoughts_token_count: thoughts,
+                tool_use_prompt_token_count: tool_use,
+            }
+            .usage(),
+        ),
+    };
+    Some((found, len))
+}
+
+/// [`tail_value`] by serde.
+fn serde_value(dialect: UsageDialect, bytes: &[u8], acc: &mut Acc) -> bool {
     fn first<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
         serde_json::Deserializer::from_slice(bytes).into_iter::<T>().next()?.ok()
     }

@@ -5,6 +5,7 @@
 //! the gateway does not know reach the provider unchanged.
 
 use super::json::{find, object_at, Object};
+use crate::bytes::find_byte;
 
 /// Why a request body could not be inspected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,7 +36,7 @@ pub fn ensure_include_usage_in_valid(body: &[u8]) -> Result<Option<Vec<u8>>, Inc
     // Most requests do not stream: without a `"stream"` key they need no member scan. A key
     // can be spelled with escapes (`"str\u0065am"`), so any backslash means scanning anyway;
     // otherwise a streamed request could dodge usage accounting.
-    if !body.contains(&b'\\') && find(body, b"\"stream\"", 0).is_none() {
+    if find_byte(body, b'\\').is_none() && find(body, b"\"stream\"", 0).is_none() {
         return match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'{') => Ok(None),
             _ => Err(IncludeUsageError::NotObject),

@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use crate::bytes::{find_either, find_sub, rfind_byte};
+
 /// One `"key": value` member of an object.
 #[derive(Debug, Clone)]
 pub(crate) struct Member {
@@ -69,23 +71,17 @@ pub(crate) fn object_at(body: &[u8], start: usize) -> Option<Object> {
 
 /// Position of the first `needle` in `hay` at or after `from`.
 pub(crate) fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut i = from;
-    while let Some(off) = hay.get(i..)?.iter().position(|&b| b == first) {
-        let at = i + off;
-        if hay.get(at..at + needle.len()) == Some(needle) {
-            return Some(at);
-        }
-        i = at + 1;
+    if needle.is_empty() {
+        return None;
     }
-    None
+    find_sub(hay.get(from..)?, needle).map(|at| from + at)
 }
 
 /// Last occurrence of `needle` that starts before `before` (a backwards [`find`]).
 pub(crate) fn rfind(hay: &[u8], needle: &[u8], before: usize) -> Option<usize> {
     let first = *needle.first()?;
     let mut end = before.min(hay.len());
-    while let Some(at) = hay.get(..end)?.iter().rposition(|&b| b == first) {
+    while let Some(at) = rfind_byte(hay.get(..end)?, first) {
         if hay.get(at..at + needle.len()) == Some(needle) {
             return Some(at);
         }
@@ -147,18 +143,24 @@ pub(crate) fn top_level_object(body: &[u8], key: &[u8]) -> Option<usize> {
     found
 }
 
+/// Where the value starting at `pos` ends (one past its last byte). Lenient like the rest
+/// of this module: it follows strings and nesting only.
+pub(crate) fn value_end(b: &[u8], pos: usize) -> Option<usize> {
+    let mut c = Cursor { b, pos };
+    c.skip_value()?;
+    Some(c.pos)
+}
+
 /// The closing quote of the string whose content starts at `from`, and whether it holds escapes.
-fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
+pub(crate) fn string_end(b: &[u8], from: usize) -> Option<(usize, bool)> {
     let (mut i, mut escaped) = (from, false);
     loop {
-        match b.get(i)? {
-            b'"' => return Some((i, escaped)),
-            b'\\' => {
-                escaped = true;
-                i += 2;
-            }
-            _ => i += 1,
+        i += find_either(b.get(i..)?, b'"', b'\\')?;
+        if b.get(i)? == &b'"' {
+            return Some((i, escaped));
         }
+        escaped = true;
+        i += 2;
     }
 }
 
@@ -193,21 +195,10 @@ impl Cursor<'_> {
     fn string(&mut self) -> Option<(Range<usize>, bool)> {
         let start = self.pos;
         self.expect(b'"')?;
-        let mut escaped = false;
-        loop {
-            match self.peek()? {
-                b'"' => {
-                    self.pos += 1;
-                    return Some((start..self.pos, escaped));
-                }
-                // `\uXXXX` hex digits contain no quote, so skipping one byte is enough.
-                b'\\' => {
-                    escaped = true;
-                    self.pos += 2;
-                }
-                _ => self.pos += 1,
-            }
-        }
+        // `\uXXXX` hex digits contain no quote, so skipping one byte after a backslash is enough.
+        let (end, escaped) = string_end(self.b, self.pos)?;
+        self.pos = end + 1;
+        Some((start..self.pos, escaped))
     }
 
     /// Skips one value of any kind, iteratively (deep nesting cannot overflow the stack).

@@ -128,6 +128,14 @@ impl Tracker {
     /// [`on_chunk`](Self::on_chunk) for the last chunk, with [`flush`](Self::flush)'s bytes
     /// appended.
     pub fn on_end(&mut self, chunk: &[u8]) -> Chunk {
+        if !self.streaming && !self.ended && self.seen == 0 {
+            // The whole JSON body in one chunk (the usual case): read where it lies, no copy.
+            self.first_token |= !chunk.is_empty();
+            self.seen = chunk.len();
+            self.ended = true;
+            self.json_usage(chunk);
+            return Chunk::Forward;
+        }
         let first = self.on_chunk(chunk);
         let rest = self.flush();
         match (first, rest.is_empty()) {
@@ -243,15 +251,8 @@ impl Tracker {
             return;
         }
         if !self.streaming {
-            // The top-level usage member alone when it can be found in one light pass; the
-            // full parse for anything unusual; the tail for bodies too big to hold.
-            let whole = self.seen <= WHOLE_BODY_MAX;
-            let found = whole
-                && (extract::top_level(self.dialect, &self.buf, &mut self.acc)
-                    || extract::object(self.dialect, &self.buf, &mut self.acc).usage);
-            if !found {
-                extract::tail(self.dialect, &self.buf, &mut self.acc);
-            }
+            let body = std::mem::take(&mut self.buf);
+            self.json_usage(&body);
         } else if self.seen > EVENT_MAX {
             self.oversized_event();
         } else if !self.buf.is_empty() {
@@ -263,6 +264,22 @@ impl Tracker {
             }
         }
         self.buf = Vec::new();
+    }
+}
+
+impl Tracker {
+    /// Reads the usage of a JSON body (whole, or its tail past [`WHOLE_BODY_MAX`]): the last
+    /// top-level member read from the end, else the top-level member found in one light pass,
+    /// else the full parse for anything unusual; the tail for bodies too big to hold.
+    fn json_usage(&mut self, body: &[u8]) {
+        let (dialect, acc) = (self.dialect, &mut self.acc);
+        let found = self.seen <= WHOLE_BODY_MAX
+            && (extract::last_member(dialect, body, acc)
+                || extract::top_level(dialect, body, acc)
+                || extract::object(dialect, body, acc).usage);
+        if !found {
+            extract::tail(dialect, body, acc);
+        }
     }
 }
 

@@ -222,6 +222,40 @@ fn small_json_is_parsed_whole_whatever_the_key_order() {
 }
 
 #[test]
+fn a_usage_member_found_from_the_end_counts_only_when_it_is_the_top_level_objects_last() {
+    let usage = |dialect, body: &[u8]| {
+        let mut t = Tracker::new(dialect, false, false);
+        run(&mut t, body, &[]).1
+    };
+    // The usual layout, in one chunk: read from the end (cached tokens from the details).
+    let body = br#"{"id":"x","choices":[],"usage":{"prompt_tokens":7,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":3} }"#;
+    assert_eq!(
+        usage(UsageDialect::OpenAi, body),
+        Some(Usage { prompt_tokens: 7, completion_tokens: 3, cached_tokens: 2 })
+    );
+    // The last "usage" in the text is nested (a tool input): the top-level one still wins.
+    let body = br#"{"usage":{"input_tokens":3,"output_tokens":4},"content":[{"type":"tool_use","input":{"usage":{"input_tokens":99}}}]}"#;
+    assert_eq!(
+        usage(UsageDialect::Anthropic, body),
+        Some(Usage { prompt_tokens: 3, completion_tokens: 4, cached_tokens: 0 })
+    );
+    let body = br#"{"usage":{"prompt_tokens":1,"completion_tokens":2},"data":{"usage":{"prompt_tokens":9,"completion_tokens":9}}}"#;
+    assert_eq!(
+        usage(UsageDialect::OpenAi, body),
+        Some(Usage { prompt_tokens: 1, completion_tokens: 2, cached_tokens: 0 })
+    );
+    // A count serde refuses is refused the quick way too.
+    assert_eq!(usage(UsageDialect::OpenAi, br#"{"usage":{"prompt_tokens":1.5,"completion_tokens":2}}"#), None);
+    // Gemini writes usageMetadata before other members: found by the scan instead.
+    let body =
+        br#"{"candidates":[],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":5},"modelVersion":"g"}"#;
+    assert_eq!(
+        usage(UsageDialect::Gemini, body),
+        Some(Usage { prompt_tokens: 4, completion_tokens: 5, cached_tokens: 0 })
+    );
+}
+
+#[test]
 fn oversized_event_is_forwarded_and_tail_scanned() {
     // A Gemini image chunk: megabytes of base64, then usageMetadata.
     let image = "A".repeat(EVENT_MAX + 5000);
