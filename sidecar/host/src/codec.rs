@@ -9,16 +9,22 @@ use crate::Headers;
 const MAX_PAIRS_BYTES: usize = 1 << 20;
 const MAX_PAIRS: usize = 1024;
 
-/// Serializes pairs in the SDK's format (`[0,0,0,0]` for an empty map).
-pub(crate) fn serialize_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<u8> {
-    let pairs: Vec<(&str, &[u8])> = pairs.into_iter().collect();
-    let mut out = Vec::new();
-    out.extend_from_slice(&len32(pairs.len()).to_le_bytes());
-    for (k, v) in &pairs {
+/// Serializes pairs in the SDK's format (`[0,0,0,0]` for an empty map). The pairs are walked
+/// three times rather than collected: this runs for every header map a filter reads.
+pub(crate) fn serialize_pairs<'a, I>(pairs: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = (&'a str, &'a [u8])>,
+    I::IntoIter: Clone,
+{
+    let pairs = pairs.into_iter();
+    let (count, data) = pairs.clone().fold((0, 0), |(n, size), (k, v)| (n + 1, size + k.len() + v.len() + 2));
+    let mut out = Vec::with_capacity(4 + 8 * count + data);
+    out.extend_from_slice(&len32(count).to_le_bytes());
+    for (k, v) in pairs.clone() {
         out.extend_from_slice(&len32(k.len()).to_le_bytes());
         out.extend_from_slice(&len32(v.len()).to_le_bytes());
     }
-    for (k, v) in &pairs {
+    for (k, v) in pairs {
         out.extend_from_slice(k.as_bytes());
         out.push(0);
         out.extend_from_slice(v);

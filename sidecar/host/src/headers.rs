@@ -66,8 +66,19 @@ impl Headers {
         self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
     }
 
+    /// The list as one buffer (the ABI's pairs serialization): a copy kept for later that
+    /// costs one allocation instead of one per name and value. [`Headers::unpack`] restores it.
+    pub fn pack(&self) -> Vec<u8> {
+        crate::codec::serialize_headers(self)
+    }
+
+    /// A list [`pack`](Self::pack)ed before; `None` for bytes that are not one.
+    pub fn unpack(bytes: &[u8]) -> Option<Headers> {
+        crate::codec::deserialize_headers(bytes)
+    }
+
     /// Iterates over all entries in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> + Clone {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
     }
 
@@ -108,5 +119,13 @@ mod tests {
         assert_eq!(h.len(), 2);
         h.remove("X-A");
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn pack_and_unpack_keep_order_repeats_and_raw_bytes() {
+        let mut h = Headers::from_pairs([(":method", "POST"), ("x-a", "1"), ("x-a", "2")]);
+        h.add("x-raw", vec![0xff, 0x00, b'v']);
+        assert_eq!(Headers::unpack(&h.pack()), Some(h));
+        assert_eq!(Headers::unpack(&[1, 0]), None);
     }
 }

@@ -226,10 +226,13 @@ impl UsageStore {
 fn split_lines(batch: &Bytes) -> Result<Vec<(usize, Bytes)>, AddError> {
     let mut lines = Vec::new();
     let mut from = 0;
-    for (i, raw) in batch.split(|b| *b == b'\n').enumerate() {
+    // memchr finds the line ends many bytes at a time: this runs for every request's record.
+    let ends = memchr::memchr_iter(b'\n', batch).chain(std::iter::once(batch.len()));
+    for (i, line_end) in ends.enumerate() {
+        let raw = &batch[from..line_end];
         let start = from + raw.iter().take_while(|b| b.is_ascii_whitespace()).count();
-        let end = from + raw.len() - raw.iter().rev().take_while(|b| b.is_ascii_whitespace()).count();
-        from += raw.len() + 1;
+        let end = line_end - raw.iter().rev().take_while(|b| b.is_ascii_whitespace()).count();
+        from = line_end + 1;
         if start >= end {
             continue;
         }

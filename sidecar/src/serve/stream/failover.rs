@@ -26,7 +26,9 @@ const REPLAY_LIMIT: usize = 16 << 20;
 
 /// What a retry needs: the client's request as the filter first saw it, and the attempts so far.
 pub(super) struct Replay {
-    headers: Headers,
+    /// The client's request head, [`Headers::pack`]ed (one allocation per request, not one
+    /// per header name and value: most requests are never replayed).
+    headers: Vec<u8>,
     body: Vec<u8>,
     /// The body is whole in `body` (no trailers, within [`REPLAY_LIMIT`]).
     replayable: bool,
@@ -48,7 +50,7 @@ impl Replay {
         }
         let (body, replayable, started) = (Vec::new(), enabled, Instant::now());
         // Without failover the head is never needed again: no copy.
-        let kept = if enabled { headers.clone() } else { Headers::new() };
+        let kept = if enabled { headers.pack() } else { Vec::new() };
         Replay { headers: kept, body, replayable, info, started, attempts: 1, tried: None, more: false }
     }
 
@@ -81,7 +83,7 @@ impl Replay {
     /// The next attempt's request head.
     fn next_headers(&mut self) -> Headers {
         self.attempts += 1;
-        let mut headers = self.headers.clone();
+        let mut headers = Headers::unpack(&self.headers).unwrap_or_default();
         headers.set(failover::ATTEMPT_HEADER, self.attempts.to_string());
         if let Some(tried) = self.tried.take() {
             headers.set(failover::TRIED_HEADER, tried);
