@@ -193,17 +193,17 @@ impl Stream {
 
     /// Authenticates from the credential headers (before they are removed).
     fn authenticate(&mut self, config: &Rc<Config>, head: &Head) -> Result<(), ApiError> {
-        let key = extract_key(head.authorization.as_deref(), head.x_api_key.as_deref(), head.x_goog_api_key.as_deref());
+        let key = extract_key(head.authorization, head.x_api_key, head.x_goog_api_key);
         let now_secs = i64::try_from(self.started_ns / 1_000_000_000).unwrap_or(i64::MAX);
         let mut known = self.shared.keys.borrow_mut();
         self.caller = config.authenticate_memo(key, now_secs, known.for_config(config))?;
         Ok(())
     }
 
-    fn start(&mut self, head: &mut Head) {
+    fn start(&mut self, head: &Head) {
         // The request starts when its first callback did.
         self.started_ns = self.callback_start_ns;
-        self.request_id = head.request_id.take().filter(|id| usable_request_id(id));
+        self.request_id = head.request_id.filter(|id| usable_request_id(id)).map(str::to_string);
         if self.request_id.is_none() {
             self.request_id = Some(headers::generate_request_id(self.started_ns, self.next_seq()));
             self.request_id_generated = true;
@@ -211,9 +211,10 @@ impl Stream {
     }
 
     fn on_headers(&mut self, end_of_stream: bool) -> Action {
-        let mut head = Head::from_map(&crate::raw::header_map(MapType::HttpRequestHeaders));
-        self.dialect = Dialect::from_path(&head.path);
-        self.start(&mut head);
+        let map = crate::raw::header_map(MapType::HttpRequestHeaders);
+        let head = Head::from_map(&map);
+        self.dialect = Dialect::from_path(head.path);
+        self.start(&head);
         if self.shared.plugin.is_none() {
             return self.reply_error(&ApiError::unavailable("ferrogate is not configured"));
         }
@@ -221,8 +222,8 @@ impl Stream {
             return self.reply_error(&ApiError::unavailable("no configuration snapshot yet"));
         };
         self.routing = Some(self.shared.routing.borrow_mut().for_config(&config));
-        self.session = head.session.take();
-        self.take_failover(head.tried.take(), head.attempt);
+        self.session = head.session.map(str::to_string);
+        self.take_failover(head.tried, head.attempt);
         self.config = Some(config.clone());
         let config = &config;
         // With keys, every call needs one, even to a path that does not exist: an
@@ -230,7 +231,7 @@ impl Stream {
         if let Err(e) = self.authenticate(config, &head) {
             return self.reply_error(&e);
         }
-        match classify(&head.method, &head.path) {
+        match classify(head.method, head.path) {
             Endpoint::ListModels => self.reply(200, &openai::models_list_for(config, self.caller)),
             Endpoint::GetModel(id) => match openai::model_entry_for(config, self.caller, id) {
                 Ok(body) => self.reply(200, &body),
@@ -252,8 +253,8 @@ impl Stream {
                 }
                 self.present = p;
                 self.api = Some(api);
-                self.path = head.path;
-                self.content_type = head.content_type;
+                self.path = head.path.to_string();
+                self.content_type = head.content_type.map(<[u8]>::to_vec);
                 // Hold the headers: with allow_on_headers_stop_iteration the body still arrives here.
                 Action::Pause
             }

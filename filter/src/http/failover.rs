@@ -55,12 +55,12 @@ impl Stream {
     /// Takes the host's list of tried targets and attempt number (both ignored unless the host
     /// is trusted for them: `ferrogate serve` drops clients' copies, Envoy would pass them on,
     /// and a client must not skip its request count by calling itself a replay).
-    pub(super) fn take_failover(&mut self, tried: Option<String>, attempt: Option<u32>) {
+    pub(super) fn take_failover(&mut self, tried: Option<&str>, attempt: Option<u32>) {
         if !self.host_failover() {
             return;
         }
         if let Some(tried) = tried {
-            self.attempt.tried = failover::parse_tried(&tried).into_iter().map(str::to_string).collect();
+            self.attempt.tried = failover::parse_tried(tried).into_iter().map(str::to_string).collect();
         }
         self.attempt.replay = attempt.is_some_and(|n| n > 1);
     }

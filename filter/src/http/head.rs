@@ -5,22 +5,22 @@
 
 use ferrogate_core::header_map;
 use ferrogate_core::headers::DESTINATION_ENDPOINT;
-use proxy_wasm::types::Bytes;
 
-/// What the filter needs from the request headers.
+/// What the filter needs from the request headers, borrowed from the serialized map: the
+/// stream copies only what it keeps past the callback (path, content type, ids).
 #[derive(Default)]
-pub(super) struct Head {
-    pub(super) method: String,
-    pub(super) path: String,
-    pub(super) request_id: Option<String>,
-    pub(super) authorization: Option<Bytes>,
-    pub(super) x_api_key: Option<Bytes>,
-    pub(super) x_goog_api_key: Option<Bytes>,
-    pub(super) content_type: Option<Bytes>,
+pub(super) struct Head<'a> {
+    pub(super) method: &'a str,
+    pub(super) path: &'a str,
+    pub(super) request_id: Option<&'a str>,
+    pub(super) authorization: Option<&'a [u8]>,
+    pub(super) x_api_key: Option<&'a [u8]>,
+    pub(super) x_goog_api_key: Option<&'a [u8]>,
+    pub(super) content_type: Option<&'a [u8]>,
     /// `x-session-id`: the balancers' session key.
-    pub(super) session: Option<String>,
+    pub(super) session: Option<&'a str>,
     /// `x-ferrogate-tried` (trusted only under `host_failover`).
-    pub(super) tried: Option<String>,
+    pub(super) tried: Option<&'a str>,
     /// `x-ferrogate-attempt` (trusted only under `host_failover`).
     pub(super) attempt: Option<u32>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
@@ -38,12 +38,12 @@ pub(super) struct Present {
     pub(super) destination_endpoint: bool,
 }
 
-impl Head {
+impl<'a> Head<'a> {
     /// Picks the headers of interest out of the serialized map (names are lower-case in
-    /// proxy-wasm), copying only the values kept.
-    pub(super) fn from_map(map: &[u8]) -> Head {
+    /// proxy-wasm), copying nothing.
+    pub(super) fn from_map(map: &'a [u8]) -> Head<'a> {
         let mut head = Head::default();
-        let text = |v: &[u8]| std::str::from_utf8(v).ok().map(str::to_string);
+        let text = |v: &'a [u8]| std::str::from_utf8(v).ok();
         for (name, value) in header_map::pairs(map) {
             match name {
                 b":method" => head.method = text(value).unwrap_or_default(),
@@ -51,17 +51,17 @@ impl Head {
                 b"x-request-id" => head.request_id = text(value),
                 b"authorization" => {
                     head.present.authorization = true;
-                    head.authorization.get_or_insert_with(|| value.to_vec());
+                    head.authorization.get_or_insert(value);
                 }
                 b"x-api-key" => {
                     head.present.x_api_key = true;
-                    head.x_api_key.get_or_insert_with(|| value.to_vec());
+                    head.x_api_key.get_or_insert(value);
                 }
                 b"x-goog-api-key" => {
                     head.present.x_goog_api_key = true;
-                    head.x_goog_api_key.get_or_insert_with(|| value.to_vec());
+                    head.x_goog_api_key.get_or_insert(value);
                 }
-                b"content-type" => head.content_type = Some(value.to_vec()),
+                b"content-type" => head.content_type = Some(value),
                 b"x-ferrogate-tried" => head.tried = text(value),
                 b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),

@@ -4,7 +4,9 @@
 //! plain case — unescaped keys, non-negative integer values, one nested details object — is
 //! read here in one pass. Anything a plain reader could get wrong (an escaped key, a float, a
 //! duplicate member, a value of the wrong type) answers `None`, and the caller parses the
-//! object with serde, which decides exactly as before.
+//! object with serde, which decides as before. Members that are not counts are skipped
+//! without validation, like the rest of the body around the usage object (a test compares
+//! both readers on generated objects).
 
 use super::json::{string_end, value_end};
 use super::UsageDialect;
@@ -80,10 +82,11 @@ pub(crate) fn read<const N: usize>(
     inner: impl Fn(&[u8], &[u8]) -> Slot,
 ) -> Option<(Counts<N>, usize)> {
     let mut counts = [None; N];
-    let mut r = Reader { b: bytes, pos: 0 };
+    let mut r = Reader { b: bytes, pos: 0, seen: 0 };
     r.members(|r, key| match outer(key) {
         Slot::Count(i) => r.count(&mut counts, i),
         Slot::Nested => {
+            r.once(NESTED_BIT)?;
             if r.null() {
                 return Some(());
             }
@@ -100,7 +103,12 @@ pub(crate) fn read<const N: usize>(
 struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
+    /// Count slots (bit i) and the details object ([`NESTED_BIT`]) already read.
+    seen: u32,
 }
+
+/// The `seen` bit of the details object.
+const NESTED_BIT: u32 = 31;
 
 impl<'a> Reader<'a> {
     fn ws(&mut self) {
@@ -160,9 +168,8 @@ impl<'a> Reader<'a> {
     /// An integer (or `null`) into `counts[i]`; a second value for the same slot is refused.
     fn count<const N: usize>(&mut self, counts: &mut Counts<N>, i: usize) -> Option<()> {
         let slot = counts.get_mut(i)?;
-        if slot.is_some() {
-            return None;
-        }
+        // A member twice (or under both of its names) is an error for serde: its call.
+        self.once(u32::try_from(i).ok()?)?;
         if self.null() {
             return Some(());
         }
@@ -180,6 +187,16 @@ impl<'a> Reader<'a> {
         let n = text.iter().fold(0u64, |n, d| n.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
         *slot = Some(n);
         self.pos += digits;
+        Some(())
+    }
+
+    /// Marks member `bit` seen; `None` when it was already.
+    fn once(&mut self, bit: u32) -> Option<()> {
+        let mask = 1u32.checked_shl(bit)?;
+        if self.seen & mask != 0 {
+            return None;
+        }
+        self.seen |= mask;
         Some(())
     }
 

@@ -269,7 +269,7 @@ fn tail_value(dialect: UsageDialect, bytes: &[u8], acc: &mut Acc) -> bool {
 }
 
 /// A usage object read by [`quick_value`].
-enum Found {
+pub(crate) enum Found {
     /// OpenAI or Gemini: replaces what came before.
     Last(Usage),
     /// Anthropic: merged into what came before.
@@ -277,7 +277,7 @@ enum Found {
 }
 
 impl Found {
-    fn add_to(&self, acc: &mut Acc) {
+    pub(crate) fn add_to(&self, acc: &mut Acc) {
         match self {
             Found::Last(u) => acc.last = Some(*u),
             Found::Anthropic(u) => acc.anthropic(u),
@@ -287,7 +287,7 @@ impl Found {
 
 /// The dialect's usage object at the start of `bytes` read by [`counts::quick`], and its
 /// length; `None` when serde has to decide.
-fn quick_value(dialect: UsageDialect, bytes: &[u8]) -> Option<(Found, usize)> {
+pub(crate) fn quick_value(dialect: UsageDialect, bytes: &[u8]) -> Option<(Found, usize)> {
     let (counts, len) = counts::quick(dialect, bytes)?;
     let found = match counts {
         Quick::OpenAi([prompt_tokens, completion_tokens, cached_tokens]) => {
@@ -317,7 +317,7 @@ fn quick_value(dialect: UsageDialect, bytes: &[u8]) -> Option<(Found, usize)> {
 }
 
 /// [`tail_value`] by serde.
-fn serde_value(dialect: UsageDialect, bytes: &[u8], acc: &mut Acc) -> bool {
+pub(crate) fn serde_value(dialect: UsageDialect, bytes: &[u8], acc: &mut Acc) -> bool {
     fn first<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Option<T> {
         serde_json::Deserializer::from_slice(bytes).into_iter::<T>().next()?.ok()
     }

@@ -327,3 +327,66 @@ fn top_level_member_scan_skips_nested_values_and_strings() {
     assert_eq!(at(r#"{"a":1} {"usage":{"a":1}}"#), None);
     assert_eq!(at(r#"{"unterminated"#), None);
 }
+
+/// The quick reader of usage objects against serde on generated objects: whenever it answers,
+/// serde answers the same; whatever it declines, serde still decides.
+#[test]
+fn quick_usage_reader_agrees_with_serde() {
+    use super::super::extract::{quick_value, serde_value, Acc};
+    const KEYS: [&str; 14] = [
+        "prompt_tokens",
+        "completion_tokens",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "prompt_tokens_details",
+        "input_tokens_details",
+        "cached_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+        "promptTokenCount",
+        "candidatesTokenCount",
+        "thoughtsTokenCount",
+        "x",
+    ];
+    // Valid JSON values only: members the quick reader skips are skipped leniently (like the
+    // scan of the rest of the body), where serde would refuse a malformed one.
+    const VALUES: [&str; 12] =
+        ["0", "7", "123456", "99999999999999999999", "1.5", "-1", "0.0", "1e3", "null", "\"s\"", "true", "[1,{}]"];
+    fn object(rng: &mut Rng, depth: u32) -> String {
+        let n = rng.next() % 5;
+        let members: Vec<String> = (0..n)
+            .map(|_| {
+                let key = KEYS[(rng.next() % KEYS.len() as u64) as usize];
+                let value = if depth == 0 && rng.next() % 4 == 0 {
+                    object(rng, 1)
+                } else {
+                    VALUES[(rng.next() % VALUES.len() as u64) as usize].to_string()
+                };
+                let ws = [" ", "", "\n"][(rng.next() % 3) as usize];
+                format!("{ws}\"{key}\"{ws}:{ws}{value}")
+            })
+            .collect();
+        format!("{{{}}}", members.join(","))
+    }
+    let mut rng = Rng(0x5eed);
+    let (mut quick_answers, mut declined) = (0, 0);
+    for _ in 0..20_000 {
+        let text = object(&mut rng, 0);
+        for dialect in [UsageDialect::OpenAi, UsageDialect::Anthropic, UsageDialect::Gemini] {
+            let (mut by_serde, mut by_quick) = (Acc::default(), Acc::default());
+            let serde_ok = serde_value(dialect, text.as_bytes(), &mut by_serde);
+            match quick_value(dialect, text.as_bytes()) {
+                Some((found, len)) => {
+                    quick_answers += 1;
+                    assert_eq!(len, text.len(), "{text}");
+                    found.add_to(&mut by_quick);
+                    assert!(serde_ok, "quick read what serde refuses: {text}");
+                    assert_eq!(by_quick.result(), by_serde.result(), "{dialect:?} {text}");
+                }
+                None => declined += 1,
+            }
+        }
+    }
+    assert!(quick_answers > 10_000 && declined > 10_000, "{quick_answers} {declined}");
+}
