@@ -153,15 +153,8 @@ impl RecordView<'_> {
     /// Written by hand (the filter writes one per request): the same bytes serde would write
     /// for [`Record`], without escaping the constant field names every time.
     pub fn write_json_line(&self, out: &mut Vec<u8>) {
-        // One reservation for the whole line (names, numbers and unescaped strings): the
-        // appends below then never grow the buffer one by one.
-        let strings = [self.request_id, self.key.unwrap_or_default(), self.model_requested, self.provider]
-            .iter()
-            .chain(&[self.upstream_model])
-            .chain(&self.groups)
-            .map(|s| s.len() + 3)
-            .sum::<usize>();
-        out.reserve(strings + 400);
+        // One reservation for the whole line: the appends below then never grow it one by one.
+        out.reserve(self.line_len_estimate());
         out.extend_from_slice(b"{\"request_id\":");
         push_str(out, self.request_id);
         out.extend_from_slice(b",\"key\":");
@@ -193,6 +186,20 @@ impl RecordView<'_> {
         out.extend_from_slice(if self.streamed { b",\"streamed\":true" } else { b",\"streamed\":false" });
         out.extend_from_slice(if self.admitted { b",\"admitted\":true" } else { b",\"admitted\":false" });
         out.extend_from_slice(if self.cut { b",\"cut\":true}\n" } else { b",\"cut\":false}\n" });
+    }
+}
+
+impl RecordView<'_> {
+    /// Bytes of the line when no string needs escapes: the strings, then 400 for the names,
+    /// numbers and punctuation (at most about 380).
+    fn line_len_estimate(&self) -> usize {
+        let strings = [self.request_id, self.key.unwrap_or_default(), self.model_requested, self.provider]
+            .iter()
+            .chain(&[self.upstream_model])
+            .chain(&self.groups)
+            .map(|s| s.len() + 3)
+            .sum::<usize>();
+        strings + 400
     }
 }
 

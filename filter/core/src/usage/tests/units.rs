@@ -358,7 +358,7 @@ fn quick_usage_reader_agrees_with_serde() {
         let members: Vec<String> = (0..n)
             .map(|_| {
                 let key = KEYS[(rng.next() % KEYS.len() as u64) as usize];
-                let value = if depth == 0 && rng.next() % 4 == 0 {
+                let value = if depth == 0 && rng.next().is_multiple_of(4) {
                     object(rng, 1)
                 } else {
                     VALUES[(rng.next() % VALUES.len() as u64) as usize].to_string()
