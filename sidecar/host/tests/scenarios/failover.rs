@@ -121,3 +121,24 @@ fn a_clients_attempt_header_does_not_skip_the_count() {
         }
     }
 }
+
+/// Under `host_failover` the released head tells the host what this attempt tried only when a
+/// retry could reach something else: with two targets it carries `x-ferrogate-tried` and
+/// `x-ferrogate-failover: more`; with one target and no fallbacks it carries neither (the host
+/// then never retries, and the filter writes and allocates nothing for it).
+#[test]
+fn the_tried_list_is_announced_only_when_a_retry_has_somewhere_to_go() {
+    let (_rt, mut vm) = vm_with(&plugin(true, ""));
+    let (_, events) = send(&mut vm, &[]);
+    let two = released(&events).unwrap();
+    assert!(header(two, "x-ferrogate-tried").starts_with("chat#"), "{two:?}");
+    assert_eq!(header(two, "x-ferrogate-failover"), "more");
+    let single = r#"{"config":{"providers":[{"name":"a","kind":"openai_compatible","base_url":"http://a:8000"}],
+        "models":[{"name":"chat","targets":[{"provider":"a","model":"m"}]}]},"host_failover":true}"#;
+    let (_rt, mut vm) = vm_with(single);
+    let (_, events) = send(&mut vm, &[("x-ferrogate-attempt", "2"), ("x-ferrogate-tried", "other#0")]);
+    let one = released(&events).unwrap();
+    assert!(one.get("x-ferrogate-failover").is_none(), "{one:?}");
+    assert!(one.get("x-ferrogate-attempt").is_none(), "a replay's number never goes upstream");
+    assert_eq!(header(one, "x-ferrogate-tried"), "other#0", "the host's list is left as it came");
+}
