@@ -71,6 +71,24 @@ pub fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
     chunks.remainder().iter().position(|&c| c == a || c == b).map(|i| at + i)
 }
 
+/// Position of the first byte inside a JSON string that is not plain content: a quote, a
+/// backslash or a control character (below 0x20).
+pub fn find_string_special(hay: &[u8]) -> Option<usize> {
+    let mut chunks = hay.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else { break };
+        let word = u64::from_le_bytes(word);
+        let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+        let m = matches(word, b'"') | matches(word, b'\\') | control;
+        if m != 0 {
+            return Some(at + (m.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|i| at + i)
+}
+
 /// Position of the last `byte` in `hay`.
 pub fn rfind_byte(hay: &[u8], byte: u8) -> Option<usize> {
     let mut chunks = hay.rchunks_exact(8);
@@ -89,7 +107,7 @@ pub fn rfind_byte(hay: &[u8], byte: u8) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{find_byte, find_either, find_sub, rfind_byte};
+    use super::{find_byte, find_either, find_string_special, find_sub, rfind_byte};
 
     #[test]
     fn agree_with_iterators_at_every_position_and_length() {
@@ -104,6 +122,8 @@ mod tests {
                     assert_eq!(rfind_byte(&hay, b'"'), hay.iter().rposition(|&c| c == b'"'), "{hay:?}");
                     let either = hay.iter().position(|&c| c == b'"' || c == b'#');
                     assert_eq!(find_either(&hay, b'"', b'#'), either, "{hay:?}");
+                    let special = hay.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+                    assert_eq!(find_string_special(&hay), special, "{hay:?}");
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! scanner/rewriter ([`scan`]) the filter uses instead of a full JSON DOM.
 
 pub mod scan;
+mod validate;
 
 use serde::Serialize;
 

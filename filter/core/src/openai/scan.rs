@@ -1,6 +1,6 @@
 //! Finds and rewrites the top-level `"model"` string of a JSON request body without building
-//! a DOM: one validity pass (serde `IgnoredAny`, no allocation per value) and one byte scan
-//! that skips nested values. The rewrite splices bytes, so key order, whitespace and fields
+//! a DOM: one validity pass ([`super::validate`], serde's verdict without serde's cost) and
+//! one byte scan that skips nested values. The rewrite splices bytes, so key order, whitespace and fields
 //! the gateway does not know about reach the provider unchanged.
 
 use std::borrow::Cow;
@@ -39,7 +39,7 @@ pub struct ModelField<'a> {
 /// Locates the top-level `"model"` string of a JSON object body.
 pub fn find_model(body: &[u8]) -> Result<ModelField<'_>, ScanError> {
     std::str::from_utf8(body).map_err(|e| ScanError::NotJson(e.to_string()))?;
-    serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| ScanError::NotJson(e.to_string()))?;
+    super::validate::validate(body).map_err(|e| ScanError::NotJson(e.describe(body)))?;
     let mut s = Scanner { b: body, pos: 0 };
     s.ws();
     if s.peek() != Some(b'{') {
@@ -113,7 +113,8 @@ fn is_model_key(body: &[u8], key: &(Range<usize>, bool)) -> Result<bool, ScanErr
         return Ok(body.get(span.clone()) == Some(b"\"model\"".as_slice()));
     }
     // `"mod\u0065l"` is the same key to every JSON parser, so it must be treated as "model".
-    Ok(decode(body, span, true)? == "model")
+    // A key that does not decode to text (a lone surrogate escape) is some other key.
+    Ok(decode(body, span, true).is_ok_and(|k| k == "model"))
 }
 
 fn decode<'a>(body: &'a [u8], span: &Range<usize>, escaped: bool) -> Result<Cow<'a, str>, ScanError> {

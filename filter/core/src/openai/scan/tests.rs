@@ -96,3 +96,10 @@ fn rewrite_clamps_bad_spans() {
     let reversed = 2..1;
     assert_eq!(rewrite_model(b"abc", reversed, "z"), b"ab\"z\"c".to_vec());
 }
+
+#[test]
+fn a_key_whose_escapes_are_no_text_is_just_another_key() {
+    // Valid JSON (serde accepts it); the lone surrogate key cannot be "model".
+    let body = br#"{"\udeee":1,"model":"m"}"#;
+    assert_eq!(find_model(body).map(|f| f.value.into_owned()), Ok("m".to_string()));
+}
