@@ -14,19 +14,25 @@ fn matches(word: u64, byte: u8) -> u64 {
     x.wrapping_sub(ONES) & !x & HIGH
 }
 
-/// Position of the first `byte` in `hay`.
-pub fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
+/// Position of the first byte of `hay` that `flags` marks in a word (exactly: the lowest flag
+/// of a word is always a true one) and `plain` says of a single byte, for the tail.
+fn first_flagged(hay: &[u8], flags: impl Fn(u64) -> u64, plain: impl Fn(u8) -> bool) -> Option<usize> {
     let mut chunks = hay.chunks_exact(8);
     let mut at = 0;
     for chunk in &mut chunks {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else { break };
-        let m = matches(u64::from_le_bytes(word), byte);
+        let m = flags(u64::from_le_bytes(word));
         if m != 0 {
             return Some(at + (m.trailing_zeros() / 8) as usize);
         }
         at += 8;
     }
-    chunks.remainder().iter().position(|&b| b == byte).map(|i| at + i)
+    chunks.remainder().iter().position(|&c| plain(c)).map(|i| at + i)
+}
+
+/// Position of the first `byte` in `hay`.
+pub fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
+    first_flagged(hay, |w| matches(w, byte), |c| c == byte)
 }
 
 /// Position of the first `needle` in `hay`: eight candidate positions per step, each
@@ -56,37 +62,15 @@ pub fn find_sub(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Position of the first `a` or `b` in `hay` (a string's closing quote or next escape).
 pub fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
-    let mut chunks = hay.chunks_exact(8);
-    let mut at = 0;
-    for chunk in &mut chunks {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else { break };
-        let word = u64::from_le_bytes(word);
-        // Each mask's lowest flag is a true match, so the lowest of both is the first.
-        let m = matches(word, a) | matches(word, b);
-        if m != 0 {
-            return Some(at + (m.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    chunks.remainder().iter().position(|&c| c == a || c == b).map(|i| at + i)
+    // Each mask's lowest flag is a true match, so the lowest of both is the first.
+    first_flagged(hay, |w| matches(w, a) | matches(w, b), |c| c == a || c == b)
 }
 
 /// Position of the first byte inside a JSON string that is not plain content: a quote, a
 /// backslash or a control character (below 0x20).
 pub fn find_string_special(hay: &[u8]) -> Option<usize> {
-    let mut chunks = hay.chunks_exact(8);
-    let mut at = 0;
-    for chunk in &mut chunks {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else { break };
-        let word = u64::from_le_bytes(word);
-        let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
-        let m = matches(word, b'"') | matches(word, b'\\') | control;
-        if m != 0 {
-            return Some(at + (m.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    chunks.remainder().iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|i| at + i)
+    let flags = |w: u64| matches(w, b'"') | matches(w, b'\\') | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+    first_flagged(hay, flags, |c| c == b'"' || c == b'\\' || c < 0x20)
 }
 
 /// Position of the last `byte` in `hay`.

@@ -216,30 +216,13 @@ fn push_field(out: &mut Vec<u8>, name: &[u8], value: Option<u64>) {
 fn push_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let bytes = s.as_bytes();
-    if needs_escape(bytes) {
+    // Names and ids almost never need escapes: checked eight bytes per step, copied whole.
+    if crate::bytes::find_string_special(bytes).is_some() {
         push_escaped(out, bytes);
     } else {
         out.extend_from_slice(bytes);
     }
     out.push(b'"');
-}
-
-/// Whether `bytes` holds a control character, a quote or a backslash, eight bytes per step
-/// (the names and ids in a record almost never do).
-fn needs_escape(bytes: &[u8]) -> bool {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGH: u64 = ONES * 0x80;
-    // Non-zero iff some byte of `x` is below `n` (n ≤ 128; exact as a yes/no answer).
-    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else { return true };
-        let x = u64::from_le_bytes(word);
-        if below(x, 0x20) | below(x ^ (ONES * u64::from(b'"')), 1) | below(x ^ (ONES * u64::from(b'\\')), 1) != 0 {
-            return true;
-        }
-    }
-    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 /// The body of a JSON string that needs escapes.
