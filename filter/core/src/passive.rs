@@ -33,6 +33,13 @@ pub fn requested_pause_ms(status: u16, retry_after: Option<&[u8]>) -> Option<u64
     (ms > 0).then(|| ms.min(COOLDOWN_CAP_MS))
 }
 
+/// Whether an answer can change a table with no entries (a failure, or a requested pause):
+/// a success only ever clears its endpoint's entry, so with none there is nothing to do — and
+/// nothing to read. [`PassiveTable::record_answer`] on an empty table changes it exactly then.
+pub fn answer_changes_empty_table(status: u16, retry_after: Option<&[u8]>) -> bool {
+    requested_pause_ms(status, retry_after).is_some() || crate::failover::Outcome::Status(status).is_failure()
+}
+
 /// One troubled endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Entry {
@@ -185,6 +192,16 @@ fn parse_line(line: &str) -> Option<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_empty_table_shortcut_agrees_with_record_answer() {
+        for status in [200, 201, 400, 404, 408, 429, 500, 502, 503, 504] {
+            for retry_after in [None, Some(&b"20"[..]), Some(b"0"), Some(b"soon")] {
+                let changed = PassiveTable::default().record_answer("p", "h:1", status, retry_after, 1_000);
+                assert_eq!(answer_changes_empty_table(status, retry_after), changed, "{status} {retry_after:?}");
+            }
+        }
+    }
 
     #[test]
     fn parks_after_the_threshold_and_doubles() {

@@ -121,12 +121,11 @@ impl Stream {
         let Some((provider, endpoint)) = self.attempt.upstream.as_ref().filter(|_| self.routed.is_some()) else {
             return;
         };
-        // A success changes the table only by clearing an entry of its endpoint. With none
-        // at all when the request was routed (the usual state), it is not read again: one
-        // shared-data read and parse less per request. (An entry another VM added meanwhile
-        // is cleared by the next success seen with it.)
-        let failure = failover::Outcome::Status(status).is_failure();
-        if self.attempt.healthy_at_pick && !failure && passive::requested_pause_ms(status, retry_after).is_none() {
+        // With no entries when the request was routed (the usual state), an answer that cannot
+        // change an empty table is not read against it again: one shared-data read and parse
+        // less per request. (An entry another VM added meanwhile is cleared by the next
+        // success seen with it.)
+        if self.attempt.healthy_at_pick && !passive::answer_changes_empty_table(status, retry_after) {
             return;
         }
         // The response-header callback's start is now enough for a health table in ms.
