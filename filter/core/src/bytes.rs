@@ -73,6 +73,12 @@ pub fn find_string_special(hay: &[u8]) -> Option<usize> {
     first_flagged(hay, flags, |c| c == b'"' || c == b'\\' || c < 0x20)
 }
 
+/// [`find_string_special`], or a byte above 0x7f (where a validator checks UTF-8).
+pub fn find_string_special_or_non_ascii(hay: &[u8]) -> Option<usize> {
+    let flags = |w: u64| matches(w, b'"') | matches(w, b'\\') | (w.wrapping_sub(ONES * 0x20) & !w & HIGH) | (w & HIGH);
+    first_flagged(hay, flags, |c| c == b'"' || c == b'\\' || !(0x20..=0x7f).contains(&c))
+}
+
 /// Position of the last `byte` in `hay`.
 pub fn rfind_byte(hay: &[u8], byte: u8) -> Option<usize> {
     let mut chunks = hay.rchunks_exact(8);
@@ -91,7 +97,7 @@ pub fn rfind_byte(hay: &[u8], byte: u8) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{find_byte, find_either, find_string_special, find_sub, rfind_byte};
+    use super::{find_byte, find_either, find_string_special, find_string_special_or_non_ascii, find_sub, rfind_byte};
 
     #[test]
     fn agree_with_iterators_at_every_position_and_length() {
@@ -108,10 +114,28 @@ mod tests {
                     assert_eq!(find_either(&hay, b'"', b'#'), either, "{hay:?}");
                     let special = hay.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
                     assert_eq!(find_string_special(&hay), special, "{hay:?}");
+                    let stop = hay.iter().position(|&c| c == b'"' || c == b'\\' || !(0x20..=0x7f).contains(&c));
+                    assert_eq!(find_string_special_or_non_ascii(&hay), stop, "{hay:?}");
                 }
             }
         }
         assert_eq!(find_byte(&[0x01; 16], 0), None);
+    }
+
+    #[test]
+    fn string_stops_at_each_kind_of_byte_anywhere() {
+        for len in 1..20 {
+            for at in 0..len {
+                for mark in [0x80, 0xff, 0xc3, 0x7f, 0x1f, 0x20, b'"', b'\\', b'a'] {
+                    let mut hay = vec![b'a'; len];
+                    hay[at] = mark;
+                    let stop = hay.iter().position(|&c| c == b'"' || c == b'\\' || !(0x20..=0x7f).contains(&c));
+                    assert_eq!(find_string_special_or_non_ascii(&hay), stop, "{hay:?}");
+                    let special = hay.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+                    assert_eq!(find_string_special(&hay), special, "{hay:?}");
+                }
+            }
+        }
     }
 
     #[test]

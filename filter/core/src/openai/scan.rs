@@ -1,10 +1,12 @@
 //! Finds and rewrites the top-level `"model"` string of a JSON request body without building
-//! a DOM: one validity pass ([`super::validate`], serde's verdict without serde's cost) and
-//! one byte scan that skips nested values. The rewrite splices bytes, so key order, whitespace and fields
-//! the gateway does not know about reach the provider unchanged.
+//! a DOM: the validity pass ([`super::validate`], serde's verdict without serde's cost) notes
+//! where the member is. The rewrite splices bytes, so key order, whitespace and fields the
+//! gateway does not know about reach the provider unchanged.
 
 use std::borrow::Cow;
 use std::ops::Range;
+
+use super::validate::{validate, Model};
 
 /// Why a body has no usable `"model"`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,41 +40,23 @@ pub struct ModelField<'a> {
 
 /// Locates the top-level `"model"` string of a JSON object body.
 pub fn find_model(body: &[u8]) -> Result<ModelField<'_>, ScanError> {
-    std::str::from_utf8(body).map_err(|e| ScanError::NotJson(e.to_string()))?;
-    super::validate::validate(body).map_err(|e| ScanError::NotJson(e.describe(body)))?;
-    let mut s = Scanner { b: body, pos: 0 };
-    s.ws();
-    if s.peek() != Some(b'{') {
+    let shape = validate(body).map_err(|invalid| match std::str::from_utf8(body) {
+        // The UTF-8 message first, as `from_utf8` then `serde_json` would give.
+        Err(e) => ScanError::NotJson(e.to_string()),
+        Ok(_) => ScanError::NotJson(invalid.describe(body)),
+    })?;
+    if !shape.object {
         return Err(ScanError::NotObject);
     }
-    s.pos += 1;
-    let mut found: Option<(Range<usize>, bool)> = None;
-    loop {
-        s.ws();
-        match s.peek() {
-            Some(b'}') => break,
-            Some(b',') => s.pos += 1,
-            Some(b'"') => {
-                let key = s.string()?;
-                s.ws();
-                s.expect(b':')?;
-                s.ws();
-                if !is_model_key(body, &key)? {
-                    s.skip_value()?;
-                } else if found.is_some() {
-                    return Err(ScanError::DuplicateModel);
-                } else if s.peek() == Some(b'"') {
-                    found = Some(s.string()?);
-                } else {
-                    return Err(ScanError::ModelNotString);
-                }
-            }
-            _ => return Err(s.unexpected()),
+    match shape.model {
+        Model::Found(span, escaped) => {
+            let value = decode(body, &span, escaped)?;
+            Ok(ModelField { span, value })
         }
+        Model::Missing => Err(ScanError::ModelMissing),
+        Model::NotString => Err(ScanError::ModelNotString),
+        Model::Duplicate => Err(ScanError::DuplicateModel),
     }
-    let (span, escaped) = found.ok_or(ScanError::ModelMissing)?;
-    let value = decode(body, &span, escaped)?;
-    Ok(ModelField { span, value })
 }
 
 /// Returns `body` with the bytes in `span` replaced by `new` encoded as a JSON string.
@@ -107,14 +91,14 @@ fn push_json_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-fn is_model_key(body: &[u8], key: &(Range<usize>, bool)) -> Result<bool, ScanError> {
-    let (span, escaped) = key;
+/// Whether the key token at `span` (quotes included) is `"model"`.
+pub(super) fn is_model_key(body: &[u8], span: Range<usize>, escaped: bool) -> bool {
     if !escaped {
-        return Ok(body.get(span.clone()) == Some(b"\"model\"".as_slice()));
+        return body.get(span) == Some(b"\"model\"".as_slice());
     }
     // `"mod\u0065l"` is the same key to every JSON parser, so it must be treated as "model".
     // A key that does not decode to text (a lone surrogate escape) is some other key.
-    Ok(decode(body, span, true).is_ok_and(|k| k == "model"))
+    decode(body, &span, true).is_ok_and(|k| k == "model")
 }
 
 fn decode<'a>(body: &'a [u8], span: &Range<usize>, escaped: bool) -> Result<Cow<'a, str>, ScanError> {
@@ -125,93 +109,6 @@ fn decode<'a>(body: &'a [u8], span: &Range<usize>, escaped: bool) -> Result<Cow<
     }
     let inner = token.get(1..token.len().saturating_sub(1)).unwrap_or_default();
     std::str::from_utf8(inner).map(Cow::Borrowed).map_err(|e| ScanError::NotJson(e.to_string()))
-}
-
-/// Cursor over a body already known to be valid JSON; still returns errors, never panics.
-struct Scanner<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl Scanner<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.pos).copied()
-    }
-
-    fn ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
-    }
-
-    fn unexpected(&self) -> ScanError {
-        ScanError::NotJson(format!("unexpected input at byte {}", self.pos))
-    }
-
-    fn expect(&mut self, byte: u8) -> Result<(), ScanError> {
-        if self.peek() != Some(byte) {
-            return Err(self.unexpected());
-        }
-        self.pos += 1;
-        Ok(())
-    }
-
-    /// Consumes a string token at the cursor; returns its span (quotes included) and whether it
-    /// contains escapes.
-    fn string(&mut self) -> Result<(Range<usize>, bool), ScanError> {
-        let start = self.pos;
-        self.expect(b'"')?;
-        let mut escaped = false;
-        loop {
-            // Straight to the next quote or backslash, eight bytes per step.
-            let rest = self.b.get(self.pos..).unwrap_or_default();
-            self.pos += crate::bytes::find_either(rest, b'"', b'\\').unwrap_or(rest.len());
-            match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok((start..self.pos, escaped));
-                }
-                // Skipping the escaped byte is enough: `\uXXXX` hex digits contain no quote.
-                Some(_) => {
-                    escaped = true;
-                    self.pos += 2;
-                }
-                None => return Err(self.unexpected()),
-            }
-        }
-    }
-
-    /// Skips one value of any kind, iteratively (no recursion on deep nesting).
-    fn skip_value(&mut self) -> Result<(), ScanError> {
-        let mut depth = 0usize;
-        loop {
-            match self.peek() {
-                Some(b'"') => {
-                    self.string()?;
-                }
-                Some(b'{' | b'[') => {
-                    depth += 1;
-                    self.pos += 1;
-                }
-                Some(b'}' | b']') if depth > 0 => {
-                    depth -= 1;
-                    self.pos += 1;
-                }
-                // Scalars, separators and whitespace inside a container.
-                Some(b',' | b':' | b' ' | b'\t' | b'\n' | b'\r') if depth > 0 => self.pos += 1,
-                Some(_) if depth == 0 => {
-                    while !matches!(self.peek(), None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
-                        self.pos += 1;
-                    }
-                }
-                Some(_) => self.pos += 1,
-                None => return Err(self.unexpected()),
-            }
-            if depth == 0 {
-                return Ok(());
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,16 @@
-//! Strict JSON validation of a request body in one pass, without serde.
+//! Strict JSON validation of a request body in one pass, without serde, noting the top-level
+//! `"model"` member on the way.
 //!
 //! Every forwarded request body is validated before its `model` is read, and in wasm serde's
-//! `IgnoredAny` visitor cost about as much as routing itself. This accepts exactly what
-//! `serde_json::from_slice::<IgnoredAny>` accepts (RFC 8259; ignoring a value has no nesting
-//! limit in serde, so none here either), which the tests and the `model_scan` fuzz target check
-//! against serde. UTF-8 is checked by the caller, for the whole body.
+//! `IgnoredAny` visitor cost about as much as routing itself; a second pass to find `model`
+//! cost as much again. This accepts exactly what `std::str::from_utf8` and
+//! `serde_json::from_slice::<IgnoredAny>` together accept (RFC 8259; ignoring a value has no
+//! nesting limit in serde, so none here either), which the tests and the `model_scan` fuzz
+//! target check against serde. UTF-8 is checked string by string: outside strings valid JSON
+//! is ASCII, and a multi-byte sequence never contains an ASCII byte, so a body whose strings
+//! are UTF-8 is UTF-8.
+
+use std::ops::Range;
 
 /// Why a body is not JSON, with serde's line/column convention.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +29,39 @@ impl Invalid {
     }
 }
 
+/// What a valid body's top level holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// The top-level value is an object.
+    pub(crate) object: bool,
+    /// Its `"model"` member (always [`Model::Missing`] for other values).
+    pub(crate) model: Model,
+}
+
+/// The top-level `"model"` member; when there are several, the first problem in body order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Model {
+    Missing,
+    /// A string token: its span, quotes included, and whether it holds escapes.
+    Found(Range<usize>, bool),
+    NotString,
+    Duplicate,
+}
+
 /// Validates `b` as one JSON document (whitespace around it allowed).
-pub(crate) fn validate(b: &[u8]) -> Result<(), Invalid> {
-    let mut v = Validator { b, pos: 0, depth: 0, objects: 0, deeper: Vec::new() };
+pub(crate) fn validate(b: &[u8]) -> Result<Shape, Invalid> {
+    let mut v = Validator {
+        b,
+        pos: 0,
+        depth: 0,
+        objects: 0,
+        deeper: Vec::new(),
+        escaped: false,
+        model_next: false,
+        model: Model::Missing,
+    };
+    v.ws();
+    let object = v.peek() == Some(b'{');
     loop {
         v.value()?;
         if v.after_value()? {
@@ -35,7 +71,7 @@ pub(crate) fn validate(b: &[u8]) -> Result<(), Invalid> {
     v.ws();
     match v.pos < b.len() {
         true => Err(v.err("trailing characters")),
-        false => Ok(()),
+        false => Ok(Shape { object, model: v.model }),
     }
 }
 
@@ -43,10 +79,16 @@ struct Validator<'a> {
     b: &'a [u8],
     pos: usize,
     depth: usize,
-    /// Bit `d` set: the container at depth `d + 1` is an object, for the first 128 levels ...
-    objects: u128,
+    /// Bit `d` set: the container at depth `d + 1` is an object, for the first 64 levels ...
+    /// (a `u64`: shifting a `u128` is a library call in wasm)
+    objects: u64,
     /// ... and beyond them (allocated only for such bodies).
     deeper: Vec<bool>,
+    /// The last string read had escapes.
+    escaped: bool,
+    /// The value about to be read is the top-level `"model"` member's.
+    model_next: bool,
+    model: Model,
 }
 
 impl Validator<'_> {
@@ -67,7 +109,7 @@ impl Validator<'_> {
     fn in_object(&self) -> bool {
         match self.depth {
             0 => false,
-            1..=128 => self.objects & (1u128 << (self.depth - 1)) != 0,
+            1..=64 => self.objects & (1u64 << (self.depth - 1)) != 0,
             _ => self.deeper.last().copied().unwrap_or(false),
         }
     }
@@ -77,6 +119,16 @@ impl Validator<'_> {
     fn value(&mut self) -> Result<(), Invalid> {
         loop {
             self.ws();
+            // After a top-level `"model"` key (read last, by `open` or `after_value`).
+            if std::mem::take(&mut self.model_next) {
+                if self.peek() == Some(b'"') {
+                    let start = self.pos;
+                    self.string()?;
+                    self.note_model(Some(start..self.pos));
+                    return Ok(());
+                }
+                self.note_model(None);
+            }
             match self.peek() {
                 Some(open @ (b'{' | b'[')) => {
                     if self.open(open == b'{')? {
@@ -106,8 +158,8 @@ impl Validator<'_> {
     fn open(&mut self, object: bool) -> Result<bool, Invalid> {
         self.pos += 1;
         self.depth += 1;
-        if self.depth <= 128 {
-            let bit = 1u128 << (self.depth - 1);
+        if self.depth <= 64 {
+            let bit = 1u64 << (self.depth - 1);
             self.objects = if object { self.objects | bit } else { self.objects & !bit };
         } else {
             self.deeper.push(object);
@@ -133,7 +185,10 @@ impl Validator<'_> {
                 "key must be a string"
             }));
         }
+        let start = self.pos;
         self.string()?;
+        // Only a key of the top-level object can be the routing `model`.
+        self.model_next = self.depth == 1 && super::scan::is_model_key(self.b, start..self.pos, self.escaped);
         self.ws();
         if self.peek() != Some(b':') {
             return Err(self.err("expected `:`"));
@@ -167,9 +222,20 @@ impl Validator<'_> {
         }
     }
 
+    /// A top-level `"model"` member: its string token's span, or `None` for another kind of
+    /// value. The first problem (a non-string, a second member) is kept.
+    fn note_model(&mut self, span: Option<Range<usize>>) {
+        self.model = match (&self.model, span) {
+            (Model::Missing, Some(span)) => Model::Found(span, self.escaped),
+            (Model::Missing, None) => Model::NotString,
+            (Model::Found(..), _) => Model::Duplicate,
+            (Model::NotString | Model::Duplicate, _) => return,
+        };
+    }
+
     fn close(&mut self) {
         self.pos += 1;
-        if self.depth > 128 {
+        if self.depth > 64 {
             self.deeper.pop();
         }
         self.depth -= 1;
@@ -226,27 +292,40 @@ impl Validator<'_> {
         Ok(())
     }
 
-    /// A string: no raw control characters, only JSON's escapes.
+    /// A string: no raw control characters, only JSON's escapes, UTF-8.
     fn string(&mut self) -> Result<(), Invalid> {
         self.pos += 1;
+        self.escaped = false;
+        // From the first non-ASCII byte on, the search no longer stops at such bytes; the
+        // stretch from there to the closing quote is checked as UTF-8 at the end.
+        let mut non_ascii: Option<usize> = None;
         loop {
             let rest = self.b.get(self.pos..).unwrap_or_default();
-            let skip = crate::bytes::find_string_special(rest).unwrap_or(rest.len());
-            self.pos += skip;
+            let skip = match non_ascii {
+                None => crate::bytes::find_string_special_or_non_ascii(rest),
+                Some(_) => crate::bytes::find_string_special(rest),
+            };
+            self.pos += skip.unwrap_or(rest.len());
             match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
+                Some(b'"') => break,
                 Some(b'\\') => self.escape()?,
+                Some(0x80..) => non_ascii = Some(self.pos),
                 Some(_) => return Err(self.err("control character while parsing a string")),
                 None => return Err(self.err("EOF while parsing a string")),
             }
         }
+        if let Some(from) = non_ascii {
+            if std::str::from_utf8(self.b.get(from..self.pos).unwrap_or_default()).is_err() {
+                return Err(Invalid { what: "invalid UTF-8", at: from });
+            }
+        }
+        self.pos += 1;
+        Ok(())
     }
 
     fn escape(&mut self) -> Result<(), Invalid> {
         self.pos += 1;
+        self.escaped = true;
         match self.peek() {
             Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 1,
             Some(b'u') => {
@@ -263,4 +342,4 @@ impl Validator<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -103,3 +103,124 @@ fn a_key_whose_escapes_are_no_text_is_just_another_key() {
     let body = br#"{"\udeee":1,"model":"m"}"#;
     assert_eq!(find_model(body).map(|f| f.value.into_owned()), Ok("m".to_string()));
 }
+
+/// serde's reading of a body's top-level `model` (the first problem in body order), or `None`
+/// where serde cannot tell (a key or model value whose escapes are no text, deep nesting).
+fn serde_model(body: &[u8]) -> Option<Result<String, ScanError>> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct Top;
+    impl<'de> Visitor<'de> for Top {
+        type Value = Result<String, ScanError>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut outcome = Err(ScanError::ModelMissing);
+            while let Some(key) = map.next_key::<String>()? {
+                if key != "model" {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                let value = map.next_value::<serde_json::Value>()?;
+                outcome = match (outcome, value) {
+                    (Err(ScanError::ModelMissing), serde_json::Value::String(s)) => Ok(s),
+                    (Err(ScanError::ModelMissing), _) => Err(ScanError::ModelNotString),
+                    (Ok(_), _) => Err(ScanError::DuplicateModel),
+                    (problem, _) => problem,
+                };
+            }
+            Ok(outcome)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Err(ScanError::NotObject))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Err(ScanError::NotObject))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Err(ScanError::NotObject))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Err(ScanError::NotObject))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Err(ScanError::NotObject))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Err(ScanError::NotObject))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(Err(ScanError::NotObject))
+        }
+    }
+    let json = std::str::from_utf8(body).is_ok() && serde_json::from_slice::<IgnoredAny>(body).is_ok();
+    if !json {
+        return Some(Err(ScanError::NotJson(String::new())));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.deserialize_any(Top).ok()
+}
+
+/// `count` objects of zero to five members, keys and values chosen to meet `model` in every
+/// form and place (escaped, nested, repeated, not a string), sometimes with a byte cut out.
+fn objects(count: usize) -> impl Iterator<Item = Vec<u8>> {
+    const KEYS: [&str; 6] = ["\"model\"", "\"mod\\u0065l\"", "\"k\"", "\"models\"", "\"\\u00e9\"", "\"é\""];
+    const VALUES: [&str; 10] = [
+        "\"x\"",
+        "\"a\\u0041\"",
+        "\"é\\n\"",
+        "1.5",
+        "null",
+        "{\"model\":\"in\"}",
+        "[{\"model\":\"y\"},\"model\"]",
+        "{\"a\":{\"model\":1,\"model\":2}}",
+        "[]",
+        "\"\"",
+    ];
+    const SPACE: [&str; 4] = ["", " ", "\n\t", "  "];
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    (0..count).map(move |_| {
+        let members: Vec<String> = (0..next(6))
+            .map(|_| {
+                format!("{}{}{}:{}{}", SPACE[next(4)], KEYS[next(6)], SPACE[next(4)], SPACE[next(4)], VALUES[next(10)])
+            })
+            .collect();
+        let mut body = format!("{{{}}}", members.join(",")).into_bytes();
+        if next(8) == 0 {
+            body.remove(next(body.len()));
+        }
+        body
+    })
+}
+
+#[test]
+fn the_one_pass_agrees_with_serde_on_generated_bodies() {
+    let mut found = 0;
+    let near = crate::openai::validate::tests::near_json(100_000);
+    for part in near.chain(objects(50_000)) {
+        for (before, after) in [("", ""), ("{\"model\":", "}"), ("{", "}"), ("{\"a\":[1],", ",\"z\":2}")] {
+            let body = [before.as_bytes(), &part, after.as_bytes()].concat();
+            let Some(want) = serde_model(&body) else { continue };
+            let got = find_model(&body);
+            let shown = String::from_utf8_lossy(&body);
+            match (&got, &want) {
+                (Ok(field), Ok(value)) => {
+                    assert_eq!(field.value, value.as_str(), "{shown}");
+                    let token: String = serde_json::from_slice(&body[field.span.clone()]).unwrap();
+                    assert_eq!(&token, value, "{shown}");
+                    found += 1;
+                }
+                (Err(ScanError::NotJson(_)), Err(ScanError::NotJson(_))) => {}
+                _ => assert_eq!(got.map(|f| f.value.into_owned()), want, "{shown}"),
+            }
+        }
+    }
+    assert!(found > 5_000, "{found}");
+}

@@ -1,10 +1,10 @@
-//! The validator against serde_json (`IgnoredAny`): the same verdict on hand-picked edge cases
-//! and on generated near-JSON.
+//! The validator against `from_utf8` and serde_json (`IgnoredAny`): the same verdict on
+//! hand-picked edge cases and on generated near-JSON.
 
 use super::validate;
 
 fn serde_ok(b: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok()
+    std::str::from_utf8(b).is_ok() && serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok()
 }
 
 fn same(b: &[u8]) {
@@ -67,6 +67,20 @@ fn edge_cases_match_serde() {
         b"\x0c{}",
         b"[1,2,3,[4,[5,[6]]]]",
         br#"{"model":"m","messages":[]}"#,
+        // UTF-8, checked string by string.
+        b"\"\xc3\xa9\"",
+        b"\"a\xe2\x82\xacb\\n\xf0\x9f\x98\x80\"",
+        b"{\"\xc3\xa9\":\"\xe6\xa8\xa1\"}",
+        b"\"\xff\"",
+        b"\"\xc3\"",
+        b"\"\xc3\\n\"",
+        b"\"\xe2\x82\"",
+        b"\"\xc0\x80\"",
+        b"\"\xed\xa0\x80\"",
+        b"\"\xf4\x90\x80\x80\"",
+        b"\xef\xbb\xbf{}",
+        b"[\xc3\xa9]",
+        b"\"\xc3\xa9",
     ];
     for case in cases {
         same(case);
@@ -76,7 +90,7 @@ fn edge_cases_match_serde() {
 #[test]
 fn deep_nesting_matches_serde() {
     // serde ignores values iteratively, without its parser's recursion limit.
-    for depth in [127, 128, 129, 300, 20_000] {
+    for depth in [63, 64, 65, 127, 128, 129, 300, 20_000] {
         same(format!("{}{}", "[".repeat(depth), "]".repeat(depth)).as_bytes());
         same(format!("{}1{}", "[".repeat(depth), "]".repeat(depth)).as_bytes());
         let objects = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
@@ -87,47 +101,59 @@ fn deep_nesting_matches_serde() {
     }
 }
 
-#[test]
-fn generated_near_json_matches_serde() {
-    const PARTS: [&str; 24] = [
-        "{",
-        "}",
-        "[",
-        "]",
-        ",",
-        ":",
-        "\"k\"",
-        "\"v\\n\"",
-        "\"\\x\"",
-        "1",
-        "-0.5e+2",
-        "01",
-        "1.",
-        "true",
-        "nul",
-        "null",
-        " ",
-        "\n",
-        "\"",
-        "\\",
-        "e",
-        "0",
-        "\"\u{1}\"",
-        "-",
+/// `count` generated bodies of 1 to 12 JSON-ish parts (valid or nearly), the same every run.
+pub(crate) fn near_json(count: usize) -> impl Iterator<Item = Vec<u8>> {
+    const PARTS: [&[u8]; 30] = [
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b",",
+        b":",
+        b"\"k\"",
+        b"\"model\"",
+        b"\"m\\u0041\"",
+        b"\"v\\n\"",
+        b"\"\\x\"",
+        b"1",
+        b"-0.5e+2",
+        b"01",
+        b"1.",
+        b"true",
+        b"nul",
+        b"null",
+        b" ",
+        b"\n",
+        b"\"",
+        b"\\",
+        b"e",
+        b"0",
+        b"\"\x01\"",
+        b"-",
+        b"\"\xc3\xa9\"",
+        b"\xc3",
+        b"\xa9",
+        b"\xff",
     ];
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
+    let mut next = move || {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         x
     };
-    let mut valid = 0;
-    for _ in 0..200_000 {
+    (0..count).map(move |_| {
         let n = 1 + next() % 12;
-        let text: String = (0..n).map(|_| PARTS[(next() % PARTS.len() as u64) as usize]).collect();
-        same(text.as_bytes());
-        valid += usize::from(serde_ok(text.as_bytes()));
+        (0..n).flat_map(|_| PARTS[(next() % PARTS.len() as u64) as usize].iter().copied()).collect()
+    })
+}
+
+#[test]
+fn generated_near_json_matches_serde() {
+    let mut valid = 0;
+    for body in near_json(200_000) {
+        same(&body);
+        valid += usize::from(serde_ok(&body));
     }
     assert!(valid > 1_000, "{valid}");
 }
