@@ -72,7 +72,8 @@ pub(crate) struct Shared {
 
 /// Where a routed request went.
 pub(crate) struct Routed {
-    provider: String,
+    /// Index into the stream's config's providers (see [`Stream::provider_name`]).
+    provider: usize,
     upstream_model: String,
 }
 
@@ -170,6 +171,12 @@ impl Stream {
             callback_start_ns: 0,
             attempt: failover::Attempt::default(),
         }
+    }
+
+    /// The provider the request was routed to; empty when it was not.
+    fn provider_name(&self) -> &str {
+        let provider = self.routed.as_ref().and_then(|r| self.config.as_deref()?.providers.get(r.provider));
+        provider.map_or("", |p| p.name.as_str())
     }
 
     fn now_nanos(&self) -> u64 {
@@ -341,7 +348,7 @@ impl Stream {
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
         log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
         self.translation = d.translation.take();
-        self.routed = Some(Routed { provider: d.provider.to_string(), upstream_model: d.upstream_model });
+        self.routed = Some(Routed { provider: d.provider_index, upstream_model: d.upstream_model });
     }
 }
 

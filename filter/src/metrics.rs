@@ -111,7 +111,12 @@ impl Metrics {
     }
 
     fn tally(&mut self, model: &str, provider: &str, status: u16) -> Option<&mut Tally> {
-        let found = self.tallies.iter().position(|t| t.status == status && t.model == model && t.provider == provider);
+        let eq = ferrogate_core::bytes::eq;
+        let found = self.tallies.iter().position(|t| {
+            t.status == status
+                && eq(t.model.as_bytes(), model.as_bytes())
+                && eq(t.provider.as_bytes(), provider.as_bytes())
+        });
         let at = match found {
             Some(at) => at,
             None => {

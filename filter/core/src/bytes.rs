@@ -35,6 +35,25 @@ pub fn find_byte(hay: &[u8], byte: u8) -> Option<usize> {
     first_flagged(hay, |w| matches(w, byte), |c| c == byte)
 }
 
+/// `a == b`, a word per step: in wasm, slice equality calls a `memcmp` that compares one
+/// byte per loop turn.
+pub fn eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word =
+        |s: &[u8], at: usize| s.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()).map(u64::from_le_bytes);
+    let half =
+        |s: &[u8], at: usize| s.get(at..at + 4).and_then(|w| <[u8; 4]>::try_from(w).ok()).map(u32::from_le_bytes);
+    match n {
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        // Two overlapping halves, two overlapping words.
+        4..8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => (0..n - 8).step_by(8).all(|at| word(a, at) == word(b, at)) && word(a, n - 8) == word(b, n - 8),
+    }
+}
+
 /// Position of the first `needle` in `hay`: eight candidate positions per step, each
 /// needing its first and last byte in place before the whole needle is compared.
 pub fn find_sub(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -49,7 +68,7 @@ pub fn find_sub(hay: &[u8], needle: &[u8]) -> Option<usize> {
         let mut m = matches(u64::from_le_bytes(head), first) & matches(u64::from_le_bytes(tail), last);
         while m != 0 {
             let i = at + (m.trailing_zeros() / 8) as usize;
-            if hay.get(i..i + needle.len()) == Some(needle) {
+            if hay.get(i..i + needle.len()).is_some_and(|w| eq(w, needle)) {
                 return Some(i);
             }
             m &= m - 1;
@@ -120,6 +139,20 @@ mod tests {
             }
         }
         assert_eq!(find_byte(&[0x01; 16], 0), None);
+    }
+
+    #[test]
+    fn eq_agrees_with_slice_equality() {
+        for len in 0..40 {
+            let a: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            assert!(super::eq(&a, &a));
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!super::eq(&a, &b), "{len} {at}");
+            }
+            assert!(!super::eq(&a, &a[..len.saturating_sub(1)]) || len == 0);
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ impl Dialect {
     /// The dialect of a client `:path` (query string allowed). Unknown paths are OpenAI, the
     /// most common client, so even a 404 for a typo is readable by the usual SDKs.
     pub fn from_path(path: &str) -> Self {
-        let bare = path.split_once('?').map_or(path, |(p, _)| p);
+        let (bare, _) = crate::route::split_query(path);
         if let Some(rest) = bare.strip_prefix("/v1/messages") {
             if rest.is_empty() || rest.starts_with('/') {
                 return Self::Anthropic;

@@ -144,9 +144,20 @@ pub enum Endpoint<'p> {
     Reject(ApiError),
 }
 
+/// `path` split at its first `?`: the bare path and the query after it, if any. (A byte
+/// search: `str::split_once` with a `char` pattern costs hundreds of instructions in wasm, and
+/// every request splits its path three times.)
+pub fn split_query(path: &str) -> (&str, Option<&str>) {
+    match crate::bytes::find_byte(path.as_bytes(), b'?') {
+        // `?` is ASCII, so both sides start and end on char boundaries.
+        Some(i) => (path.get(..i).unwrap_or(path), path.get(i + 1..)),
+        None => (path, None),
+    }
+}
+
 /// Classifies a request by `:method` and `:path` (the query string is ignored).
 pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
-    let bare = path.split_once('?').map_or(path, |(p, _)| p);
+    let (bare, _) = split_query(path);
     if bare == "/v1/models" || bare.starts_with("/v1/models/") {
         if method != "GET" {
             return Endpoint::Reject(ApiError::method_not_allowed(method, bare));
@@ -173,6 +184,9 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
 pub struct RouteDecision<'c> {
     /// Provider name, which is also the upstream cluster name.
     pub provider: &'c str,
+    /// The provider's index in [`Config::providers`] (a stream keeps this, not a copy of
+    /// the name).
+    pub provider_index: usize,
     /// `:authority` for the upstream (`host` or `host:port` when the port is not the default).
     pub authority: &'c str,
     /// Upstream `:path`: base_url prefix + API path (+ the client's query string).
@@ -183,6 +197,8 @@ pub struct RouteDecision<'c> {
     pub upstream_model: String,
     /// `host:port` from the provider's pool, for `x-gateway-destination-endpoint`.
     pub endpoint: Option<&'c str>,
+    /// `endpoint`'s index in the provider's `endpoints`.
+    pub endpoint_index: Option<usize>,
     /// Credential header to send (replacing whatever the client sent).
     pub credential: Option<&'c Credential>,
     /// The model name as the client sent it (for usage records and metrics).
@@ -220,7 +236,7 @@ pub fn route_with<'c>(
 ) -> Result<RouteDecision<'c>, ApiError> {
     let mut target = Decider { config, caller, api, path, choose, original: Some(body) };
     if api.model_in_path() {
-        let bare = path.split_once('?').map_or(path, |(p, _)| p);
+        let (bare, _) = split_query(path);
         let (model, _) = paths::gemini_model(bare).ok_or_else(|| ApiError::unknown_url("POST", bare))?;
         // The body names no model: nothing to rewrite in it.
         return target.decide(model, |_| body.to_vec());
@@ -288,8 +304,10 @@ impl<'c> Decider<'c, '_> {
         rewrite: impl FnOnce(&str) -> Vec<u8>,
     ) -> Result<RouteDecision<'c>, ApiError> {
         let resolved = self.config.authorize(self.caller, requested)?;
-        let (provider, upstream_model, endpoint) = upstream(self.config, resolved, &mut *self.choose)
-            .ok_or_else(|| ApiError::unavailable(format!("No healthy target is left for model '{requested}'.")))?;
+        let (provider_index, provider, upstream_model, endpoint_index) =
+            upstream(self.config, resolved, &mut *self.choose)
+                .ok_or_else(|| ApiError::unavailable(format!("No healthy target is left for model '{requested}'.")))?;
+        let endpoint = endpoint_index.and_then(|e| provider.endpoints.get(e)).map(String::as_str);
         let (body, path, translation) = match self.plan(provider)? {
             None => {
                 let splice = upstream_model != requested && !self.api.model_in_path();
@@ -315,11 +333,13 @@ impl<'c> Decider<'c, '_> {
         };
         Ok(RouteDecision {
             provider: &provider.name,
+            provider_index,
             authority: &provider.authority,
             path,
             body,
             upstream_model: upstream_model.to_string(),
             endpoint,
+            endpoint_index,
             credential: provider.credential.as_ref(),
             requested: requested.to_string(),
             translation,
@@ -344,11 +364,13 @@ impl<'c> Decider<'c, '_> {
 
 /// Provider, upstream model id and pool endpoint for a resolved name. `None` only if the
 /// config's indexes were inconsistent (validation prevents it).
+/// The provider (index and itself), model id and pool endpoint (index, one that exists) for
+/// `resolved`.
 fn upstream<'c: 'r, 'r>(
     config: &'c Config,
     resolved: Resolved<'r>,
     choose: &mut dyn Choose,
-) -> Option<(&'c Provider, &'r str, Option<&'c str>)> {
+) -> Option<(usize, &'c Provider, &'r str, Option<usize>)> {
     let (provider, model, endpoint) = match resolved {
         Resolved::Model(i) => {
             // The model itself, else its fallbacks in order (see `failover::chain`).
@@ -361,17 +383,13 @@ fn upstream<'c: 'r, 'r>(
             };
             let model = config.models.get(i)?;
             let target = model.targets.get(t)?;
-            let provider = config.providers.get(target.provider)?;
             let endpoint = endpoint.or_else(|| choose.endpoint(config, target.provider));
-            (provider, target.model.as_str(), endpoint)
+            (target.provider, target.model.as_str(), endpoint)
         }
-        Resolved::Pinned { provider: p, model } => {
-            let provider = config.providers.get(p)?;
-            (provider, model, choose.endpoint(config, p))
-        }
+        Resolved::Pinned { provider: p, model } => (p, model, choose.endpoint(config, p)),
     };
-    let endpoint = endpoint.and_then(|e| provider.endpoints.get(e)).map(String::as_str);
-    Some((provider, model, endpoint))
+    let p = config.providers.get(provider)?;
+    Some((provider, p, model, endpoint.filter(|&e| e < p.endpoints.len())))
 }
 
 mod choose;

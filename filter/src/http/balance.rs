@@ -98,8 +98,7 @@ impl Stream {
         self.pick = chooser.picked.take();
         self.attempt.tried = tried;
         if let (Ok(d), Some(pick)) = (&result, &self.pick) {
-            let upstream = d.endpoint.unwrap_or(d.authority);
-            self.attempt.upstream = Some((d.provider.to_string(), upstream.to_string()));
+            self.attempt.upstream = Some((d.provider_index, d.endpoint_index));
             let (model, slot) = (pick.model, pick.slot);
             self.announce(&routing, config, model, slot, now_ms);
         }

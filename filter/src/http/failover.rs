@@ -36,8 +36,9 @@ const CAS_TRIES: usize = 4;
 pub(crate) struct Attempt {
     /// Target ids earlier attempts of this client request tried.
     pub(super) tried: Vec<String>,
-    /// Provider and endpoint this attempt went to (set when routed), for passive health.
-    pub(super) upstream: Option<(String, String)>,
+    /// Provider and pool endpoint (indices into the stream's config; no endpoint: the
+    /// provider's authority) this attempt went to (set when routed), for passive health.
+    pub(super) upstream: Option<(usize, Option<usize>)>,
     /// The host abandoned this attempt's answer to retry elsewhere.
     pub(super) abandoned: bool,
     /// The passive health table had no entries when this attempt was routed.
@@ -118,7 +119,7 @@ impl Stream {
     /// an answer the host replaced by a retry.
     pub(super) fn observe_answer(&mut self, status: u16, retry_after: Option<&[u8]>, abandoned: bool) {
         self.attempt.abandoned = abandoned && self.host_failover();
-        let Some((provider, endpoint)) = self.attempt.upstream.as_ref().filter(|_| self.routed.is_some()) else {
+        let Some((provider, endpoint)) = self.attempt.upstream.filter(|_| self.routed.is_some()) else {
             return;
         };
         // With no entries when the request was routed (the usual state), an answer that cannot
@@ -128,6 +129,9 @@ impl Stream {
         if self.attempt.healthy_at_pick && !passive::answer_changes_empty_table(status, retry_after) {
             return;
         }
+        let Some(provider) = self.config.as_deref().and_then(|c| c.providers.get(provider)) else { return };
+        let endpoint = endpoint.and_then(|e| provider.endpoints.get(e)).unwrap_or(&provider.authority);
+        let provider = provider.name.as_str();
         // The response-header callback's start is now enough for a health table in ms.
         let now_ms = self.callback_start_ns / 1_000_000;
         for _ in 0..CAS_TRIES {

@@ -37,7 +37,7 @@ impl Stream {
         let overhead_us = Decimal::new(self.overhead_ns / 1_000);
         self.set_http_response_header(headers::OVERHEAD_US, Some(overhead_us.as_str()));
         if let Some(routed) = &self.routed {
-            self.set_http_response_header(headers::PROVIDER, Some(&routed.provider));
+            self.set_http_response_header(headers::PROVIDER, Some(self.provider_name()));
             self.set_http_response_header(headers::MODEL, Some(&routed.upstream_model));
             // Keep the provider's own id (useful for its support) before ours replaces it.
             if let Some(upstream_id) = upstream_id {

@@ -366,10 +366,18 @@ fn model_routing(config: &Config, i: usize) -> Option<ModelRouting> {
 pub fn conversation(body: &[u8]) -> &[u8] {
     const KEYS: [&[u8]; 4] = [b"messages\"", b"contents\"", b"input\"", b"prompt\""];
     let mut at = 0;
-    while let Some(q) = body.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'"')) {
+    while let Some(q) = body.get(at..).and_then(|rest| crate::bytes::find_byte(rest, b'"')) {
         let quote = at + q;
         let after = body.get(quote + 1..).unwrap_or_default();
-        if KEYS.iter().any(|k| after.starts_with(k)) {
+        // The first letters tell the keys apart: one compare for most quotes.
+        let candidate = match after.first() {
+            Some(b'm') => KEYS[0],
+            Some(b'c') => KEYS[1],
+            Some(b'i') => KEYS[2],
+            Some(b'p') => KEYS[3],
+            _ => b"",
+        };
+        if !candidate.is_empty() && after.get(..candidate.len()).is_some_and(|a| crate::bytes::eq(a, candidate)) {
             return body.get(quote..).unwrap_or(body);
         }
         at = quote + 1;

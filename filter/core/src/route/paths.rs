@@ -14,7 +14,7 @@ pub(super) fn gemini_model(path: &str) -> Option<(&str, &str)> {
 
 /// Whether the client asked for server-sent events (`alt=sse`).
 pub(super) fn is_sse(client_path: &str) -> bool {
-    client_path.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p == "alt=sse"))
+    super::split_query(client_path).1.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"))
 }
 
 /// The path of a request forwarded in the client's own dialect.
@@ -31,7 +31,7 @@ pub(super) fn verbatim(provider: &Provider, api: Api, upstream_model: &str, clie
         other => path.push_str(other.path()),
     }
     // Gemini clients may put their key in the query; it is theirs, not the provider's.
-    let query = client_path.split_once('?').map_or("", |(_, q)| q);
+    let query = super::split_query(client_path).1.unwrap_or_default();
     for (i, param) in query.split('&').filter(|p| !p.is_empty() && !p.starts_with("key=")).enumerate() {
         path.push(if i == 0 { '?' } else { '&' });
         path.push_str(param);

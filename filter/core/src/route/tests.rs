@@ -306,3 +306,12 @@ fn responses_api_routes_and_lifecycle_is_501() {
         assert_eq!((e.status, e.code), (501, Some("response_lifecycle_unsupported")));
     }
 }
+
+#[test]
+fn split_query_agrees_with_split_once() {
+    for path in ["", "?", "/v1/chat/completions", "/v1/x?a=1", "/é/ü?k=é?x", "/p?", "?q", "/a?b?c", "/ñañañañañaña?z"]
+    {
+        let want = path.split_once('?').map_or((path, None), |(p, q)| (p, Some(q)));
+        assert_eq!(super::split_query(path), want, "{path}");
+    }
+}

@@ -56,6 +56,30 @@ fn the_conversation_starts_at_its_key() {
     assert_eq!(conversation(br#"{"a":"""#), br#"{"a":"""#);
 }
 
+#[test]
+fn the_conversation_search_agrees_with_a_plain_one() {
+    // The first quote followed by one of the keys, found one byte at a time.
+    fn plain(body: &[u8]) -> &[u8] {
+        let keys: [&[u8]; 4] = [b"messages\"", b"contents\"", b"input\"", b"prompt\""];
+        (0..body.len())
+            .find(|&i| body[i] == b'"' && keys.iter().any(|k| body[i + 1..].starts_with(k)))
+            .map_or(body, |i| &body[i..])
+    }
+    let parts = ["\"", "messages", "contents", "input", "prompt", "\"model\"", "messa", "{", ":", "p", "\"i", " "];
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..20_000 {
+        let body: String = (0..1 + x % 10)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                parts[(x % parts.len() as u64) as usize]
+            })
+            .collect();
+        assert_eq!(conversation(body.as_bytes()), plain(body.as_bytes()), "{body}");
+    }
+}
+
 fn passive_parked(provider: &str, endpoint: &str) -> PassiveTable {
     let mut t = PassiveTable::default();
     for _ in 0..FAILURE_THRESHOLD {
