@@ -94,9 +94,11 @@ pub(crate) struct Stream {
     dialect: Dialect,
     /// Set by authentication at header time; `Open` grants nothing under a keyed config.
     caller: Caller,
-    /// Client `:path` and `content-type`, copied at header time.
-    path: String,
-    content_type: Option<Vec<u8>>,
+    /// The request headers as the host serialized them, kept (not copied from) until the
+    /// body is routed, and where the client's `:path` and `content-type` sit in them.
+    head_map: Vec<u8>,
+    path: std::ops::Range<usize>,
+    content_type: Option<std::ops::Range<usize>>,
     request_id: Option<String>,
     /// The id was made here (the client sent none usable), so the upstream must be told.
     request_id_generated: bool,
@@ -147,7 +149,8 @@ impl Stream {
             api: None,
             dialect: Dialect::OpenAi,
             caller: Caller::Open,
-            path: String::new(),
+            head_map: Vec::new(),
+            path: 0..0,
             content_type: None,
             request_id: None,
             request_id_generated: false,
@@ -260,8 +263,9 @@ impl Stream {
                 }
                 self.present = p;
                 self.api = Some(api);
-                self.path = head.path.to_string();
-                self.content_type = head.content_type.map(<[u8]>::to_vec);
+                self.path = head::span_in(&map, head.path.as_bytes());
+                self.content_type = head.content_type.map(|c| head::span_in(&map, c));
+                self.head_map = map;
                 // Hold the headers: with allow_on_headers_stop_iteration the body still arrives here.
                 Action::Pause
             }
@@ -294,8 +298,11 @@ impl Stream {
         if api == Api::CountTokens {
             return self.count_tokens(&config, &body);
         }
-        let ct = self.content_type.take();
-        match self.route_balanced(&config, api, ct.as_deref(), &body) {
+        // Routing is the last use of the client's head.
+        let head_map = std::mem::take(&mut self.head_map);
+        let path = head_map.get(self.path.clone()).and_then(|p| std::str::from_utf8(p).ok()).unwrap_or_default();
+        let ct = self.content_type.take().and_then(|c| head_map.get(c));
+        match self.route_balanced(&config, api, (path, ct), &body) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
                 if let Err(action) = self.admit(&config, &decision, &body) {

@@ -76,7 +76,7 @@ pub fn find_sub(hay: &[u8], needle: &[u8]) -> Option<usize> {
         at += 8;
     }
     let rest = hay.get(at..)?;
-    rest.windows(needle.len()).position(|w| w == needle).map(|i| at + i)
+    rest.windows(needle.len()).position(|w| eq(w, needle)).map(|i| at + i)
 }
 
 /// Position of the first `a` or `b` in `hay` (a string's closing quote or next escape).

@@ -74,12 +74,12 @@ impl Stream {
         &mut self,
         config: &'c Config,
         api: Api,
-        content_type: Option<&[u8]>,
+        (path, content_type): (&str, Option<&[u8]>),
         body: &[u8],
     ) -> Result<RouteDecision<'c>, ApiError> {
         let random = next_random(&self.shared.rng);
         let Some(routing) = self.routing.clone() else {
-            return route_request_with(config, self.caller, api, &self.path, content_type, body, &mut Rotation(random));
+            return route_request_with(config, self.caller, api, path, content_type, body, &mut Rotation(random));
         };
         let mut routing = routing.borrow_mut();
         self.load_passive(&mut routing, config);
@@ -94,7 +94,7 @@ impl Stream {
         let tried = std::mem::take(&mut self.attempt.tried);
         let mut chooser =
             Chooser { routing: &mut routing, tried: &tried, request, now_ms, counts: Vec::new(), picked: None };
-        let result = route_request_with(config, self.caller, api, &self.path, content_type, body, &mut chooser);
+        let result = route_request_with(config, self.caller, api, path, content_type, body, &mut chooser);
         self.pick = chooser.picked.take();
         self.attempt.tried = tried;
         if let (Ok(d), Some(pick)) = (&result, &self.pick) {

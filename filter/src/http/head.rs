@@ -83,6 +83,16 @@ pub(super) fn requested_model(body: &[u8], api: ferrogate_core::route::Api) -> S
     ferrogate_core::openai::find_model(body).map(|f| f.value.into_owned()).unwrap_or_default()
 }
 
+/// Where `part` (a slice of `map`) sits in `map`, so a stream can keep the map and find the
+/// part again in a later callback; empty when `part` is not inside `map`.
+pub(super) fn span_in(map: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let offset = (part.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+    match offset.checked_add(part.len()) {
+        Some(end) if end <= map.len() => offset..end,
+        _ => 0..0,
+    }
+}
+
 /// A client-supplied request id is kept only when it is short printable ASCII.
 pub(super) fn usable_request_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())

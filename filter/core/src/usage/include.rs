@@ -4,7 +4,7 @@
 //! The request is edited by splicing bytes: key order, whitespace, number spellings and fields
 //! the gateway does not know reach the provider unchanged.
 
-use super::json::{find, object_at, Object};
+use super::json::{object_at, Object};
 use crate::bytes::find_byte;
 
 /// Why a request body could not be inspected.
@@ -36,7 +36,7 @@ pub fn ensure_include_usage_in_valid(body: &[u8]) -> Result<Option<Vec<u8>>, Inc
     // Most requests do not stream: without a `"stream"` key they need no member scan. A key
     // can be spelled with escapes (`"str\u0065am"`), so any backslash means scanning anyway;
     // otherwise a streamed request could dodge usage accounting.
-    if find_byte(body, b'\\').is_none() && find(body, b"\"stream\"", 0).is_none() {
+    if find_byte(body, b'\\').is_none() && !mentions_stream(body) {
         return match body.iter().find(|b| !b.is_ascii_whitespace()) {
             Some(b'{') => Ok(None),
             _ => Err(IncludeUsageError::NotObject),
@@ -63,6 +63,21 @@ pub fn ensure_include_usage_in_valid(body: &[u8]) -> Result<Option<Vec<u8>>, Inc
         Some(m) => Ok(Some(splice(body, m.value.start, m.value.end, b"true"))),
         None => Ok(Some(insert_member(body, &inner, br#""include_usage":true"#))),
     }
+}
+
+/// Whether `"stream"` occurs in `body`. Searched as `stream"` then the quote before it: a
+/// needle that starts and ends with a quote has a candidate at nearly every quote pair of a
+/// JSON body, `s` is rare.
+fn mentions_stream(body: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(i) = body.get(from..).and_then(|rest| crate::bytes::find_sub(rest, b"stream\"")) {
+        let at = from + i;
+        if at > 0 && body.get(at - 1) == Some(&b'"') {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
 
 /// Adds `member` to `object`: after its last member, or inside its braces when empty.

@@ -117,6 +117,12 @@ fn include(body: &str) -> Option<String> {
 
 #[test]
 fn include_usage_splices_bytes() {
+    // The key search skips look-alikes (`"upstream"`) before the real key.
+    assert_eq!(
+        include(r#"{"upstream":false,"x":"a stream","stream":true}"#).as_deref(),
+        Some(r#"{"upstream":false,"x":"a stream","stream":true,"stream_options":{"include_usage":true}}"#)
+    );
+    assert_eq!(include(r#"{"upstream":true,"streams":true}"#), None);
     assert_eq!(
         include("{ \"model\" : \"m\",\n \"stream\": true }").as_deref(),
         Some("{ \"model\" : \"m\",\n \"stream\": true,\"stream_options\":{\"include_usage\":true} }")
