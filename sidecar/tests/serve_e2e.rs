@@ -160,9 +160,9 @@ async fn unknown_model_gets_openai_shaped_404() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_upstream_is_a_502() {
-    // Bind and drop a listener so the port is (almost certainly) closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let s = start_with_upstream(&format!("127.0.0.1:{port}"), &[]).await;
+    // Port 1 (tcpmux) is never handed out for `bind(0)`: a freed ephemeral port could be
+    // taken by a server of a test running alongside (it was, once: a 404 instead of a 502).
+    let s = start_with_upstream("127.0.0.1:1", &[]).await;
     let resp =
         reqwest::Client::new().post(format!("{}/v1/chat/completions", s.base)).json(&chat(false)).send().await.unwrap();
     assert_eq!(resp.status(), 502);
