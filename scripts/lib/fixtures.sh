@@ -6,28 +6,24 @@
 KEY=fg-bench-0123456789abcdef
 DIGEST=sha256:$(printf %s "$KEY" | sha256sum | cut -d' ' -f1)
 
-# write_configs <dir> <upstream port>: <dir>/config.yaml (gateway) and <dir>/ref-config.yaml.
+# write_configs <dir> <upstream port>: <dir>/ref-config.yaml and <dir>/config.yaml (gateway).
 write_configs() {
-  cat >"$1/config.yaml" <<YAML
-providers:
-  - { name: local, kind: openai_compatible, base_url: "http://127.0.0.1:$2" }
-models:
-  - name: chat
-    targets: [{ provider: local, model: sim-small }]
-groups:
-  - { name: bench, models: ["chat"] }
-keys:
-  - { name: bench, digest: "$DIGEST", groups: [bench] }
-pricing:
-  sim-small: { input_per_mtok: 0.1, output_per_mtok: 0.4 }
-YAML
-  # The reference filter predates keys and pricing: an open config with the same route.
+  # The reference filter predates keys and pricing: an open config with the route alone ...
   cat >"$1/ref-config.yaml" <<YAML
 providers:
   - { name: local, kind: openai_compatible, base_url: "http://127.0.0.1:$2" }
 models:
   - name: chat
     targets: [{ provider: local, model: sim-small }]
+YAML
+  # ... and the gateway the same route with a key, its grant and prices.
+  { cat "$1/ref-config.yaml"; cat <<YAML; } >"$1/config.yaml"
+groups:
+  - { name: bench, models: ["chat"] }
+keys:
+  - { name: bench, digest: "$DIGEST", groups: [bench] }
+pricing:
+  sim-small: { input_per_mtok: 0.1, output_per_mtok: 0.4 }
 YAML
 }
 
