@@ -9,8 +9,9 @@ use crate::Headers;
 const MAX_PAIRS_BYTES: usize = 1 << 20;
 const MAX_PAIRS: usize = 1024;
 
-/// Serializes pairs in the SDK's format (`[0,0,0,0]` for an empty map). The pairs are walked
-/// three times rather than collected: this runs for every header map a filter reads.
+/// Serializes pairs in the SDK's format (`[0,0,0,0]` for an empty map). This runs for every
+/// header map a filter reads: one pass sizes the buffer, a second fills it in place (the
+/// zero-filled buffer already holds every NUL terminator), with no growth checks per piece.
 pub(crate) fn serialize_pairs<'a, I>(pairs: I) -> Vec<u8>
 where
     I: IntoIterator<Item = (&'a str, &'a [u8])>,
@@ -18,17 +19,22 @@ where
 {
     let pairs = pairs.into_iter();
     let (count, data) = pairs.clone().fold((0, 0), |(n, size), (k, v)| (n + 1, size + k.len() + v.len() + 2));
-    let mut out = Vec::with_capacity(4 + 8 * count + data);
-    out.extend_from_slice(&len32(count).to_le_bytes());
-    for (k, v) in pairs.clone() {
-        out.extend_from_slice(&len32(k.len()).to_le_bytes());
-        out.extend_from_slice(&len32(v.len()).to_le_bytes());
-    }
-    for (k, v) in pairs {
-        out.extend_from_slice(k.as_bytes());
-        out.push(0);
-        out.extend_from_slice(v);
-        out.push(0);
+    let table = 4 + 8 * count;
+    let mut out = vec![0u8; table + data];
+    let (head, body) = out.split_at_mut(table);
+    let (count_field, sizes) = head.split_at_mut(4);
+    count_field.copy_from_slice(&len32(count).to_le_bytes());
+    let mut at = 0;
+    for ((k, v), slot) in pairs.zip(sizes.chunks_exact_mut(8)) {
+        let (key_len, value_len) = slot.split_at_mut(4);
+        key_len.copy_from_slice(&len32(k.len()).to_le_bytes());
+        value_len.copy_from_slice(&len32(v.len()).to_le_bytes());
+        for part in [k.as_bytes(), v] {
+            if let Some(dest) = body.get_mut(at..at + part.len()) {
+                dest.copy_from_slice(part);
+            }
+            at += part.len() + 1;
+        }
     }
     out
 }
@@ -136,6 +142,17 @@ mod tests {
         assert_eq!(pairs, expect);
         let headers = deserialize_headers(SERIALIZED_MAP).unwrap();
         assert_eq!(headers.get("powered-by"), Some(&b"proxy-wasm"[..]));
+    }
+
+    #[test]
+    fn round_trips_empty_and_long_pieces() {
+        let long = vec![b'v'; 70_000];
+        let pairs: Vec<(&str, &[u8])> = vec![("", b""), ("k", &long), (":path", b"/"), ("x", b"")];
+        let out = serialize_pairs(pairs.iter().copied());
+        let back = deserialize_pairs(&out).unwrap();
+        let expect: Vec<(Vec<u8>, Vec<u8>)> = pairs.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.to_vec())).collect();
+        assert_eq!(back, expect);
+        assert_eq!(out.len(), 4 + 8 * 4 + 70_000 + 1 + 6 + 1 + 8);
     }
 
     #[test]
