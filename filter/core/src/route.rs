@@ -206,6 +206,9 @@ pub struct RouteDecision<'c> {
     /// Set when the provider speaks another dialect than the client: the body was translated
     /// and the answer must be translated back.
     pub translation: Option<(Pair, Context)>,
+    /// The JSON body may have a top-level `"stream"` member; false when the one validation
+    /// pass saw certainly none (the request cannot be streaming).
+    pub may_stream: bool,
 }
 
 /// Decides the upstream for a buffered OpenAI-dialect request from an authenticated caller.
@@ -234,7 +237,7 @@ pub fn route_with<'c>(
     body: &[u8],
     choose: &mut dyn Choose,
 ) -> Result<RouteDecision<'c>, ApiError> {
-    let mut target = Decider { config, caller, api, path, choose, original: Some(body) };
+    let mut target = Decider { config, caller, api, path, choose, original: Some(body), may_stream: true };
     if api.model_in_path() {
         let (bare, _) = split_query(path);
         let (model, _) = paths::gemini_model(bare).ok_or_else(|| ApiError::unknown_url("POST", bare))?;
@@ -242,6 +245,7 @@ pub fn route_with<'c>(
         return target.decide(model, |_| body.to_vec());
     }
     let field = openai::find_model(body)?;
+    target.may_stream = field.may_stream;
     target.decide(field.value.as_ref(), |m| openai::rewrite_model(body, field.span.clone(), m))
 }
 
@@ -279,7 +283,7 @@ pub fn route_request_with<'c>(
     let span = multipart::find_model(body, boundary).map_err(|e| ApiError::bad_model_param(e.to_string()))?;
     let requested = std::str::from_utf8(body.get(span.clone()).unwrap_or_default())
         .map_err(|_| ApiError::bad_model_param("The model form field is not UTF-8."))?;
-    let mut target = Decider { config, caller, api, path, choose, original: None };
+    let mut target = Decider { config, caller, api, path, choose, original: None, may_stream: false };
     target.decide(requested, |m| multipart::rewrite_model(body, span.clone(), m.as_bytes()))
 }
 
@@ -293,6 +297,8 @@ struct Decider<'c, 'p> {
     choose: &'p mut dyn Choose,
     /// The JSON body, for translation (multipart bodies are never translated).
     original: Option<&'p [u8]>,
+    /// See [`RouteDecision::may_stream`].
+    may_stream: bool,
 }
 
 impl<'c> Decider<'c, '_> {
@@ -343,6 +349,7 @@ impl<'c> Decider<'c, '_> {
             credential: provider.credential.as_ref(),
             requested: requested.to_string(),
             translation,
+            may_stream: self.may_stream,
         })
     }
 

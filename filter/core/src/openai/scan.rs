@@ -36,6 +36,9 @@ pub struct ModelField<'a> {
     pub span: Range<usize>,
     /// Decoded value (borrowed when it has no escapes).
     pub value: Cow<'a, str>,
+    /// The object may also have a top-level `"stream"` member (false: certainly none), so a
+    /// request that cannot stream needs no search for one.
+    pub may_stream: bool,
 }
 
 /// Locates the top-level `"model"` string of a JSON object body.
@@ -51,7 +54,7 @@ pub fn find_model(body: &[u8]) -> Result<ModelField<'_>, ScanError> {
     match shape.model {
         Model::Found(span, escaped) => {
             let value = decode(body, &span, escaped)?;
-            Ok(ModelField { span, value })
+            Ok(ModelField { span, value, may_stream: shape.may_stream })
         }
         Model::Missing => Err(ScanError::ModelMissing),
         Model::NotString => Err(ScanError::ModelNotString),

@@ -36,6 +36,9 @@ pub(crate) struct Shape {
     pub(crate) object: bool,
     /// Its `"model"` member (always [`Model::Missing`] for other values).
     pub(crate) model: Model,
+    /// It may have a `"stream"` member: it has a key spelled `"stream"`, or a key with
+    /// escapes (which could spell it). False means certainly none.
+    pub(crate) may_stream: bool,
 }
 
 /// The top-level `"model"` member; when there are several, the first problem in body order.
@@ -59,6 +62,7 @@ pub(crate) fn validate(b: &[u8]) -> Result<Shape, Invalid> {
         escaped: false,
         model_next: false,
         model: Model::Missing,
+        may_stream: false,
     };
     v.ws();
     let object = v.peek() == Some(b'{');
@@ -71,7 +75,7 @@ pub(crate) fn validate(b: &[u8]) -> Result<Shape, Invalid> {
     v.ws();
     match v.pos < b.len() {
         true => Err(v.err("trailing characters")),
-        false => Ok(Shape { object, model: v.model }),
+        false => Ok(Shape { object, model: v.model, may_stream: v.may_stream }),
     }
 }
 
@@ -89,6 +93,8 @@ struct Validator<'a> {
     /// The value about to be read is the top-level `"model"` member's.
     model_next: bool,
     model: Model,
+    /// See [`Shape::may_stream`].
+    may_stream: bool,
 }
 
 impl Validator<'_> {
@@ -187,8 +193,12 @@ impl Validator<'_> {
         }
         let start = self.pos;
         self.string()?;
-        // Only a key of the top-level object can be the routing `model`.
-        self.model_next = self.depth == 1 && super::scan::is_model_key(self.b, start..self.pos, self.escaped);
+        // Only a key of the top-level object can be the routing `model` (or `stream`).
+        if self.depth == 1 {
+            let span = start..self.pos;
+            self.may_stream |= self.escaped || self.b.get(span.clone()) == Some(b"\"stream\"".as_slice());
+            self.model_next = super::scan::is_model_key(self.b, span, self.escaped);
+        }
         self.ws();
         if self.peek() != Some(b':') {
             return Err(self.err("expected `:`"));

@@ -165,7 +165,16 @@ fn serde_model(body: &[u8]) -> Option<Result<String, ScanError>> {
 /// `count` objects of zero to five members, keys and values chosen to meet `model` in every
 /// form and place (escaped, nested, repeated, not a string), sometimes with a byte cut out.
 fn objects(count: usize) -> impl Iterator<Item = Vec<u8>> {
-    const KEYS: [&str; 6] = ["\"model\"", "\"mod\\u0065l\"", "\"k\"", "\"models\"", "\"\\u00e9\"", "\"é\""];
+    const KEYS: [&str; 8] = [
+        "\"model\"",
+        "\"mod\\u0065l\"",
+        "\"k\"",
+        "\"models\"",
+        "\"\\u00e9\"",
+        "\"é\"",
+        "\"stream\"",
+        "\"str\\u0065am\"",
+    ];
     const VALUES: [&str; 10] = [
         "\"x\"",
         "\"a\\u0041\"",
@@ -189,7 +198,7 @@ fn objects(count: usize) -> impl Iterator<Item = Vec<u8>> {
     (0..count).map(move |_| {
         let members: Vec<String> = (0..next(6))
             .map(|_| {
-                format!("{}{}{}:{}{}", SPACE[next(4)], KEYS[next(6)], SPACE[next(4)], SPACE[next(4)], VALUES[next(10)])
+                format!("{}{}{}:{}{}", SPACE[next(4)], KEYS[next(8)], SPACE[next(4)], SPACE[next(4)], VALUES[next(10)])
             })
             .collect();
         let mut body = format!("{{{}}}", members.join(",")).into_bytes();
@@ -202,7 +211,7 @@ fn objects(count: usize) -> impl Iterator<Item = Vec<u8>> {
 
 #[test]
 fn the_one_pass_agrees_with_serde_on_generated_bodies() {
-    let mut found = 0;
+    let (mut found, mut may_stream) = (0, 0);
     let near = crate::openai::validate::tests::near_json(100_000);
     for part in near.chain(objects(50_000)) {
         for (before, after) in [("", ""), ("{\"model\":", "}"), ("{", "}"), ("{\"a\":[1],", ",\"z\":2}")] {
@@ -213,6 +222,12 @@ fn the_one_pass_agrees_with_serde_on_generated_bodies() {
             match (&got, &want) {
                 (Ok(field), Ok(value)) => {
                     assert_eq!(field.value, value.as_str(), "{shown}");
+                    if !field.may_stream {
+                        let top: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&body).unwrap();
+                        assert!(!top.contains_key("stream"), "{shown}");
+                    } else {
+                        may_stream += 1;
+                    }
                     let token: String = serde_json::from_slice(&body[field.span.clone()]).unwrap();
                     assert_eq!(&token, value, "{shown}");
                     found += 1;
@@ -223,4 +238,5 @@ fn the_one_pass_agrees_with_serde_on_generated_bodies() {
         }
     }
     assert!(found > 5_000, "{found}");
+    assert!(may_stream > 1_000 && may_stream < found, "{may_stream} of {found}");
 }
