@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Envoy's default histogram bucket bounds (`Stats::HistogramSettingsImpl::defaultBuckets`).
@@ -31,11 +33,22 @@ impl Kind {
     }
 }
 
+/// A stat's value. Atomics rather than a lock: every worker records into the same stats on
+/// every request, and Envoy's own counters and gauges are shared atomics too.
 #[derive(Debug)]
 enum Value {
-    Counter(u64),
-    Gauge(i64),
-    Histogram { buckets: [u64; DEFAULT_BUCKETS.len()], count: u64, sum: f64 },
+    Counter(AtomicU64),
+    Gauge(AtomicI64),
+    Histogram(Box<Histogram>),
+}
+
+/// Histogram counts per bucket (not cumulative: a record touches one bucket; rendering adds
+/// them up), the count, and the sum as `f64` bits.
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; DEFAULT_BUCKETS.len()],
+    count: AtomicU64,
+    sum: AtomicU64,
 }
 
 /// Outcome of a metric operation in ABI terms.
@@ -44,21 +57,27 @@ pub(crate) enum MetricError {
     BadArgument,
 }
 
-/// One stat, shared by every VM that defined it. Its own lock: recording touches no other stat
-/// and no name lookup (VMs resolve ids to stats once, at define time).
+/// One stat, shared by every VM that defined it. Recording touches no other stat and no name
+/// lookup (VMs resolve ids to stats once, at define time).
 #[derive(Debug)]
-pub(crate) struct Stat(Mutex<Value>);
+pub(crate) struct Stat(Value);
 
 impl Stat {
-    fn lock(&self) -> MutexGuard<'_, Value> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    fn new(kind: Kind) -> Self {
+        Stat(match kind {
+            Kind::Counter => Value::Counter(AtomicU64::new(0)),
+            Kind::Gauge => Value::Gauge(AtomicI64::new(0)),
+            Kind::Histogram => Value::Histogram(Box::default()),
+        })
     }
 
     /// `proxy_increment_metric`: counters need a positive offset, gauges add.
     pub(crate) fn increment(&self, offset: i64) -> Result<(), MetricError> {
-        match &mut *self.lock() {
-            Value::Counter(v) if offset > 0 => *v = v.saturating_add(offset.unsigned_abs()),
-            Value::Gauge(v) => *v = v.wrapping_add(offset),
+        match &self.0 {
+            Value::Counter(v) if offset > 0 => saturating_add(v, offset.unsigned_abs()),
+            Value::Gauge(v) => {
+                v.fetch_add(offset, Relaxed);
+            }
             _ => return Err(MetricError::BadArgument),
         }
         Ok(())
@@ -66,18 +85,17 @@ impl Stat {
 
     /// `proxy_record_metric`: counter add, gauge set, histogram record.
     pub(crate) fn record(&self, value: u64) -> Result<(), MetricError> {
-        match &mut *self.lock() {
-            Value::Counter(v) => *v = v.saturating_add(value),
-            Value::Gauge(v) => *v = i64::try_from(value).unwrap_or(i64::MAX),
-            Value::Histogram { buckets, count, sum } => {
+        match &self.0 {
+            Value::Counter(v) => saturating_add(v, value),
+            Value::Gauge(v) => v.store(i64::try_from(value).unwrap_or(i64::MAX), Relaxed),
+            Value::Histogram(h) => {
                 let x = value as f64;
-                for (slot, bound) in buckets.iter_mut().zip(DEFAULT_BUCKETS) {
-                    if x <= bound {
-                        *slot += 1;
-                    }
+                // The first bucket whose bound holds `x`; above the last bound only the count.
+                if let Some(slot) = h.buckets.get(DEFAULT_BUCKETS.partition_point(|&bound| bound < x)) {
+                    slot.fetch_add(1, Relaxed);
                 }
-                *count += 1;
-                *sum += x;
+                h.count.fetch_add(1, Relaxed);
+                let _ = h.sum.fetch_update(Relaxed, Relaxed, |bits| Some((f64::from_bits(bits) + x).to_bits()));
             }
         }
         Ok(())
@@ -85,12 +103,17 @@ impl Stat {
 
     /// `proxy_get_metric`: counter/gauge value; histograms have none.
     pub(crate) fn get(&self) -> Result<u64, MetricError> {
-        match &*self.lock() {
-            Value::Counter(v) => Ok(*v),
-            Value::Gauge(v) => Ok(*v as u64),
-            Value::Histogram { .. } => Err(MetricError::BadArgument),
+        match &self.0 {
+            Value::Counter(v) => Ok(v.load(Relaxed)),
+            Value::Gauge(v) => Ok(v.load(Relaxed) as u64),
+            Value::Histogram(_) => Err(MetricError::BadArgument),
         }
     }
+}
+
+/// Adds without wrapping past `u64::MAX`.
+fn saturating_add(v: &AtomicU64, n: u64) {
+    let _ = v.fetch_update(Relaxed, Relaxed, |old| Some(old.saturating_add(n)));
 }
 
 /// Process-wide metric values by stat name.
@@ -107,13 +130,7 @@ impl Registry {
     /// Creates the stat if needed; defining a name again reuses the same stat.
     pub(crate) fn define(&self, kind: Kind, name: &str) -> Arc<Stat> {
         let mut stats = self.lock();
-        let stat = stats.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(Stat(Mutex::new(match kind {
-                Kind::Counter => Value::Counter(0),
-                Kind::Gauge => Value::Gauge(0),
-                Kind::Histogram => Value::Histogram { buckets: [0; DEFAULT_BUCKETS.len()], count: 0, sum: 0.0 },
-            })))
-        });
+        let stat = stats.entry(name.to_string()).or_insert_with(|| Arc::new(Stat::new(kind)));
         stat.clone()
     }
 
@@ -133,7 +150,7 @@ impl Registry {
                 continue;
             }
             // Writing to a String cannot fail.
-            let _ = render(&mut out, &name, &stat.lock());
+            let _ = render(&mut out, &name, &stat.0);
         }
         out
     }
@@ -141,39 +158,44 @@ impl Registry {
 
 fn render(out: &mut String, name: &str, value: &Value) -> std::fmt::Result {
     match value {
-        Value::Counter(v) => write!(out, "# TYPE {name} counter\n{name} {v}\n"),
-        Value::Gauge(v) => write!(out, "# TYPE {name} gauge\n{name} {v}\n"),
-        Value::Histogram { buckets, count, sum } => {
+        Value::Counter(v) => write!(out, "# TYPE {name} counter\n{name} {}\n", v.load(Relaxed)),
+        Value::Gauge(v) => write!(out, "# TYPE {name} gauge\n{name} {}\n", v.load(Relaxed)),
+        Value::Histogram(h) => {
             writeln!(out, "# TYPE {name} histogram")?;
-            for (n, bound) in buckets.iter().zip(DEFAULT_BUCKETS) {
-                writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {n}")?;
+            // Read the count first: concurrent records can only make the buckets read after it
+            // larger, never leave `+Inf` below a finite bucket.
+            let count = h.count.load(Relaxed);
+            let mut cumulative = 0;
+            for (n, bound) in h.buckets.iter().zip(DEFAULT_BUCKETS) {
+                cumulative += n.load(Relaxed);
+                writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {}", cumulative.min(count))?;
             }
             writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}")?;
+            let sum = f64::from_bits(h.sum.load(Relaxed));
             write!(out, "{name}_sum {sum}\n{name}_count {count}\n")
         }
     }
 }
 
-/// Per-VM metric ids: `4n + kind`, separate sequences per kind (cpp-host `wasm.h`).
+/// Per-VM metric ids: `4n + kind`, separate sequences per kind (cpp-host `wasm.h`), so an
+/// id indexes its kind's table directly.
 #[derive(Default)]
 pub(crate) struct MetricIds {
-    next: [u32; 3],
-    stats: std::collections::HashMap<u32, Arc<Stat>, crate::state::ContextIds>,
+    stats: [Vec<Arc<Stat>>; 3],
 }
 
 impl MetricIds {
     /// Allocates the next id of `kind` for `stat`.
     pub(crate) fn allocate(&mut self, kind: Kind, stat: Arc<Stat>) -> u32 {
-        let slot = &mut self.next[kind as usize];
-        *slot += 1;
-        let id = *slot * 4 + kind as u32;
-        self.stats.insert(id, stat);
-        id
+        let table = &mut self.stats[kind as usize];
+        table.push(stat);
+        u32::try_from(table.len()).unwrap_or(u32::MAX) * 4 + kind as u32
     }
 
     /// The stat behind an id.
     pub(crate) fn stat(&self, id: u32) -> Option<&Stat> {
-        self.stats.get(&id).map(|s| &**s)
+        let n = usize::try_from(id / 4).ok()?.checked_sub(1)?;
+        self.stats.get(id as usize % 4)?.get(n).map(|s| &**s)
     }
 }
 
@@ -189,6 +211,32 @@ mod tests {
         assert_eq!(ids.allocate(Kind::Gauge, r.define(Kind::Gauge, "b")), 5);
         assert_eq!(ids.allocate(Kind::Histogram, r.define(Kind::Histogram, "c")), 6);
         assert_eq!(ids.allocate(Kind::Counter, r.define(Kind::Counter, "d")), 8);
+    }
+
+    #[test]
+    fn unknown_ids_have_no_stat() {
+        let mut ids = MetricIds::default();
+        let id = ids.allocate(Kind::Gauge, Registry::default().define(Kind::Gauge, "g"));
+        assert!(ids.stat(id).is_some());
+        for other in [0, 1, 3, id - 4, id + 4, id + 2, 7, u32::MAX] {
+            assert!(ids.stat(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_when_rendered() {
+        let r = Registry::default();
+        let h = r.define(Kind::Histogram, "h");
+        for v in [0, 1, 3, 5, 6, 4_000_000] {
+            h.record(v).unwrap();
+        }
+        let text = r.prometheus_text();
+        for line in ["h_bucket{le=\"0.5\"} 1\n", "h_bucket{le=\"1\"} 2\n", "h_bucket{le=\"5\"} 4\n"] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(text.contains("h_bucket{le=\"10\"} 5\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"3600000\"} 5\n"), "{text}");
+        assert!(text.contains("h_bucket{le=\"+Inf\"} 6\nh_sum 4000015\nh_count 6\n"), "{text}");
     }
 
     #[test]
