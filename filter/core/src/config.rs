@@ -188,6 +188,9 @@ pub struct Key {
     pub digest: String,
     /// Indexes into [`Config::groups`].
     pub groups: Vec<usize>,
+    /// The same groups' names, in the same order: every usage record lists them, and a
+    /// borrowed list costs a request nothing.
+    pub group_names: Vec<String>,
     /// The key's own grant patterns.
     pub models: Vec<String>,
     /// Expiry as Unix seconds.

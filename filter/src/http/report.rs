@@ -53,9 +53,7 @@ impl Stream {
         let mut record = RecordView {
             request_id: self.request_id.as_deref().unwrap_or_default(),
             key: key.map(|k| k.name.as_str()),
-            groups: key
-                .map(|k| k.groups.iter().filter_map(|g| config?.groups.get(*g)).map(|g| g.name.as_str()).collect())
-                .unwrap_or_default(),
+            groups: key.map(|k| k.group_names.as_slice()).unwrap_or_default(),
             model_requested: &self.model_requested,
             provider,
             upstream_model,

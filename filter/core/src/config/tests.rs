@@ -61,6 +61,8 @@ fn parse_full() {
     assert_eq!(c.models[3].strategy, Strategy::LeastLoaded);
     assert_eq!(c.aliases.get("smart"), Some(&2));
     assert_eq!(c.keys[1].groups, [0, 1]);
+    let names: Vec<&str> = c.keys[1].groups.iter().map(|&g| c.groups[g].name.as_str()).collect();
+    assert_eq!(c.keys[1].group_names, names);
     assert_eq!(c.keys[1].expires_at, Some(1_893_456_000));
     assert_eq!(c.keys[0].limits.cost_usd_per_month, Some(50.0));
     assert_eq!(c.keys[0].limits.overrun, crate::limits::cut::Overrun::Cut);

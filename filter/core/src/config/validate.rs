@@ -302,9 +302,13 @@ fn key(
         Err(e) => p.add(format!("keys[{i}].digest"), e),
     }
     let mut groups = Vec::with_capacity(k.groups.len());
+    let mut group_names = Vec::with_capacity(k.groups.len());
     for (j, g) in k.groups.iter().enumerate() {
         match group_index.get(g) {
-            Some(&found) => groups.push(found),
+            Some(&found) => {
+                groups.push(found);
+                group_names.push(g.clone());
+            }
             None => p.add(format!("keys[{i}].groups[{j}]"), format!("unknown group {g:?}")),
         }
     }
@@ -319,5 +323,5 @@ fn key(
         None => Limits::default(),
         Some(l) => limits(&format!("keys[{i}].limits"), Some(l), p),
     };
-    Key { name: k.name.clone(), digest: k.digest.clone(), groups, models, expires_at, limits }
+    Key { name: k.name.clone(), digest: k.digest.clone(), groups, group_names, models, expires_at, limits }
 }

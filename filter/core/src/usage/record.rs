@@ -98,7 +98,7 @@ impl Record {
         RecordView {
             request_id: &self.request_id,
             key: self.key.as_deref(),
-            groups: self.groups.iter().map(String::as_str).collect(),
+            groups: &self.groups,
             model_requested: &self.model_requested,
             provider: &self.provider,
             upstream_model: &self.upstream_model,
@@ -124,7 +124,7 @@ impl Record {
 pub struct RecordView<'a> {
     pub request_id: &'a str,
     pub key: Option<&'a str>,
-    pub groups: Vec<&'a str>,
+    pub groups: &'a [String],
     pub model_requested: &'a str,
     pub provider: &'a str,
     pub upstream_model: &'a str,
@@ -196,10 +196,10 @@ impl RecordView<'_> {
         let strings = [self.request_id, self.key.unwrap_or_default(), self.model_requested, self.provider]
             .iter()
             .chain(&[self.upstream_model])
-            .chain(&self.groups)
             .map(|s| s.len() + 3)
             .sum::<usize>();
-        strings + 400
+        let groups = self.groups.iter().map(|g| g.len() + 3).sum::<usize>();
+        strings + groups + 400
     }
 }
 
