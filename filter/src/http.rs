@@ -321,10 +321,7 @@ impl Stream {
 
     fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], mut d: RouteDecision<'_>) {
         self.usage_dialect = dialects::upstream_dialect(api, d.translation.as_ref().map(|(p, _)| p.outbound));
-        let new_body = match d.may_stream {
-            true => self.with_usage_requested(api, original, d.body.take(), d.translation.is_some()),
-            false => d.body.take(),
-        };
+        let new_body = self.with_usage_requested(api, original, &mut d);
         if let Some(new_body) = &new_body {
             self.set_http_request_body(0, self.body_size, new_body);
             // Envoy never recomputes framing; a stale length (or chunked plus length) corrupts it.

@@ -4,7 +4,7 @@
 
 use ferrogate_core::config::Config;
 use ferrogate_core::openai::ApiError;
-use ferrogate_core::route::Api;
+use ferrogate_core::route::{Api, RouteDecision};
 use ferrogate_core::translate::{self, Outbound};
 use ferrogate_core::usage::{ensure_include_usage_in_valid, UsageDialect};
 use proxy_wasm::types::Action;
@@ -36,15 +36,16 @@ pub(super) fn upstream_dialect(api: Api, translated_to: Option<Outbound>) -> Usa
 impl Stream {
     /// The body to send: for OpenAI chat and completions forwarded as they are, one that asks
     /// for usage on streams, so every request is accounted (the client that did not ask never
-    /// sees the extra chunk). The router validated the JSON and a model rewrite keeps it valid.
+    /// sees the extra chunk). The router validated the JSON and a model rewrite keeps it valid;
+    /// its validation pass also said whether the body can stream at all (`d.may_stream`).
     pub(super) fn with_usage_requested(
         &mut self,
         api: Api,
         original: &[u8],
-        body: Option<Vec<u8>>,
-        translated: bool,
+        d: &mut RouteDecision<'_>,
     ) -> Option<Vec<u8>> {
-        if translated || !matches!(api, Api::ChatCompletions | Api::Completions) {
+        let body = d.body.take();
+        if !d.may_stream || d.translation.is_some() || !matches!(api, Api::ChatCompletions | Api::Completions) {
             return body;
         }
         match ensure_include_usage_in_valid(body.as_deref().unwrap_or(original)) {
