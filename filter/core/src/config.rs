@@ -4,7 +4,7 @@
 //! checks every value and cross-reference, collecting *all* problems (each with its path,
 //! e.g. `models[1].targets[0].provider`) so `ferrogate check` can print them in one go, and
 //! builds the lookup indexes. Core only parses JSON ([`Config::from_json_slice`]); YAML is
-//! parsed by the sidecar into [`RawConfig`] to keep `serde_yaml` out of the filter wasm.
+//! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
 mod raw;
 pub mod syntax;

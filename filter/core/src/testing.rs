@@ -6,7 +6,7 @@ use crate::config::{Config, RawConfig};
 pub(crate) fn fixture(name: &str) -> Config {
     let path = format!("{}/../../testdata/config/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let raw: RawConfig = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let raw: RawConfig = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     Config::try_from(raw).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

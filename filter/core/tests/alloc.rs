@@ -72,7 +72,7 @@ fn allocations_in(f: impl FnOnce()) -> u64 {
 
 fn keys_config() -> Result<Config, Box<dyn std::error::Error>> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/config/keys.yaml");
-    let raw: RawConfig = serde_yaml::from_str(&std::fs::read_to_string(path)?)?;
+    let raw: RawConfig = serde_saphyr::from_str(&std::fs::read_to_string(path)?)?;
     Ok(Config::try_from(raw)?)
 }
 
@@ -179,7 +179,7 @@ limits: { requests_per_day: 1000000 }
 groups: [{ name: team, models: ["*"], limits: { tokens_per_minute: 100000000, cost_usd_per_month: 1000 } }]
 keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", groups: [team], limits: { requests_per_minute: 1000000 } }]
 "#;
-    let config = Config::try_from(serde_yaml::from_str::<RawConfig>(yaml)?)?;
+    let config = Config::try_from(serde_saphyr::from_str::<RawConfig>(yaml)?)?;
     let plan = config.limit_plans.for_key(Some(0));
     let keys: Vec<&'static str> = plan.iter().map(|s| &*Box::leak(s.counter.clone().into_boxed_str())).collect();
     let mut store = ArrayStore { keys: [""; 8], counters: Default::default() };
@@ -207,7 +207,7 @@ providers: [{ name: p, kind: openai, base_url: "http://h" }]
 models: [{ name: m, targets: [{ provider: p, model: x }] }]
 keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", models: ["*"], limits: { tokens_per_day: 100000000, cost_usd_per_month: 1000, overrun: cut } }]
 "#;
-    let config = Config::try_from(serde_yaml::from_str::<RawConfig>(yaml)?)?;
+    let config = Config::try_from(serde_saphyr::from_str::<RawConfig>(yaml)?)?;
     let plan = config.limit_plans.for_key(Some(0));
     let keys: Vec<&'static str> = plan.iter().map(|s| &*Box::leak(s.counter.clone().into_boxed_str())).collect();
     let mut store = ArrayStore { keys: [""; 8], counters: Default::default() };

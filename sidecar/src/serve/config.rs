@@ -6,6 +6,8 @@
 //! same document as JSON in its plugin configuration, exactly as an Envoy deployment would
 //! pass it, and the router gets one cluster per provider.
 
+pub mod shape;
+
 use std::path::Path;
 
 use ferrogate_core::config::{Config, ConfigError, RawConfig};
@@ -26,15 +28,15 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// Not YAML/JSON of the configuration's shape (unknown keys included).
+    /// Not a YAML/JSON document at all.
     #[error("{path}: {message}")]
     Syntax {
         /// The file.
         path: String,
-        /// Parser message, naming the offending key and position.
+        /// Parser message, with line and column.
         message: String,
     },
-    /// Well-formed but invalid; every problem is listed.
+    /// Unknown keys, values of the wrong type or failed checks; every problem is listed.
     #[error("{path}: {source}")]
     Invalid {
         /// The file.
@@ -69,23 +71,47 @@ pub struct SidecarLink {
     pub poll_interval_ms: u64,
 }
 
-/// Reads and validates `path`, resolving provider keys from the environment.
+/// Reads and validates `path`, resolving provider keys from the environment. Every problem
+/// is reported at once: unknown keys and other shape errors first, then the checks of the
+/// document without its unknown keys.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
-    let raw = read_raw(path)?;
-    let config = Config::try_from(raw.clone()).map_err(|source| LoadError::Invalid { path: shown, source })?;
-    let clusters = clusters_of(&config)?;
-    Ok(Loaded { config, raw, clusters })
+    let (raw, mut problems) = read_document(path)?;
+    let Some(raw) = raw else {
+        return Err(LoadError::Invalid { path: shown, source: ConfigError { problems } });
+    };
+    match Config::try_from(raw.clone()) {
+        Ok(config) if problems.is_empty() => {
+            let clusters = clusters_of(&config)?;
+            Ok(Loaded { config, raw, clusters })
+        }
+        Ok(_) => Err(LoadError::Invalid { path: shown, source: ConfigError { problems } }),
+        Err(invalid) => {
+            problems.extend(invalid.problems);
+            Err(LoadError::Invalid { path: shown, source: ConfigError { problems } })
+        }
+    }
 }
 
 /// Reads and parses `path`, resolving provider keys from the environment; not validated.
+/// A document with unknown keys is refused, every one of them listed.
 pub fn read_raw(path: &Path) -> Result<RawConfig, LoadError> {
+    match read_document(path)? {
+        (Some(raw), problems) if problems.is_empty() => Ok(raw),
+        (_, problems) => Err(LoadError::Invalid { path: path.display().to_string(), source: ConfigError { problems } }),
+    }
+}
+
+/// The document (when its shape is usable) and its shape problems, keys resolved.
+fn read_document(path: &Path) -> Result<(Option<RawConfig>, Vec<ferrogate_core::config::Problem>), LoadError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: shown.clone(), source })?;
-    let mut raw: RawConfig =
-        serde_yaml::from_str(&text).map_err(|e| LoadError::Syntax { path: shown, message: e.to_string() })?;
-    raw.resolve_api_keys(|name| std::env::var(name).ok());
-    Ok(raw)
+    let read = shape::read(&text).map_err(|e| LoadError::Syntax { path: shown, message: e.to_string() })?;
+    let raw = read.raw.map(|mut raw| {
+        raw.resolve_api_keys(|name| std::env::var(name).ok());
+        raw
+    });
+    Ok((raw, read.problems))
 }
 
 /// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in

@@ -9,7 +9,7 @@ fn fixture(name: &str) -> String {
 }
 
 fn load_yaml(yaml: &str) -> Result<Config, ConfigError> {
-    let raw: RawConfig = serde_yaml::from_str(yaml).expect("yaml shape");
+    let raw: RawConfig = serde_saphyr::from_str(yaml).expect("yaml shape");
     Config::try_from(raw)
 }
 
@@ -76,7 +76,7 @@ fn parse_full() {
 
 #[test]
 fn json_and_yaml_agree() {
-    let raw: RawConfig = serde_yaml::from_str(&fixture("full.yaml")).unwrap();
+    let raw: RawConfig = serde_saphyr::from_str(&fixture("full.yaml")).unwrap();
     let json = serde_json::to_vec(&raw).unwrap();
     assert_eq!(Config::from_json_slice(&json).unwrap(), Config::try_from(raw).unwrap());
 }
@@ -99,7 +99,7 @@ fn resolve_forms() {
 
 #[test]
 fn resolve_api_keys_fills_credentials() {
-    let mut raw: RawConfig = serde_yaml::from_str(&fixture("full.yaml")).unwrap();
+    let mut raw: RawConfig = serde_saphyr::from_str(&fixture("full.yaml")).unwrap();
     raw.providers[3].api_key = Some("kept".into());
     raw.resolve_api_keys(|var| (var != "GEMINI_API_KEY").then(|| format!("val-{var}")));
     let c = Config::try_from(raw).unwrap();
@@ -197,9 +197,9 @@ fn unknown_keys_are_rejected_by_name() {
         ("store: {kind: file, path: x}", "path"),
     ];
     for (yaml, key) in cases {
-        let err = serde_yaml::from_str::<RawConfig>(yaml).expect_err(yaml).to_string();
+        let err = serde_saphyr::from_str::<RawConfig>(yaml).expect_err(yaml).to_string();
         assert!(err.contains(&format!("unknown field `{key}`")), "{yaml}: {err}");
-        let json = serde_json::to_string(&serde_yaml::from_str::<serde_json::Value>(yaml).unwrap()).unwrap();
+        let json = serde_json::to_string(&serde_saphyr::from_str::<serde_json::Value>(yaml).unwrap()).unwrap();
         let err = Config::from_json_slice(json.as_bytes()).expect_err(yaml).to_string();
         assert!(err.contains(&format!("unknown field `{key}`")), "{yaml}: {err}");
     }

@@ -2,7 +2,7 @@ use super::*;
 use crate::config::RawConfig;
 
 fn config(yaml: &str) -> Config {
-    let raw: RawConfig = serde_yaml::from_str(yaml).unwrap();
+    let raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
     Config::try_from(raw).unwrap()
 }
 

@@ -161,7 +161,7 @@ keys:
   - { name: b, digest: 'sha256:2222222222222222222222222222222222222222222222222222222222222222', groups: [team] }
   - { name: c, digest: 'sha256:3333333333333333333333333333333333333333333333333333333333333333', models: [m] }
 ";
-    let c = Config::try_from(serde_yaml::from_str::<crate::config::RawConfig>(yaml).unwrap()).unwrap();
+    let c = Config::try_from(serde_saphyr::from_str::<crate::config::RawConfig>(yaml).unwrap()).unwrap();
     assert!(Arc::ptr_eq(&c.grants[0], &c.grants[1]));
     assert!(!Arc::ptr_eq(&c.grants[0], &c.grants[2]));
     assert_eq!(c.grants[0], c.grants[2], "same models, flattened separately");

@@ -91,7 +91,7 @@ keys:
 "#;
 
 fn config() -> Config {
-    Config::try_from(serde_yaml::from_str::<RawConfig>(YAML).unwrap()).unwrap()
+    Config::try_from(serde_saphyr::from_str::<RawConfig>(YAML).unwrap()).unwrap()
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn settlement_replaces_the_reservation_with_what_was_used() {
 #[test]
 fn the_unpriced_policy_is_validated() {
     let with =
-        |p: &str| Config::try_from(serde_yaml::from_str::<RawConfig>(&format!("{YAML}unpriced: {p}\n")).unwrap());
+        |p: &str| Config::try_from(serde_saphyr::from_str::<RawConfig>(&format!("{YAML}unpriced: {p}\n")).unwrap());
     assert_eq!(config().unpriced, crate::config::Unpriced::Warn);
     assert_eq!(with("block").unwrap().unpriced, crate::config::Unpriced::Block);
     let err = with("maybe").unwrap_err();

@@ -27,7 +27,7 @@ aliases: { default: chat }
 "#;
 
 fn config() -> Config {
-    let mut raw: RawConfig = serde_yaml::from_str(YAML).unwrap();
+    let mut raw: RawConfig = serde_saphyr::from_str(YAML).unwrap();
     raw.resolve_api_keys(|var| Some(format!("k-{var}")));
     Config::try_from(raw).unwrap()
 }

@@ -3,7 +3,7 @@
 use super::*;
 
 fn raw(yaml: &str) -> RawConfig {
-    serde_yaml::from_str(yaml).unwrap()
+    serde_saphyr::from_str(yaml).unwrap()
 }
 
 const DIGEST_A: &str = "sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c";

@@ -21,7 +21,7 @@ keys:
   - {{ name: {key}, digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", groups: [team-{key}], limits: {{ requests_per_day: 10 }} }}
 "#
     );
-    Config::try_from(serde_yaml::from_str::<RawConfig>(&yaml).unwrap()).unwrap()
+    Config::try_from(serde_saphyr::from_str::<RawConfig>(&yaml).unwrap()).unwrap()
 }
 
 fn line(key: &str, tokens: u64, admitted: bool, at: u64) -> String {
@@ -136,8 +136,13 @@ async fn amounts_lost_by_redis_are_written_again() {
         u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap();
     ledger.fold([line(&key, 3, true, now), line(&key, 4, true, now)].concat().as_bytes(), "v1", &c);
     let hash = format!("fg:limit:ferrogate.limit.key.{key}.requests.day:{}", Window::Day.bucket(now));
-    let client = ::redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let url = redis_url();
+    let client = ::redis::Client::open(url.as_str())
+        .unwrap_or_else(|e| panic!("cannot reach Redis at {url} (FERROGATE_TEST_REDIS_URL): {e}"));
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach Redis at {url} (FERROGATE_TEST_REDIS_URL): {e}"));
     let stored = |conn: &mut ::redis::aio::MultiplexedConnection| {
         let mut conn = conn.clone();
         let (hash, field) = (hash.clone(), format!("{key}-a"));

@@ -18,7 +18,9 @@ impl Schema {
         let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
         let name = format!("fg_t_{:016x}", rand::random::<u64>());
-        let (client, conn) = tokio_postgres::connect(&base, NoTls).await.expect("PostgreSQL on 127.0.0.1:5432");
+        let (client, conn) = tokio_postgres::connect(&base, NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base} (FERROGATE_TEST_DATABASE_URL): {e}"));
         tokio::spawn(conn);
         client.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
         let sep = if base.contains('?') { '&' } else { '?' };
@@ -121,7 +123,7 @@ async fn unservable_writes_are_refused_and_change_nothing() {
 async fn a_new_database_is_seeded_once_from_the_file() {
     let schema = Schema::new().await;
     let store = PgStore::connect(&schema.url, None).await.unwrap();
-    let raw: RawConfig = serde_yaml::from_str(
+    let raw: RawConfig = serde_saphyr::from_str(
         r#"
 providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000", api_key_env: LOCAL_KEY }]
 models: [{ name: chat, targets: [{ provider: local, model: m }], fallbacks: [] }]

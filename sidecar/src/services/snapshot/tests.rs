@@ -3,7 +3,7 @@
 use super::*;
 
 fn raw(yaml: &str) -> RawConfig {
-    serde_yaml::from_str(yaml).unwrap()
+    serde_saphyr::from_str(yaml).unwrap()
 }
 
 const GOOD: &str = r#"

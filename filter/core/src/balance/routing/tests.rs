@@ -7,7 +7,7 @@ fn config(models: &str) -> Config {
     let yaml = format!(
         "providers:\n  - {{name: a, kind: openai_compatible, base_url: 'http://a:1'}}\n  - {{name: pool, kind: openai_compatible, base_url: 'http://p:1', endpoints: ['h1:1', 'h2:1']}}\nmodels:\n{models}"
     );
-    let raw: RawConfig = serde_yaml::from_str(&yaml).unwrap();
+    let raw: RawConfig = serde_saphyr::from_str(&yaml).unwrap();
     Config::try_from(raw).unwrap()
 }
 

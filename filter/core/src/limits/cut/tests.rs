@@ -36,7 +36,7 @@ keys:
 "#;
 
 fn config(yaml: &str) -> Result<Config, crate::config::ConfigError> {
-    Config::try_from(serde_yaml::from_str::<RawConfig>(yaml).unwrap())
+    Config::try_from(serde_saphyr::from_str::<RawConfig>(yaml).unwrap())
 }
 
 #[test]
