@@ -1,9 +1,49 @@
-//! Small commands and helpers of the `ferrogate` binary: `check`, `keys new`, signals.
+//! The `ferrogate` command line (every subcommand and flag), and its small commands:
+//! `check`, `keys new`, signals.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sha2::{Digest, Sha256};
+
+/// What `ferrogate` with no arguments (or `--help`) says after the command list.
+const QUICKSTART: &str = "\
+Quickstart (no provider key needed; the upstream is the simulated engine):
+  ferrogate sim --listen 127.0.0.1:8000 --model sim-small &
+  ferrogate serve --config examples/quickstart.yaml --listen 127.0.0.1:8080
+  curl -s http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'
+
+Logs: FERROGATE_LOG (default info). Manual: docs/ in the source tree (docs/cli.md for every flag).";
+
+/// ferrogate: an OpenAI/Anthropic/Gemini-compatible AI gateway whose data plane is a
+/// proxy-wasm filter, for Envoy, Istio and Envoy Gateway, or standalone with `ferrogate serve`.
+#[derive(clap::Parser, Debug)]
+#[command(name = "ferrogate", version, arg_required_else_help = true, after_help = QUICKSTART)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Standalone gateway: the filter in an embedded proxy-wasm host, forwarding to upstreams.
+    Serve(crate::serve::ServeArgs),
+    /// Companion of a filter running in Envoy/Istio: config snapshots, usage, admin API.
+    Sidecar(crate::standalone::SidecarArgs),
+    /// Simulated OpenAI-compatible engine (vLLM-like) for demos, tests and benchmarks.
+    Sim(crate::sim::SimArgs),
+    /// Validate a configuration file and print every problem.
+    Check(CheckArgs),
+    /// Virtual key tools.
+    Keys {
+        /// What to do with keys.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
 
 /// Options of `ferrogate check`.
 #[derive(clap::Args, Clone, Debug)]
@@ -18,7 +58,7 @@ pub struct CheckArgs {
 pub enum KeysCommand {
     /// Print a new virtual key and the `sha256:` digest to put in the config.
     New {
-        /// A label printed with the key (not part of it).
+        /// A label printed with the key (not part of it); default: none.
         #[arg(long)]
         name: Option<String>,
     },
@@ -98,6 +138,35 @@ pub async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
+
+    /// Every optional flag of every subcommand says what happens when it is not given.
+    #[test]
+    fn every_flag_names_its_default() {
+        let mut missing = Vec::new();
+        let root = Cli::command();
+        let mut commands: Vec<&clap::Command> = root.get_subcommands().collect();
+        while let Some(cmd) = commands.pop() {
+            commands.extend(cmd.get_subcommands());
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_required_set() || arg.is_positional() {
+                    continue;
+                }
+                let help = arg.get_long_help().or(arg.get_help()).map(|h| h.to_string()).unwrap_or_default();
+                let is_switch = matches!(arg.get_action(), clap::ArgAction::SetTrue | clap::ArgAction::Count);
+                if arg.get_default_values().is_empty() && !is_switch && !help.contains("default") {
+                    missing.push(format!("{} --{id}", cmd.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags whose help names no default: {missing:?}");
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
 
     #[test]
     fn key_digest_matches_sha256_of_key() {

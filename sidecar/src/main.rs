@@ -2,39 +2,15 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
 // A proxy allocates and frees small buffers for every request on every worker thread;
 // mimalloc's thread-local free lists make that markedly cheaper than glibc's malloc
 // (scripts/bench measures it).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use ferrogate_sidecar::cli::{Cli, Command};
 use ferrogate_sidecar::{cli, serve, sim, standalone, telemetry};
-
-/// ferrogate — an OpenAI/Anthropic/Gemini-compatible AI gateway built as a proxy-wasm filter.
-#[derive(Parser, Debug)]
-#[command(name = "ferrogate", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Standalone gateway: the filter in an embedded proxy-wasm host, forwarding to upstreams.
-    Serve(serve::ServeArgs),
-    /// Companion of a filter running in Envoy/Istio: config snapshots, usage, admin API.
-    Sidecar(standalone::SidecarArgs),
-    /// Simulated OpenAI-compatible engine (vLLM-like) for demos, tests and benchmarks.
-    Sim(sim::SimArgs),
-    /// Validate a configuration file and print every problem.
-    Check(cli::CheckArgs),
-    /// Virtual key tools.
-    Keys {
-        #[command(subcommand)]
-        command: cli::KeysCommand,
-    },
-}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -80,6 +56,12 @@ async fn run_serve(args: serve::ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    println!(
+        "ferrogate serve is listening:\n  gateway  http://{}  (--listen)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)\n  sidecar  http://{}  (--sidecar-listen: filter-facing, in process)",
+        gateway.addr(),
+        gateway.admin_addr(),
+        gateway.sidecar_addr()
+    );
     cli::shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     gateway.shutdown().await;
@@ -94,6 +76,10 @@ async fn run_sidecar(args: standalone::SidecarArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    println!(
+        "ferrogate sidecar is listening:\n  sidecar  http://{}  (--sidecar-listen: filter-facing)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)",
+        sidecar.sidecar_addr, sidecar.admin_addr
+    );
     cli::shutdown_signal().await;
     sidecar.shutdown();
     ExitCode::SUCCESS
@@ -103,7 +89,7 @@ async fn run_sim(args: sim::SimArgs) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("ferrogate sim: cannot listen on {}: {e}", args.listen);
+            eprintln!("ferrogate sim: cannot listen on {} ({e}); choose another address with --listen", args.listen);
             return ExitCode::FAILURE;
         }
     };

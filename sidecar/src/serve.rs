@@ -47,11 +47,12 @@ pub struct ServeArgs {
     /// build tree (`$FERROGATE_FILTER_WASM` overrides).
     #[arg(long)]
     pub filter: Option<PathBuf>,
-    /// Filter-facing sidecar listener.
-    #[arg(long, default_value = "127.0.0.1:9000")]
+    /// Filter-facing sidecar listener (snapshots, usage), reached by the filter in process;
+    /// port 0 picks a free one, printed at start.
+    #[arg(long, default_value = "127.0.0.1:0")]
     pub sidecar_listen: SocketAddr,
-    /// Admin listener (health, metrics).
-    #[arg(long, default_value = "127.0.0.1:9001")]
+    /// Admin listener (health, metrics, admin API); port 0 picks a free one, printed at start.
+    #[arg(long, default_value = "127.0.0.1:0")]
     pub admin_listen: SocketAddr,
     /// Worker threads, each with its own filter VM (default: one per core).
     #[arg(long)]
@@ -71,15 +72,16 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_failover: bool,
     /// With the file store, also append usage records to this file as JSON lines (its newest
-    /// records are read back at start); with the postgres store they go to `fg_usage` instead.
+    /// records are read back at start); default: none, records are kept in memory only. With
+    /// the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
     /// How often the config file is checked for edits and the filter polls for a new
     /// snapshot, in milliseconds: an edit is served within about twice this.
     #[arg(long, default_value_t = 1_000)]
     pub poll_interval_ms: u64,
-    /// Keep the last good snapshot in this file (restored by `ferrogate sidecar` when its
-    /// store is unreachable at start).
+    /// Keep the last good snapshot in this file (restored when the store is unreachable at
+    /// start); default: none, nothing is written.
     #[arg(long)]
     pub snapshot_cache: Option<PathBuf>,
     /// This replica's id in the shared limit counters (default: host name, process id and
@@ -115,12 +117,75 @@ pub enum ServeError {
     /// The store holds no servable configuration.
     #[error("no servable configuration: {0:?}")]
     NoSnapshot(Vec<ferrogate_core::snapshot::WireProblem>),
+    /// A listener cannot be bound (address in use, no permission, ...).
+    #[error("cannot listen on {addr} for the {} ({source}); choose another address with {}", .listener.name(), .listener.flag())]
+    Bind {
+        /// Which listener.
+        listener: Listener,
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why it failed.
+        source: std::io::Error,
+    },
     /// Socket or thread trouble.
     #[error(transparent)]
     Io(#[from] std::io::Error),
     /// A worker could not start.
     #[error("worker failed to start: {0}")]
     Worker(String),
+}
+
+/// The listeners of `serve` and `sidecar`, named in bind errors with the flag that moves each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    /// The data plane (`serve` only).
+    Gateway,
+    /// The filter-facing API (snapshots, usage).
+    Sidecar,
+    /// Health, metrics and the admin API.
+    Admin,
+}
+
+impl Listener {
+    /// What the listener is, in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Listener::Gateway => "gateway",
+            Listener::Sidecar => "filter-facing sidecar API",
+            Listener::Admin => "admin API",
+        }
+    }
+
+    /// The command-line flag that sets its address.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Listener::Gateway => "--listen",
+            Listener::Sidecar => "--sidecar-listen",
+            Listener::Admin => "--admin-listen",
+        }
+    }
+
+    /// Binds `addr` for this listener without listening yet: a taken address fails here, at
+    /// once, while connections are only accepted (queued) once `listen` is called, when the
+    /// process is ready to serve them.
+    pub fn reserve(self, addr: SocketAddr) -> Result<tokio::net::TcpSocket, ServeError> {
+        let bind_error = |source| ServeError::Bind { listener: self, addr, source };
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+            .map_err(bind_error)?;
+        socket.set_reuseaddr(true).map_err(bind_error)?;
+        socket.bind(addr).map_err(bind_error)?;
+        Ok(socket)
+    }
+
+    /// Binds and listens on `addr` for this listener, naming it in the error.
+    pub fn bind(self, addr: SocketAddr) -> Result<tokio::net::TcpListener, ServeError> {
+        listen(self.reserve(addr)?)
+    }
+}
+
+/// Starts listening on a reserved socket (the backlog tokio's own `bind` uses).
+fn listen(socket: tokio::net::TcpSocket) -> Result<tokio::net::TcpListener, ServeError> {
+    Ok(socket.listen(1024)?)
 }
 
 /// A running gateway.
@@ -142,6 +207,8 @@ impl Gateway {
     pub async fn start(args: &ServeArgs) -> Result<Gateway, ServeError> {
         let admin_token = std::env::var("FERROGATE_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
         services::admin::check_bind(args.admin_listen, admin_token.as_deref())?;
+        // Bound first: a busy port fails the start at once, not after the module compiles.
+        let reserved = Listener::Gateway.reserve(args.listen)?;
         let wasm_path = find_filter(args.filter.as_deref())?;
         let wasm =
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
@@ -181,8 +248,7 @@ impl Gateway {
             ..PluginSpec::default()
         };
         let runtime = Runtime::new(&wasm, spec)?;
-        let listener = std::net::TcpListener::bind(args.listen)?;
-        let addr = listener.local_addr()?;
+        let addr = reserved.local_addr()?;
         let admin = services::admin::Admin {
             runtime: Some(runtime.clone()),
             usage: usage.clone(),
@@ -193,7 +259,8 @@ impl Gateway {
             ledger,
             targets,
         };
-        let admin_addr = spawn_router(args.admin_listen, services::admin::router(admin), rx.clone()).await?;
+        let admin_addr =
+            spawn_router(Listener::Admin, args.admin_listen, services::admin::router(admin), rx.clone()).await?;
         let config = Arc::new(WorkerConfig {
             runtime: runtime.clone(),
             clusters,
@@ -205,8 +272,7 @@ impl Gateway {
         let count = args.workers.unwrap_or_else(default_workers).max(1);
         let (balancer, inboxes) = balance::balancer(count);
         let workers = spawn_workers(&config, inboxes, &rx)?;
-        listener.set_nonblocking(true)?;
-        tokio::spawn(balancer.run(tokio::net::TcpListener::from_std(listener)?, rx.clone()));
+        tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
         Ok(Gateway { addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
     }
@@ -329,7 +395,7 @@ async fn start_sidecar_listener(
         .unwrap_or_else(|| hex::encode(rand::random::<[u8; 32]>()));
     let api =
         services::filter_api::FilterApi { usage, snapshots, internal_token: Some(token.clone()), ledger, targets };
-    let bound = spawn_router(addr, services::filter_api::router(api), shutdown).await?;
+    let bound = spawn_router(Listener::Sidecar, addr, services::filter_api::router(api), shutdown).await?;
     let link = config::SidecarLink {
         cluster: SIDECAR_CLUSTER.into(),
         authority: "ferrogate-sidecar".into(),
@@ -370,11 +436,12 @@ async fn follow_providers(
 /// Serves `router` on `addr` until shutdown (with a span per request when traces are
 /// exported); returns the bound address.
 pub(crate) async fn spawn_router(
+    which: Listener,
     addr: SocketAddr,
     router: axum::Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<SocketAddr, ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = which.bind(addr)?;
     let bound = listener.local_addr()?;
     let router = crate::telemetry::http::traced(router);
     tokio::spawn(async move {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::serve::config::read_raw;
-use crate::serve::{spawn_router, ServeError};
+use crate::serve::{spawn_router, Listener, ServeError};
 use crate::services::auth::non_loopback_without_token;
 use crate::services::limits::Ledger;
 use crate::services::snapshot::Snapshots;
@@ -38,11 +38,12 @@ pub struct SidecarArgs {
     #[arg(long, default_value_t = 1_000)]
     pub poll_interval_ms: u64,
     /// Last-known-good snapshot file, written on every publication and served at start when
-    /// the configuration cannot be loaded.
+    /// the configuration cannot be loaded; default: none, nothing is written.
     #[arg(long)]
     pub snapshot_cache: Option<PathBuf>,
     /// With the file store, also append usage records to this file as JSON lines (its newest
-    /// records are read back at start); with the postgres store they go to `fg_usage` instead.
+    /// records are read back at start); default: none, records are kept in memory only. With
+    /// the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
     /// This replica's id in the shared limit counters (default: host name, process id and
@@ -91,7 +92,8 @@ impl Sidecar {
             ledger: ledger.clone(),
             targets: targets.clone(),
         };
-        let sidecar_addr = spawn_router(args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
+        let sidecar_addr =
+            spawn_router(Listener::Sidecar, args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
         let state = admin::Admin {
             runtime: None,
             usage,
@@ -102,7 +104,7 @@ impl Sidecar {
             ledger,
             targets,
         };
-        let admin_addr = spawn_router(args.admin_listen, admin::router(state), rx).await?;
+        let admin_addr = spawn_router(Listener::Admin, args.admin_listen, admin::router(state), rx).await?;
         tracing::info!(%sidecar_addr, %admin_addr, config = %args.config.display(), "ferrogate sidecar listening");
         Ok(Sidecar { sidecar_addr, admin_addr, snapshots, shutdown })
     }
