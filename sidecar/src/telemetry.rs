@@ -82,13 +82,28 @@ pub fn init(traces: bool) -> Telemetry {
     Telemetry { provider, failing }
 }
 
+/// The module compiler's targets: at `debug` they are most of the log, and only someone
+/// debugging wasmtime wants them, so they stay at `warn` unless `FERROGATE_LOG` names them.
+const COMPILER_TARGETS: [&str; 3] = ["cranelift", "wasmtime", "regalloc2"];
+
 /// `FERROGATE_LOG` (default `info`), never showing the exported spans.
 fn log_filter() -> EnvFilter {
-    let filter = EnvFilter::try_from_env("FERROGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    match format!("{TARGET}=off").parse() {
-        Ok(directive) => filter.add_directive(directive),
-        Err(_) => filter,
+    filter_from(std::env::var("FERROGATE_LOG").ok().as_deref())
+}
+
+fn filter_from(spec: Option<&str>) -> EnvFilter {
+    let spec = spec.filter(|s| !s.trim().is_empty()).unwrap_or("info");
+    let mut filter = EnvFilter::try_new(spec).unwrap_or_else(|e| {
+        eprintln!("ferrogate: FERROGATE_LOG={spec:?} is not a log filter ({e}); using info");
+        EnvFilter::new("info")
+    });
+    let quiet = COMPILER_TARGETS.iter().filter(|t| !spec.contains(*t)).map(|t| format!("{t}=warn"));
+    for directive in quiet.chain([format!("{TARGET}=off")]) {
+        if let Ok(d) = directive.parse() {
+            filter = filter.add_directive(d);
+        }
     }
+    filter
 }
 
 /// What the OTLP layer sees: our spans, and warnings or errors (as events of those spans).
@@ -119,5 +134,19 @@ impl Telemetry {
             Err(_) if already_warned => {}
             Err(_) => tracing::warn!("trace export did not finish within {SHUTDOWN_WAIT:?} at exit; spans dropped"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compiler_stays_quiet_unless_named() {
+        let shown = filter_from(Some("debug")).to_string();
+        assert!(shown.contains("cranelift=warn") && shown.contains("wasmtime=warn"), "{shown}");
+        let named = filter_from(Some("debug,wasmtime=trace")).to_string();
+        assert!(named.contains("wasmtime=trace") && !named.contains("wasmtime=warn"), "{named}");
+        assert!(filter_from(None).to_string().contains("info"));
     }
 }

@@ -1,6 +1,7 @@
 //! Logging imports (`proxy_log`, `proxy_get_log_level`). Lines are kept for
 //! `Vm::take_logs` and forwarded to the `log` crate with Envoy's prefix
-//! `wasm log <plugin name> <root_id> <vm_id>:` (empty parts omitted).
+//! `wasm log <plugin name> <root_id> <vm_id>:`, empty parts and repeats omitted (a plugin
+//! whose three names are all `ferrogate` logs `wasm log ferrogate: ...`).
 
 use super::memory::{read_str, write_u32};
 use super::status;
@@ -34,12 +35,20 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 /// Keeps a guest log line and forwards it to the `log` crate.
 pub(crate) fn record(state: &mut HostState, level: LogLevel, msg: String) {
     let spec = &state.rt.spec;
-    let prefix: Vec<&str> = [spec.name.as_str(), spec.root_id.as_str(), spec.vm_id.as_str()]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect();
-    log::log!(target: "wasm", level.to_log(), "wasm log {}: {}", prefix.join(" "), msg);
+    let prefix = prefix(&[spec.name.as_str(), spec.root_id.as_str(), spec.vm_id.as_str()]);
+    log::log!(target: "wasm", level.to_log(), "wasm log {prefix}: {msg}");
     state.logs.push((level, msg));
+}
+
+/// The names that tell this plugin apart, each once, in Envoy's order.
+fn prefix(parts: &[&str]) -> String {
+    let mut kept: Vec<&str> = Vec::with_capacity(parts.len());
+    for part in parts {
+        if !part.is_empty() && !kept.contains(part) {
+            kept.push(part);
+        }
+    }
+    kept.join(" ")
 }
 
 /// The host logger's level in ABI numbering (Envoy reports its `wasm` logger level).
@@ -51,5 +60,17 @@ fn current_level() -> u32 {
         log::LevelFilter::Warn => 3,
         log::LevelFilter::Error => 4,
         log::LevelFilter::Off => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix;
+
+    #[test]
+    fn the_prefix_names_each_part_once() {
+        assert_eq!(prefix(&["ferrogate", "ferrogate", "ferrogate"]), "ferrogate");
+        assert_eq!(prefix(&["plugin", "", "vm"]), "plugin vm");
+        assert_eq!(prefix(&["a", "b", "a"]), "a b");
     }
 }
