@@ -44,7 +44,9 @@ async fn schema_url() -> (String, String) {
     let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
     let name = format!("fg_e2e_{:016x}", rand::random::<u64>());
-    let (client, conn) = tokio_postgres::connect(&base, NoTls).await.expect("PostgreSQL on 127.0.0.1:5432");
+    let (client, conn) = tokio_postgres::connect(&base, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base} (FERROGATE_TEST_DATABASE_URL): {e}"));
     tokio::spawn(conn);
     client.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
     (format!("{base}?options=-csearch_path%3D{name}"), name)
@@ -53,7 +55,9 @@ async fn schema_url() -> (String, String) {
 async fn drop_schema(name: &str) {
     let base = std::env::var("FERROGATE_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string());
-    let (client, conn) = tokio_postgres::connect(&base, NoTls).await.unwrap();
+    let (client, conn) = tokio_postgres::connect(&base, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base} (FERROGATE_TEST_DATABASE_URL): {e}"));
     tokio::spawn(conn);
     client.batch_execute(&format!("DROP SCHEMA {name} CASCADE")).await.unwrap();
 }
@@ -137,7 +141,12 @@ async fn two_gateways_share_one_database() {
     assert_eq!(chat(&client, &b, None, "seeded").await, 200, "the seed is served (open gateway)");
     let admin = format!("http://{}/api/v1", a.admin_addr());
 
-    let announced = redis::Client::open(redis.as_str()).unwrap().get_async_pubsub().await.unwrap();
+    let url = &redis;
+    let announced = redis::Client::open(redis.as_str())
+        .unwrap_or_else(|e| panic!("cannot reach Redis at {url} (FERROGATE_TEST_REDIS_URL): {e}"))
+        .get_async_pubsub()
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach Redis at {url} (FERROGATE_TEST_REDIS_URL): {e}"));
     let mut announced = announced;
     announced.subscribe("ferrogate:config").await.unwrap();
 

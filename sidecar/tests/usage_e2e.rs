@@ -65,10 +65,12 @@ struct Scratch {
 impl Scratch {
     async fn new() -> Scratch {
         let name = format!("fg_usage_e2e_{:016x}", rand::random::<u64>());
-        let (db, conn) = tokio_postgres::connect(&base_url(), NoTls).await.expect("PostgreSQL on 127.0.0.1:5432");
+        let base = base_url();
+        let (db, conn) = tokio_postgres::connect(&base, NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base} (FERROGATE_TEST_DATABASE_URL): {e}"));
         tokio::spawn(conn);
         db.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
-        let base = base_url();
         let sep = if base.contains('?') { '&' } else { '?' };
         let url = format!("{base}{sep}options=-csearch_path%3D{name}");
         let dir = std::env::temp_dir().join(&name);

@@ -9,6 +9,7 @@
 
 mod abi;
 mod codec;
+pub mod dev;
 mod error;
 mod headers;
 mod metrics;

@@ -2,24 +2,16 @@
 //! requests and picking things out of event lists.
 
 use ferrogate_host::{Headers, PluginSpec, Runtime, StreamEvent, StreamInfo, Vm};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-const BUILD: &str = "cd <workspace> && cargo build --release --target wasm32-unknown-unknown -p ferrogate-testfilter";
-
-/// The test filter: `FERROGATE_TESTFILTER_WASM`, else the workspace's release wasm target.
+/// The test filter: `FERROGATE_TESTFILTER_WASM`, else the workspace's release wasm target
+/// (built first if missing).
 pub fn wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
-        let path = std::env::var_os("FERROGATE_TESTFILTER_WASM").map(PathBuf::from).unwrap_or_else(|| {
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-            target.join("wasm32-unknown-unknown/release/ferrogate_testfilter.wasm")
-        });
-        std::fs::read(&path)
-            .unwrap_or_else(|e| panic!("cannot read test filter {}: {e}\nbuild it first: {BUILD}", path.display()))
+        let path = ferrogate_host::dev::workspace_wasm("ferrogate_testfilter.wasm", "FERROGATE_TESTFILTER_WASM");
+        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read test filter {}: {e}", path.display()))
     })
 }
 

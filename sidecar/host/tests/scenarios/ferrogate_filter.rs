@@ -4,20 +4,13 @@
 
 use crate::common::*;
 use ferrogate_host::{Headers, PluginSpec, Runtime, StreamEvent, Vm};
-use std::path::PathBuf;
 use std::sync::OnceLock;
-
-const BUILD: &str = "cd <workspace> && cargo build --release --target wasm32-unknown-unknown -p ferrogate-filter";
 
 pub fn filter_wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
-        let path = std::env::var_os("FERROGATE_FILTER_WASM").map(PathBuf::from).unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/wasm32-unknown-unknown/release/ferrogate_filter.wasm")
-        });
-        std::fs::read(&path)
-            .unwrap_or_else(|e| panic!("cannot read filter {}: {e}\nbuild it first: {BUILD}", path.display()))
+        let path = ferrogate_host::dev::workspace_wasm("ferrogate_filter.wasm", "FERROGATE_FILTER_WASM");
+        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read filter {}: {e}", path.display()))
     })
 }
 

@@ -1,0 +1,60 @@
+//! Test support: where the workspace's wasm builds are, built on first use.
+//!
+//! The host's scenario tests and the gateway's end-to-end tests run real filter modules
+//! (`ferrogate_filter.wasm`, `ferrogate_testfilter.wasm`), which cargo cannot build as a
+//! dependency of a native test (another target). So that `cargo test` works from a fresh
+//! clone, the first test that needs one runs the workspace's `cargo wasm` build once (cargo's
+//! own lock serialises test binaries that ask at the same time). Not used by `serve`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The wasm packages `cargo wasm` (`.cargo/config.toml`) builds, release profile.
+const PACKAGES: [&str; 2] = ["ferrogate-filter", "ferrogate-testfilter"];
+
+/// `<target dir>/wasm32-unknown-unknown/release/<file>`, built first when it does not exist.
+/// `env` names a variable that, when set, gives the file instead (no build).
+///
+/// # Panics
+/// When the build fails: one message saying what to run by hand.
+#[allow(clippy::panic)] // test support: a missing module ends the test with a clear message
+pub fn workspace_wasm(file: &str, env: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let path = target_dir().join("wasm32-unknown-unknown/release").join(file);
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !path.is_file() {
+        if let Err(e) = build() {
+            panic!(
+                "{} is missing and building it failed ({e}); run `cargo wasm` (or `make wasm`) in the workspace",
+                path.display()
+            );
+        }
+    }
+    path
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+}
+
+fn build() -> Result<(), String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("building the filter wasm once for the tests (cargo wasm) ...");
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(workspace()).args(["build", "--release", "--target", "wasm32-unknown-unknown"]);
+    for p in PACKAGES {
+        cmd.args(["-p", p]);
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("cargo exited with {s}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
