@@ -1,8 +1,12 @@
 # ferrogate — build, run and test from a fresh clone.
 #
-#   make run    build everything, start `ferrogate sim` (:8000) and `ferrogate serve` (:8080)
+#   make run    build, then start `ferrogate sim` (:8000) and `ferrogate serve` (:8080)
 #   make test   everything the tests need, then all tests (what CI runs)
+#   make build  the optimised binary for deployment and benchmarks (target/native/ferrogate)
 #   make bench  gateway vs direct latency/throughput (scripts/bench)
+#
+# `make run` and `make test` share one build (cargo's dev profile, with wasmtime's compiler
+# optimised): whichever runs first pays for it, the other reuses it.
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -12,8 +16,13 @@ FILTER_WASM := $(WASM_DIR)/ferrogate_filter.wasm
 TESTFILTER_WASM := $(WASM_DIR)/ferrogate_testfilter.wasm
 TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 BIN := target/native/ferrogate
+DEV_BIN := target/debug/ferrogate
+# Addresses of `make run` (scripts/quickstart); the quickstart config expects the sim on :8000.
+LISTEN ?= 127.0.0.1:8080
+SIM_LISTEN ?= 127.0.0.1:8000
+CONFIG ?= examples/quickstart.yaml
 
-.PHONY: all toolchain wasm build run test test-rust test-python test-envoy bench fuzz clean
+.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-docs bench fuzz clean
 
 all: build
 
@@ -33,14 +42,16 @@ build: wasm
 	$(CARGO) build --profile native -p ferrogate-sidecar
 	cp $(FILTER_WASM) target/native/ferrogate_filter.wasm
 
-## run: sim on 127.0.0.1:8000, gateway on 127.0.0.1:8080 (Ctrl-C stops both)
-run: build
-	@echo "sim on 127.0.0.1:8000, gateway on 127.0.0.1:8080 — try the README's curl"
-	@trap 'kill 0' INT TERM EXIT; \
-	$(BIN) sim --listen 127.0.0.1:8000 --model sim-small & \
-	sleep 0.3; \
-	$(BIN) serve --config examples/quickstart.yaml --listen 127.0.0.1:8080; \
-	wait
+## dev: the filter wasm + the `ferrogate` binary of the dev profile, the build `make test` uses
+## (`cargo test` builds the binary with the same features, so neither rebuilds the other's)
+dev: wasm
+	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter --no-run
+
+## run: sim on $(SIM_LISTEN), gateway on $(LISTEN) (Ctrl-C stops both; scripts/quickstart)
+run:
+	@if [ ! -x $(DEV_BIN) ]; then echo "make run: first build of ferrogate and its tests (about 10 minutes on 2 cores, ~6 GB in target/; later runs take seconds)"; fi
+	@$(MAKE) --no-print-directory dev >/dev/null
+	@BIN=$(DEV_BIN) LISTEN=$(LISTEN) SIM_LISTEN=$(SIM_LISTEN) CONFIG=$(CONFIG) scripts/quickstart
 
 ## test: everything (CI runs this)
 test: wasm test-rust test-python test-envoy
@@ -57,12 +68,15 @@ test-rust:
 	$(CARGO) clippy -p ferrogate-core -p ferrogate-filter --target $(WASM_TARGET) -- -D warnings
 	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter
 
+## test-docs: the manual's own checks (links, `ferrogate` command lines, config examples)
+test-docs:
+	$(CARGO) test -p ferrogate-sidecar --test docs
+
 ## test-python: end-to-end tests with the official OpenAI, Anthropic and Google Gen AI Python
-## SDKs (tests/python) against `ferrogate serve` (debug build, release filter wasm) in front of
-## `ferrogate sim`
-test-python: wasm
-	$(CARGO) build -p ferrogate-sidecar
-	FERROGATE_BIN=$(CURDIR)/target/debug/ferrogate FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/pytest
+## SDKs (tests/python) against `ferrogate serve` (the dev build, release filter wasm) in front
+## of `ferrogate sim`, and `make run` itself (Ctrl-C, a busy port)
+test-python: dev
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/pytest
 
 bench: build
 	scripts/bench
