@@ -241,7 +241,9 @@ pub fn route_with<'c>(
     if api.model_in_path() {
         let (bare, _) = split_query(path);
         let (model, _) = paths::gemini_model(bare).ok_or_else(|| ApiError::unknown_url("POST", bare))?;
-        // The body names no model: nothing to rewrite in it.
+        // Validated like every other body (a provider must never see what the gateway could
+        // not read); it names no model, so nothing is rewritten in it.
+        openai::check_object(body)?;
         return target.decide(model, |_| body.to_vec());
     }
     let field = openai::find_model(body)?;
@@ -310,6 +312,14 @@ impl<'c> Decider<'c, '_> {
         rewrite: impl FnOnce(&str) -> Vec<u8>,
     ) -> Result<RouteDecision<'c>, ApiError> {
         let resolved = self.config.authorize(self.caller, requested)?;
+        if let Resolved::Pinned { model, .. } = resolved {
+            // The caller's id goes upstream as it is (in the path, for Gemini): it must not be
+            // able to move the request elsewhere on the provider. Configured ids are checked
+            // when the configuration is validated.
+            if let Some(why) = paths::unsafe_in_path(model) {
+                return Err(ApiError::bad_model_param(format!("The model id '{model}' {why}.")));
+            }
+        }
         let (provider_index, provider, upstream_model, endpoint_index) =
             upstream(self.config, resolved, &mut *self.choose)
                 .ok_or_else(|| ApiError::unavailable(format!("No healthy target is left for model '{requested}'.")))?;
@@ -403,6 +413,7 @@ mod choose;
 mod paths;
 
 pub use choose::{pick_target, Choose, Rotation};
+pub use paths::unsafe_in_path;
 
 #[cfg(test)]
 mod tests;

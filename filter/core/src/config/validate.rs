@@ -195,6 +195,9 @@ fn target(i: usize, j: usize, t: &RawTarget, refs: &Refs<'_>, p: &mut Problems) 
     }
     if t.model.is_empty() {
         p.add(at("model"), "must not be empty");
+    } else if let Some(why) = crate::route::unsafe_in_path(&t.model) {
+        // Ids go into upstream paths as they are (Gemini's `/v1beta/models/{id}:...`).
+        p.add(at("model"), format!("{:?} {why}", t.model));
     }
     let weight = t.weight.unwrap_or(1);
     if weight == 0 {

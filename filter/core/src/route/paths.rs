@@ -5,6 +5,29 @@
 use super::Api;
 use crate::config::Provider;
 
+/// Why a model id cannot be placed in an upstream URL path (`None`: it can). Ids are sent as
+/// they are, not percent-encoded (providers spell them literally: `meta-llama/Llama-3.1-8B`,
+/// `tunedModels/x`), so an id must not be able to change the path it lands in: no `.` or `..`
+/// segment, no empty segment, no query or fragment, no percent-escapes (a `%2e%2e` becomes
+/// `..` in the upstream), no backslash, no space, control or non-ASCII byte.
+pub fn unsafe_in_path(id: &str) -> Option<&'static str> {
+    if id.is_empty() {
+        return Some("is empty");
+    }
+    if let Some(b) = id.bytes().find(|b| !b.is_ascii_graphic() || matches!(b, b'?' | b'#' | b'%' | b'\\')) {
+        return Some(match b {
+            b'?' | b'#' => "contains a query or fragment character ('?', '#')",
+            b'%' => "contains a percent-escape ('%')",
+            b'\\' => "contains a backslash",
+            _ => "contains a space, a control character or a non-ASCII byte",
+        });
+    }
+    if id.split('/').any(|segment| matches!(segment, "" | "." | "..")) {
+        return Some("contains an empty, '.' or '..' path segment");
+    }
+    None
+}
+
 /// `(model, method)` of a Gemini path `/v1beta/models/{model}:{method}` (query already cut).
 pub(super) fn gemini_model(path: &str) -> Option<(&str, &str)> {
     let rest = path.strip_prefix("/v1beta/models/")?;
@@ -53,6 +76,40 @@ mod tests {
         assert_eq!(gemini_model("/v1beta/models/:generateContent"), None);
         assert_eq!(gemini_model("/v1beta/models/flash"), None);
         assert!(is_sse("/x?key=k&alt=sse"));
+        assert_eq!(
+            gemini_model("/v1beta/models/gspy/../../x:generateContent"),
+            Some(("gspy/../../x", "generateContent"))
+        );
         assert!(!is_sse("/x?alt=json"));
+    }
+
+    #[test]
+    fn ids_that_could_move_the_path_are_refused() {
+        for ok in
+            ["gemini-2.5-flash", "meta-llama/Llama-3.1-8B-Instruct", "tunedModels/x-1", "a.b", "org/m:free", "v1.5..2"]
+        {
+            assert_eq!(unsafe_in_path(ok), None, "{ok}");
+        }
+        for bad in [
+            "../../evil",
+            "x/../y",
+            "./x",
+            "x/.",
+            "..",
+            "evil?x=1",
+            "m#frag",
+            "%2e%2e/x",
+            "a\\b",
+            "a b",
+            "a\tb",
+            "a\u{7f}",
+            "modèle",
+            "",
+            "a//b",
+            "/a",
+            "a/",
+        ] {
+            assert!(unsafe_in_path(bad).is_some(), "{bad:?}");
+        }
     }
 }
