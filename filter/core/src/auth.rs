@@ -80,6 +80,19 @@ pub fn extract_key<'a>(
         .or_else(|| x_goog_api_key.and_then(non_empty))
 }
 
+/// The `key` query parameter of a Gemini path (`/v1beta/...?key=...`), which Google's API and
+/// its SDKs accept in place of `x-goog-api-key`. Read only when no credential header gave a
+/// key, and only on Gemini paths; never percent-decoded (virtual keys need no escaping). The
+/// parameter is dropped from the upstream path ([`crate::route`]).
+pub fn gemini_query_key(path: &str) -> Option<&[u8]> {
+    if !path.starts_with("/v1beta/") {
+        return None;
+    }
+    let (_, query) = path.split_once('?')?;
+    let query = query.split_once('#').map_or(query, |(q, _)| q);
+    query.split('&').find_map(|p| p.strip_prefix("key=")).map(str::as_bytes).and_then(non_empty)
+}
+
 fn non_empty(v: &[u8]) -> Option<&[u8]> {
     let v = v.trim_ascii();
     (!v.is_empty()).then_some(v)

@@ -121,3 +121,13 @@ fn open_mode_without_keys() {
     // A keyed config never yields Open.
     assert!(keys_config().authenticate(None, 0).is_err());
 }
+
+#[test]
+fn gemini_keys_may_come_in_the_query() {
+    use super::gemini_query_key;
+    assert_eq!(gemini_query_key("/v1beta/models/m:generateContent?key=fg-1"), Some(&b"fg-1"[..]));
+    assert_eq!(gemini_query_key("/v1beta/models/m:streamGenerateContent?alt=sse&key=k#x"), Some(&b"k"[..]));
+    assert_eq!(gemini_query_key("/v1beta/models/m:generateContent?key="), None);
+    assert_eq!(gemini_query_key("/v1beta/models/m:generateContent?apikey=k"), None);
+    assert_eq!(gemini_query_key("/v1/chat/completions?key=k"), None, "only Gemini paths");
+}
