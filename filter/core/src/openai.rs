@@ -10,7 +10,7 @@ use crate::auth::Caller;
 use crate::config::{Config, Resolved};
 
 pub use crate::error::ApiError;
-pub use scan::{find_model, rewrite_model, ModelField, ScanError};
+pub use scan::{check_object, find_model, rewrite_model, ModelField, ScanError};
 
 impl From<ScanError> for ApiError {
     fn from(e: ScanError) -> Self {

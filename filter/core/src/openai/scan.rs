@@ -41,6 +41,20 @@ pub struct ModelField<'a> {
     pub may_stream: bool,
 }
 
+/// Checks that `body` is one JSON object (a Gemini body, whose model is in the path), with the
+/// same verdict and messages as [`find_model`] gives.
+pub fn check_object(body: &[u8]) -> Result<(), ScanError> {
+    let shape = validate(body).map_err(|invalid| match std::str::from_utf8(body) {
+        Err(e) => ScanError::NotJson(e.to_string()),
+        Ok(_) => ScanError::NotJson(invalid.describe(body)),
+    })?;
+    if shape.object {
+        Ok(())
+    } else {
+        Err(ScanError::NotObject)
+    }
+}
+
 /// Locates the top-level `"model"` string of a JSON object body.
 pub fn find_model(body: &[u8]) -> Result<ModelField<'_>, ScanError> {
     let shape = validate(body).map_err(|invalid| match std::str::from_utf8(body) {
