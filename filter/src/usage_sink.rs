@@ -8,13 +8,15 @@
 //! registers the queue; the host notifies the last registrant, so one root context per process
 //! consumes. It posts batches to the sidecar's `POST /v1/usage` with `dispatch_http_call` — a
 //! full batch at once, anything else on the next tick — keeps unacknowledged records in a
-//! bounded buffer while the sidecar is away, and retries on its tick. Without a sidecar the
+//! bounded buffer while the sidecar is away, and retries on its tick, backing off up to 4 s
+//! while it keeps failing (one log line when that starts, one when it ends). Without a sidecar the
 //! records are written to the proxy's log instead. A VM that dies loses at most its outbox
 //! (under a second of records).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use ferrogate_core::backoff::Backoff;
 use ferrogate_core::plugin::SidecarSettings;
 use ferrogate_core::usage::RecordView;
 use proxy_wasm::hostcalls;
@@ -43,6 +45,8 @@ pub(crate) struct UsageSink {
     /// Token and number of chunks of the batch being posted.
     in_flight: Option<(u32, usize)>,
     dropped: usize,
+    /// Paces retries while the sidecar fails.
+    backoff: Backoff,
 }
 
 /// One queue item: a VM's outbox, kept whole (no per-record copy).
@@ -136,13 +140,15 @@ impl UsageSink {
     /// The periodic flush: whatever is pending goes out (and failed batches are retried).
     pub(crate) fn on_tick(&mut self, sidecar: Option<&SidecarSettings>) {
         self.drain(sidecar);
-        self.send(sidecar);
+        if self.backoff.tick() {
+            self.send(sidecar);
+        }
     }
 
     /// Posts the next batch unless one is already in flight.
     pub(crate) fn send(&mut self, sidecar: Option<&SidecarSettings>) {
         let Some(sidecar) = sidecar else { return };
-        if self.in_flight.is_some() || self.pending.is_empty() {
+        if self.in_flight.is_some() || self.pending.is_empty() || !self.backoff.ready() {
             return;
         }
         // Whole chunks until the batch holds BATCH bytes (one chunk at least).
@@ -158,7 +164,14 @@ impl UsageSink {
         let ndjson = [("content-type", "application/x-ndjson")];
         match crate::sidecar_call::call(sidecar, "POST", "/v1/usage", &ndjson, Some(&body), CALL_TIMEOUT) {
             Ok(token) => self.in_flight = Some((token, n)),
-            Err(e) => log::warn!("usage: cannot reach sidecar cluster {:?}: {e:?}", sidecar.cluster),
+            Err(e) => {
+                if self.backoff.failed() {
+                    log::warn!(
+                        "usage: cannot reach sidecar cluster {:?}: {e:?}; retrying with backoff",
+                        sidecar.cluster
+                    );
+                }
+            }
         }
     }
 
@@ -176,7 +189,12 @@ impl UsageSink {
         }
         self.in_flight = None;
         match status {
-            Some(s) if (200..300).contains(&s) => self.forget(n),
+            Some(s) if (200..300).contains(&s) => {
+                self.forget(n);
+                if let Some(failures) = self.backoff.succeeded() {
+                    log::info!("usage: the sidecar takes records again (after {failures} failed posts)");
+                }
+            }
             // The sidecar read the batch and refused it (400: a record it cannot parse, e.g.
             // after a version skew): sending it again would block every later record behind
             // it until the buffer overflows. 401, 408 and 429 are about the call, not the
@@ -187,7 +205,12 @@ impl UsageSink {
                 self.forget(n);
             }
             other => {
-                log::warn!("usage: sidecar answered {other:?}; {} bytes of records kept for retry", self.pending_bytes)
+                if self.backoff.failed() {
+                    log::warn!(
+                        "usage: sidecar answered {other:?}; {} bytes of records kept, retried with backoff until it takes them",
+                        self.pending_bytes
+                    );
+                }
             }
         }
         true

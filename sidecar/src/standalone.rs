@@ -91,6 +91,7 @@ impl Sidecar {
             internal_token,
             ledger: ledger.clone(),
             targets: targets.clone(),
+            usage_failing: Default::default(),
         };
         let sidecar_addr =
             spawn_router(Listener::Sidecar, args.sidecar_listen, filter_api::router(api), rx.clone()).await?;

@@ -134,6 +134,7 @@ async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketA
         internal_token: Some(TOKEN.into()),
         ledger: ledger.clone(),
         targets: targets.clone(),
+        usage_failing: Default::default(),
     };
     let state = Admin {
         runtime: None,

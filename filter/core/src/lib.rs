@@ -3,6 +3,7 @@
 //! in, so everything here is unit-testable natively and builds for `wasm32-unknown-unknown`.
 
 pub mod auth;
+pub mod backoff;
 pub mod balance;
 pub mod bytes;
 pub mod config;

@@ -14,6 +14,7 @@
 //! - `GET /v1/targets`: health and engine load of every routing target (`services::targets`),
 //!   with `ETag`; `If-None-Match` with the current version → 304.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -42,6 +43,8 @@ pub struct FilterApi {
     pub ledger: Arc<Ledger>,
     /// Health and load of the routing targets.
     pub targets: Arc<Targets>,
+    /// The usage store failed the last batch (an outage is logged once, not per batch).
+    pub usage_failing: Arc<AtomicBool>,
 }
 
 /// The filter-facing routes.
@@ -101,6 +104,9 @@ async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bo
     }
     match api.usage.add(body.clone()).await {
         Ok(added) => {
+            if api.usage_failing.swap(false, Ordering::Relaxed) {
+                tracing::info!("usage records are stored again");
+            }
             if let Some(served) = api.snapshots.current() {
                 api.ledger.fold(&body, &served.version, &served.config);
             }
@@ -110,7 +116,12 @@ async fn ingest(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bo
             (StatusCode::BAD_REQUEST, Json(serde_json::json!({"error": e.to_string()}))).into_response()
         }
         Err(e) => {
-            tracing::error!(error = %e, "cannot store usage records");
+            // Filters retry (with backoff) until the store is back: one line per outage.
+            if !api.usage_failing.swap(true, Ordering::Relaxed) {
+                tracing::error!(error = %e, "cannot store usage records; filters keep them and retry");
+            } else {
+                tracing::debug!(error = %e, "cannot store usage records");
+            }
             (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"error": "usage store unavailable"})))
                 .into_response()
         }
