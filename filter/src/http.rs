@@ -13,6 +13,7 @@
 mod admission;
 mod balance;
 mod cut;
+mod delivery;
 mod dialects;
 mod failover;
 mod head;
@@ -24,7 +25,7 @@ mod response;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use ferrogate_core::auth::{extract_key, Caller};
+use ferrogate_core::auth::{extract_key, gemini_query_key, Caller};
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
 use ferrogate_core::dialect::Dialect;
@@ -117,6 +118,12 @@ pub(crate) struct Stream {
     reservation: Option<Reservation>,
     /// Set when the key cuts streams that overrun its limits.
     overrun: Option<cut::Guard>,
+    /// The client's and the upstream's stream dialects, for an API that streams text.
+    shapes: Option<(ferrogate_core::translate::Inbound, ferrogate_core::translate::Inbound)>,
+    /// What a successful streamed answer delivered ([`delivery`]).
+    meter: Option<ferrogate_core::limits::cut::Meter>,
+    /// The upstream ended or failed the answer before its end.
+    upstream_failed: bool,
     /// Set while a translated stream flows.
     stream_translator: Option<StreamTranslator>,
     /// The dialect of the upstream's answer, for the usage tracker.
@@ -163,6 +170,9 @@ impl Stream {
             stream_translator: None,
             reservation: None,
             overrun: None,
+            shapes: None,
+            meter: None,
+            upstream_failed: false,
             usage_dialect: UsageDialect::OpenAi,
             tracker: None,
             streamed: false,
@@ -201,9 +211,11 @@ impl Stream {
         action
     }
 
-    /// Authenticates from the credential headers (before they are removed).
+    /// Authenticates from the credential headers (before they are removed), else from a
+    /// Gemini path's `?key=`.
     fn authenticate(&mut self, config: &Rc<Config>, head: &Head) -> Result<(), ApiError> {
-        let key = extract_key(head.authorization, head.x_api_key, head.x_goog_api_key);
+        let key = extract_key(head.authorization, head.x_api_key, head.x_goog_api_key)
+            .or_else(|| gemini_query_key(head.path));
         let now_secs = i64::try_from(self.started_ns / 1_000_000_000).unwrap_or(i64::MAX);
         let mut known = self.shared.keys.borrow_mut();
         self.caller = config.authenticate_memo(key, now_secs, known.for_config(config))?;
@@ -354,6 +366,7 @@ impl Stream {
         // Older Envoys lack the function (NotFound); ABI 0.2.1 mutations clear the cache anyway.
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
         log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
+        self.shapes = cut::stream_shapes(api, d.translation.as_ref());
         self.translation = d.translation.take();
         self.routed = Some(Routed { provider: d.provider_index, upstream_model: d.upstream_model });
     }

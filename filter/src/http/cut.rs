@@ -13,23 +13,15 @@ use ferrogate_core::config::Config;
 use ferrogate_core::limits::cut::{self, Allowance, Meter, Overrun, Room};
 use ferrogate_core::limits::estimate;
 use ferrogate_core::route::{Api, RouteDecision};
-use ferrogate_core::translate::{Inbound, Outbound};
-use ferrogate_core::usage::{price_of, Usage};
+use ferrogate_core::translate::{Context, Inbound, Outbound, Pair};
+use ferrogate_core::usage::price_of;
 
 use super::Stream;
 use crate::limits::SharedCounters;
 
-/// The cut of one stream.
+/// The cut of one stream (its meter is the stream's, see [`super::delivery`]).
 pub(super) struct Guard {
-    allowance: Allowance,
-    /// The client's stream dialect.
-    client: Inbound,
-    /// The upstream's stream dialect.
-    upstream: Inbound,
-    /// Admission's prompt estimate, for a record the provider never told the prompt size.
-    prompt_estimate: u64,
-    /// Set once the answer streams.
-    meter: Option<Meter>,
+    pub(super) allowance: Allowance,
     cut: bool,
 }
 
@@ -39,25 +31,16 @@ impl Stream {
     pub(super) fn arm_overrun(&mut self, config: &Config, api: Api, d: &RouteDecision<'_>, body: &[u8]) {
         let Some(reservation) = self.reservation else { return };
         let Some(key) = config.key(self.caller).filter(|k| k.limits.overrun == Overrun::Cut) else { return };
-        let Some(client) = client_stream(api) else { return };
-        let upstream = d.translation.as_ref().map_or(client, |(pair, _)| upstream_stream(pair.outbound));
+        if stream_shapes(api, d.translation.as_ref()).is_none() {
+            return;
+        }
         let plan = config.limit_plans.for_key(self.caller.key_index());
         let room = Room::read(plan, reservation.amounts, self.started_ns / 1_000_000, &mut SharedCounters);
-        let (prompt_estimate, completion) = estimate::estimate(body);
+        let (_, completion) = estimate::estimate(body);
         let price = price_of(&config.pricing, d.provider, &d.upstream_model).map(|p| p.output_per_mtok);
         let Some(allowance) = cut::allowance(completion, room, price) else { return };
         log::debug!("#{} key {}: the answer may stream {} tokens", self.id, key.name, allowance.completion_tokens);
-        self.overrun = Some(Guard { allowance, client, upstream, prompt_estimate, meter: None, cut: false });
-    }
-
-    /// At the response headers: a successful streamed answer is metered; anything else cannot
-    /// be cut.
-    pub(super) fn meter_answer(&mut self, streaming: bool) {
-        let metered = streaming && (200..300).contains(&self.status);
-        match self.overrun.as_mut() {
-            Some(g) if metered => g.meter = Some(Meter::new(g.upstream, g.allowance.completion_tokens)),
-            _ => self.overrun = None,
-        }
+        self.overrun = Some(Guard { allowance, cut: false });
     }
 
     /// Whether the answer was cut (the rest of the upstream's body is dropped).
@@ -67,8 +50,9 @@ impl Stream {
 
     /// Meters a chunk of the upstream's answer: where to cut it, if it takes the answer past
     /// its allowance (not at the very end of the stream: then nothing is left to hold back).
+    /// Without a cut armed the meter only counts.
     pub(super) fn metered(&mut self, chunk: &[u8], end_of_stream: bool) -> Option<usize> {
-        let at = self.overrun.as_mut()?.meter.as_mut()?.feed(chunk)?;
+        let at = self.meter.as_mut()?.feed(chunk)?;
         (!end_of_stream || at < chunk.len()).then_some(at)
     }
 
@@ -76,30 +60,24 @@ impl Stream {
     /// error event, and the response counts as complete.
     pub(super) fn cut_stream(&mut self, out: &mut Vec<u8>) {
         let translated_sequence = self.stream_translator.as_ref().map(|t| t.next_sequence());
-        let Some(g) = self.overrun.as_mut() else { return };
+        let (Some((client, _)), Some(g)) = (self.shapes, self.overrun.as_mut()) else { return };
         g.cut = true;
-        let delivered = g.meter.as_ref().map_or(0, Meter::delivered);
-        let sequence = translated_sequence.or_else(|| g.meter.as_ref()?.sequence().map(|s| s + 1)).unwrap_or(0);
+        let delivered = self.meter.as_ref().map_or(0, Meter::delivered);
+        let sequence = translated_sequence.or_else(|| self.meter.as_ref()?.sequence().map(|s| s + 1)).unwrap_or(0);
         let plan = self.config.as_deref().map(|c| c.limit_plans.for_key(self.caller.key_index()));
         let error = cut::cut_error(&g.allowance, plan.and_then(|p| p.get(g.allowance.spec)));
-        out.extend(cut::final_event(g.client, &error, sequence));
+        out.extend(cut::final_event(client, &error, sequence));
         self.shared.metrics.borrow_mut().cut(g.allowance.metric);
         log::info!("#{} stream cut after about {delivered} completion tokens: {}", self.id, error.message);
         self.response_complete = true;
     }
+}
 
-    /// The usage to record and settle: for a cut answer, what was delivered — the meter's
-    /// completion tokens, the provider's prompt count when it gave one (else admission's
-    /// estimate). Anything else: what the tracker `seen`.
-    pub(super) fn delivered_usage(&self, seen: Usage) -> Usage {
-        let Some(g) = self.overrun.as_ref().filter(|g| g.cut) else { return seen };
-        let prompt_tokens = if seen.prompt_tokens > 0 { seen.prompt_tokens } else { g.prompt_estimate };
-        Usage {
-            prompt_tokens,
-            completion_tokens: g.meter.as_ref().map_or(0, Meter::delivered),
-            cached_tokens: seen.cached_tokens.min(prompt_tokens),
-        }
-    }
+/// The client's and the upstream's stream dialects of a routed request whose API streams text
+/// (`None` for the others: embeddings, images, audio).
+pub(super) fn stream_shapes(api: Api, translation: Option<&(Pair, Context)>) -> Option<(Inbound, Inbound)> {
+    let client = client_stream(api)?;
+    Some((client, translation.map_or(client, |(pair, _)| upstream_stream(pair.outbound))))
 }
 
 /// The stream dialect of an API's answers, for the APIs that stream text.

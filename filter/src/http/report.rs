@@ -1,10 +1,12 @@
 //! End of stream: one usage record into the VM's outbox (see `usage_sink`) and the request's metrics.
 //!
-//! Runs in `on_log`, which Envoy calls for every stream (also when the client went away):
-//! a response that never completed is recorded with status 499.
+//! Runs in `on_log`, which Envoy calls for every stream (also when the client went away): a
+//! response that never completed is recorded with status 499, or 502 when the upstream failed
+//! it, and a streamed answer that stopped early is charged for what it delivered
+//! ([`super::delivery`]).
 
 use ferrogate_core::config::Config;
-use ferrogate_core::usage::{cost_micro_usd, RecordView, Usage, STATUS_CLIENT_CLOSED};
+use ferrogate_core::usage::{cost_micro_usd, RecordView, Usage};
 
 use super::Stream;
 use crate::metrics::Observation;
@@ -19,8 +21,9 @@ impl Stream {
         }
         let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
         let usage = self.delivered_usage(usage);
+        let status = self.recorded_status();
         let config = self.config.clone();
-        let record = self.record(config.as_deref(), &usage, start_ns);
+        let record = self.record(config.as_deref(), &usage, status, start_ns);
         let cost = record.cost_micro_usd;
         let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
         self.shared.metrics.borrow_mut().observe(&Observation {
@@ -46,7 +49,7 @@ impl Stream {
     }
 
     /// The stream's usage record, borrowing its strings from the stream and the config.
-    fn record<'a>(&'a self, config: Option<&'a Config>, usage: &Usage, now_ns: u64) -> RecordView<'a> {
+    fn record<'a>(&'a self, config: Option<&'a Config>, usage: &Usage, status: u16, now_ns: u64) -> RecordView<'a> {
         let key = config.and_then(|c| c.key(self.caller));
         let provider = self.provider_name();
         let upstream_model = self.routed.as_ref().map_or("", |r| r.upstream_model.as_str());
@@ -57,13 +60,14 @@ impl Stream {
             model_requested: &self.model_requested,
             provider,
             upstream_model,
-            status: if self.response_complete { self.status } else { STATUS_CLIENT_CLOSED },
+            status,
             latency_ms: now_ns.saturating_sub(self.started_ns) / 1_000_000,
             ttft_ms: self.first_byte_ns.map(|t| t.saturating_sub(self.started_ns) / 1_000_000),
             started_at_unix_ms: self.started_ns / 1_000_000,
             streamed: self.streamed,
             admitted: self.reservation.is_some(),
             cut: self.was_cut(),
+            partial: self.partial(),
             ..RecordView::default()
         };
         record.set_usage(usage);

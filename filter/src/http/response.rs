@@ -57,6 +57,11 @@ impl Stream {
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
         }
+        // A buffered translation holds the headers too, so an answer that cannot be translated
+        // can still become a 502 (needs `allow_on_headers_stop_iteration`, as routing does).
+        if self.translation.is_some() && self.stream_translator.is_none() && !end_of_stream {
+            return Action::Pause;
+        }
         Action::Continue
     }
 
@@ -95,11 +100,16 @@ impl Stream {
         let cut_at = self.metered(&chunk, end_of_stream);
         let passed = chunk.get(..cut_at.unwrap_or(chunk.len())).unwrap_or_default();
         let eos = end_of_stream && cut_at.is_none();
-        let out = if self.stream_translator.is_some() {
+        let mut out = if self.stream_translator.is_some() {
             Some(self.translate_stream(passed, eos))
         } else {
             self.track(passed, eos)
         };
+        if eos {
+            if let Some(last) = self.end_of_metered() {
+                out.get_or_insert_with(|| passed.to_vec()).extend(last);
+            }
+        }
         if cut_at.is_some() {
             let mut out = out.unwrap_or_else(|| passed.to_vec());
             self.cut_stream(&mut out);
@@ -163,6 +173,9 @@ impl Stream {
             let now_secs = self.started_ns / 1_000_000_000;
             pair.response(&body, &ctx, now_secs).unwrap_or_else(|e| {
                 log::warn!("#{} untranslatable answer from the provider: {e}", self.id);
+                // The headers are still held: the client gets a 502, not a 2xx with an error.
+                self.status = 502;
+                self.set_http_response_header(":status", Some("502"));
                 pair.error_body(502, format!("the provider's answer could not be translated: {e}").as_bytes())
             })
         } else {

@@ -163,6 +163,8 @@ pub(crate) struct StreamState {
     pub(crate) cpu: Duration,
     /// `on_log` is running: maps are readable again (access-log copies).
     pub(crate) in_log: bool,
+    /// Envoy's `response.code_details` once the host set one (an upstream reset, say).
+    pub(crate) code_details: Option<String>,
 }
 
 impl StreamState {
@@ -178,6 +180,7 @@ impl StreamState {
             reply_gen: 0,
             response_started: false,
             done: false,
+            code_details: None,
             events: Vec::new(),
             dirty: false,
             wake,

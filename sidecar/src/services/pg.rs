@@ -30,6 +30,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("pg/0001_config.sql")),
     (2, include_str!("pg/0002_usage.sql")),
     (3, include_str!("pg/0003_usage_cut.sql")),
+    (4, include_str!("pg/0004_usage_partial.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
@@ -141,7 +142,10 @@ impl PgStore {
     }
 
     /// Imports `raw` when the store has never been written (version 0): a file's rows seed a
-    /// new database once. Returns whether it did.
+    /// new database once. Returns whether it did. A provider that names `api_key_env` is
+    /// stored with the variable's name only, never its value: the key is read from the
+    /// environment each time the configuration is loaded, so rotating the variable (and
+    /// restarting) takes effect, and no master key is needed for it.
     ///
     /// # Errors
     /// The database is unreachable or refuses a row.
@@ -152,7 +156,7 @@ impl PgStore {
         if version != 0 {
             return Ok(false);
         }
-        for change in rows::changes_of(raw) {
+        for change in rows::changes_of(&without_env_keys(raw)) {
             let change = self.seal(change)?;
             rows::apply(&tx, &change).await?;
         }
@@ -213,6 +217,15 @@ impl PgStore {
         }
         Ok(())
     }
+}
+
+/// `raw` without the keys its providers take from the environment (`api_key_env`).
+fn without_env_keys(raw: &RawConfig) -> RawConfig {
+    let mut raw = raw.clone();
+    for p in raw.providers.iter_mut().filter(|p| p.api_key_env.is_some()) {
+        p.api_key = None;
+    }
+    raw
 }
 
 /// Associated data binding a sealed key to its provider row.

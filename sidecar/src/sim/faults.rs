@@ -35,6 +35,12 @@ pub const TTFT_HEADER: &str = "x-sim-ttft-ms";
 pub const ITL_HEADER: &str = "x-sim-itl-ms";
 /// Header setting the `Retry-After` seconds of an injected 429 or 503 (`0`: none).
 pub const RETRY_AFTER_HEADER: &str = "x-sim-retry-after";
+/// Header making a streamed answer drop its connection after this many frames (an engine that
+/// dies mid-answer).
+pub const STREAM_RESET_AFTER_HEADER: &str = "x-sim-stream-reset-after";
+/// Header making a streamed answer end cleanly after this many frames, without its final
+/// events (an engine that stops early).
+pub const STREAM_END_AFTER_HEADER: &str = "x-sim-stream-end-after";
 
 /// What to do to one request instead of (or before) serving it normally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +158,13 @@ fn forced_status(value: &str) -> Result<StatusCode, SimError> {
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
+/// A count header such as `x-sim-stream-end-after`; absent → `None`, malformed → 400.
+pub fn header_count(headers: &HeaderMap, name: &str) -> Result<Option<usize>, SimError> {
+    header_str(headers, name)
+        .map(|value| value.parse::<usize>().map_err(|_| SimError::BadRequest(format!("{name} must be an integer"))))
+        .transpose()
 }
 
 /// A millisecond header such as `x-sim-ttft-ms`; absent → `None`, malformed → 400.

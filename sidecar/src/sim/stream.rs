@@ -12,7 +12,10 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::error::SimError;
-use super::faults::{header_ms, ExtraDelay, ITL_HEADER, TTFT_HEADER};
+use super::faults::{
+    header_count, header_ms, ConnectionReset, ExtraDelay, ITL_HEADER, STREAM_END_AFTER_HEADER,
+    STREAM_RESET_AFTER_HEADER, TTFT_HEADER,
+};
 use super::metrics::RunningGuard;
 use super::text::FinishReason;
 use super::SimState;
@@ -24,6 +27,17 @@ pub struct Timing {
     pub ttft: Duration,
     /// Delay between consecutive tokens.
     pub itl: Duration,
+    /// A streamed answer stops early (`x-sim-stream-reset-after`, `x-sim-stream-end-after`).
+    pub stop: Option<Stop>,
+}
+
+/// How a streamed answer stops before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The connection drops after this many frames.
+    ResetAfter(usize),
+    /// The body ends cleanly after this many frames, its final events never sent.
+    EndAfter(usize),
 }
 
 impl Timing {
@@ -33,7 +47,11 @@ impl Timing {
         let ttft = header_ms(headers, TTFT_HEADER)?.unwrap_or(state.ttft);
         let itl = header_ms(headers, ITL_HEADER)?.unwrap_or(state.itl);
         let extra = extra.map_or(Duration::ZERO, |ExtraDelay(delay)| delay);
-        Ok(Self { ttft: ttft.saturating_add(extra), itl })
+        let stop = match header_count(headers, STREAM_RESET_AFTER_HEADER)? {
+            Some(n) => Some(Stop::ResetAfter(n)),
+            None => header_count(headers, STREAM_END_AFTER_HEADER)?.map(Stop::EndAfter),
+        };
+        Ok(Self { ttft: ttft.saturating_add(extra), itl, stop })
     }
 
     /// Time to produce `tokens` tokens: the first after `ttft`, each next after `itl`.
@@ -116,21 +134,35 @@ pub fn frames_response(
     content_type: &'static str,
 ) -> Response {
     let delays = schedule(timing, &frames);
-    let events = frames.into_iter().zip(delays).peekable();
-    let stream = futures_util::stream::unfold((events, Some(guard)), move |(mut events, mut guard)| async move {
-        let (frame, delay) = events.next()?;
+    let (keep, reset) = match timing.stop {
+        Some(Stop::ResetAfter(n)) => (n, true),
+        Some(Stop::EndAfter(n)) => (n, false),
+        None => (usize::MAX, false),
+    };
+    let events = frames.into_iter().zip(delays).take(keep).peekable();
+    let state = (events, Some(guard), reset);
+    let stream = futures_util::stream::unfold(state, move |(mut events, mut guard, reset)| async move {
+        let Some((frame, delay)) = events.next() else {
+            if !reset {
+                return None;
+            }
+            // Past the last frame kept: the body fails (once) and the connection drops, after a
+            // pause that lets the frames already written leave (a dead engine's last bytes).
+            pause(RESET_GRACE).await;
+            return Some((Err(ConnectionReset), (events, None, false)));
+        };
         pause(delay).await;
         if let Some(guard) = guard.as_mut() {
             guard.generated(frame.tokens);
         }
-        if events.peek().is_none() {
+        if events.peek().is_none() && !reset {
             // Count success before the last frame goes out, so a client that has read the
             // whole stream also sees it in /metrics.
             if let Some(guard) = guard.take() {
                 guard.succeed(reason);
             }
         }
-        Some((Ok::<_, std::convert::Infallible>(Bytes::from(frame.data)), (events, guard)))
+        Some((Ok::<_, ConnectionReset>(Bytes::from(frame.data)), (events, guard, reset)))
     });
     let mut response = Response::new(Body::from_stream(stream));
     let headers = response.headers_mut();
@@ -138,6 +170,9 @@ pub fn frames_response(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
+
+/// How long a stream told to reset waits after its last frame, so that frame is flushed first.
+const RESET_GRACE: Duration = Duration::from_millis(50);
 
 /// Waits out a non-streamed generation of `tokens` tokens and records it as finished.
 pub async fn finish_plain(timing: Timing, tokens: u32, mut guard: RunningGuard, reason: FinishReason) {
@@ -163,7 +198,7 @@ mod tests {
 
     #[test]
     fn first_frame_waits_ttft_then_tokens_wait_itl() {
-        let timing = Timing { ttft: MS(100), itl: MS(10) };
+        let timing = Timing { ttft: MS(100), itl: MS(10), stop: None };
         let tokens = vec![json!(1), json!(2), json!(3)];
         let frames = layout(Some(json!("role")), tokens, vec![json!("finish")]);
         assert_eq!(schedule(timing, &frames), [MS(100), MS(0), MS(10), MS(10), MS(0), MS(0)]);
@@ -175,7 +210,7 @@ mod tests {
 
     #[test]
     fn frames_with_many_tokens_wait_one_gap_per_token() {
-        let timing = Timing { ttft: MS(100), itl: MS(10) };
+        let timing = Timing { ttft: MS(100), itl: MS(10), stop: None };
         let frames = [Frame::raw("a".into(), 3), Frame::raw("b".into(), 2), Frame::raw("c".into(), 0)];
         assert_eq!(schedule(timing, &frames), [MS(120), MS(20), MS(0)]);
         let event = Frame::event("ping", &json!({"type": "ping"}), 0);
@@ -184,7 +219,7 @@ mod tests {
 
     #[test]
     fn total_is_ttft_plus_gaps() {
-        let timing = Timing { ttft: MS(100), itl: MS(10) };
+        let timing = Timing { ttft: MS(100), itl: MS(10), stop: None };
         assert_eq!(timing.total(0), MS(100));
         assert_eq!(timing.total(1), MS(100));
         assert_eq!(timing.total(5), MS(140));

@@ -58,6 +58,11 @@ pub struct Record {
     /// then what was delivered.
     #[serde(default)]
     pub cut: bool,
+    /// The streamed answer did not run to its end (the client went away, the upstream failed
+    /// or it was cut): the tokens are what was delivered, the provider's counts where it gave
+    /// them, else estimated. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 impl Record {
@@ -113,6 +118,7 @@ impl Record {
             streamed: self.streamed,
             admitted: self.admitted,
             cut: self.cut,
+            partial: self.partial,
         }
     }
 }
@@ -139,6 +145,7 @@ pub struct RecordView<'a> {
     pub streamed: bool,
     pub admitted: bool,
     pub cut: bool,
+    pub partial: bool,
 }
 
 impl RecordView<'_> {
@@ -185,7 +192,9 @@ impl RecordView<'_> {
         push_field(out, b",\"started_at_unix_ms\":", Some(self.started_at_unix_ms));
         out.extend_from_slice(if self.streamed { b",\"streamed\":true" } else { b",\"streamed\":false" });
         out.extend_from_slice(if self.admitted { b",\"admitted\":true" } else { b",\"admitted\":false" });
-        out.extend_from_slice(if self.cut { b",\"cut\":true}\n" } else { b",\"cut\":false}\n" });
+        out.extend_from_slice(if self.cut { b",\"cut\":true" } else { b",\"cut\":false" });
+        // Only an incomplete answer says so: the common line stays as it was.
+        out.extend_from_slice(if self.partial { b",\"partial\":true}\n" } else { b"}\n" });
     }
 }
 

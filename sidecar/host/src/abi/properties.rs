@@ -64,6 +64,7 @@ fn stream_attr(s: &StreamState, path: &[&str]) -> Option<Vec<u8>> {
             let status = s.resp.headers.as_ref()?.get_str(":status")?.parse::<i64>().ok()?;
             int(status)
         }
+        ["response", "code_details"] => s.code_details.clone().map(String::into_bytes),
         _ => None,
     }
 }

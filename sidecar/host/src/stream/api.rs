@@ -50,6 +50,22 @@ impl Vm {
         self.input(s, |vm| vm.on_trailers(s, Side::Response, trailers))
     }
 
+    /// The upstream failed after its response began (`details` is what Envoy would put in
+    /// `response.code_details`, e.g. `upstream_reset_after_response_started{remote_reset}`),
+    /// readable by the filter as that property from now on, `on_log` included. With
+    /// `end_response` the filter also gets the end of the response body (an empty chunk with
+    /// end of stream), so it can close the answer itself, say with a final error event. Envoy
+    /// resets the client's stream instead; `ferrogate serve` ends event streams this way.
+    pub fn upstream_reset(&mut self, s: StreamId, details: &str, end_response: bool) -> Result<(), HostError> {
+        if let Some(st) = self.st(s) {
+            st.code_details = Some(details.to_string());
+        }
+        if end_response {
+            return self.response_data(s, &[], true);
+        }
+        Ok(())
+    }
+
     /// Runs one downstream/upstream input on stream `s` (unless it already ended), then
     /// settles deferred actions.
     fn input(&mut self, s: StreamId, run: impl FnOnce(&mut Self)) -> Result<(), HostError> {

@@ -17,5 +17,6 @@ mod local_reply;
 mod properties;
 mod shared_state;
 mod snapshot_feed;
+mod stream_end;
 mod translation;
 mod translation_gemini;

@@ -48,6 +48,8 @@ fn answer(vm: &mut Vm, s: u32, status: &str, body: &str) -> (Headers, Vec<u8>) {
     vm.response_data(s, a, false).unwrap();
     let early = vm.take_events(s);
     assert!(response_body(&early).is_empty(), "a translated answer is held until it is whole");
+    let headers_out = early.iter().any(|e| matches!(e, StreamEvent::ResponseHeaders { .. }));
+    assert!(!headers_out, "its headers too, so a failed translation can still change the status");
     vm.response_data(s, b, true).unwrap();
     let mut events = early;
     events.extend(vm.take_events(s));
@@ -148,6 +150,20 @@ fn upstream_errors_reach_the_client_in_its_envelope() {
     let got: Value = serde_json::from_slice(&got).unwrap();
     assert_eq!(got["error"]["message"], "Slow down");
     assert_eq!(got["error"]["type"], "rate_limit_error");
+}
+
+#[test]
+fn a_success_that_cannot_be_translated_is_a_502_in_the_callers_envelope() {
+    let (rt, mut vm) = vm();
+    let body = r#"{"model":"claude","messages":[{"role":"user","content":"hi"}]}"#;
+    let (s, _, _) = send(&mut vm, "/v1/chat/completions", body);
+    let (headers, got) = answer(&mut vm, s, "200", r#"{"not":"an Anthropic message"}"#);
+    assert_eq!(header(&headers, ":status"), "502", "never a 2xx carrying an error");
+    assert_eq!(header(&headers, "content-type"), "application/json");
+    let got: Value = serde_json::from_slice(&got).unwrap();
+    let message = got["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be translated"), "{got}");
+    assert_eq!(usage_record(&rt, &mut vm, s)["status"], 502);
 }
 
 #[test]

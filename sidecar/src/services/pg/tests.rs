@@ -139,3 +139,29 @@ pricing: { m: { input_per_mtok: 1.5, output_per_mtok: 2 } }
     assert_eq!(version, 1);
     assert_eq!(loaded, raw, "rows round-trip to the same document");
 }
+
+#[tokio::test]
+async fn a_seeded_api_key_env_is_read_from_the_environment_not_copied() {
+    let schema = Schema::new().await;
+    let var = format!("FG_TEST_SEED_KEY_{}", rand::random::<u32>());
+    let mut raw: RawConfig = serde_saphyr::from_str(&format!(
+        "providers: [{{ name: local, kind: openai_compatible, base_url: 'http://127.0.0.1:8000', api_key_env: {var} }}]\n\
+         models: [{{ name: chat, targets: [{{ provider: local, model: m }}] }}]\n"
+    ))
+    .unwrap();
+    // As the sidecar reads the file: the variable already resolved.
+    std::env::set_var(&var, "sk-first");
+    raw.resolve_api_keys(|name| std::env::var(name).ok());
+    // No master key: nothing needs sealing.
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    assert!(store.seed(&raw).await.unwrap());
+    let client = store.pool.get().await.unwrap();
+    let row = client.query_one("SELECT api_key_env, api_key_sealed FROM fg_providers", &[]).await.unwrap();
+    assert_eq!((row.get::<_, Option<String>>(0), row.get::<_, Option<String>>(1)), (Some(var.clone()), None));
+    assert_eq!(store.load().await.unwrap().1.providers[0].api_key.as_deref(), Some("sk-first"));
+    // Rotated: the next load (a restart) uses the new value; unset: no key.
+    std::env::set_var(&var, "sk-rotated");
+    assert_eq!(store.load().await.unwrap().1.providers[0].api_key.as_deref(), Some("sk-rotated"));
+    std::env::remove_var(&var);
+    assert_eq!(store.load().await.unwrap().1.providers[0].api_key, None);
+}

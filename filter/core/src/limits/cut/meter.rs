@@ -27,7 +27,10 @@ use crate::usage::sse::Splitter;
 /// Longest event the meter holds while it is incomplete.
 pub const EVENT_CAP: usize = 64 * 1024;
 
-/// Delivered completion tokens of one stream, and where it crossed its allowance.
+/// Delivered completion tokens of one stream, where it crossed its allowance, and whether it
+/// reached its end (the dialect's final event: OpenAI's `[DONE]` or a `finish_reason`,
+/// Anthropic's `message_stop`, a Gemini `finishReason`, a Responses `response.completed`,
+/// `.incomplete` or `.failed`; or the provider's own `error` event).
 #[derive(Debug)]
 pub struct Meter {
     /// The upstream's stream dialect.
@@ -43,6 +46,8 @@ pub struct Meter {
     /// The last Responses `sequence_number` seen.
     sequence: Option<u64>,
     allowance: u64,
+    /// The stream's final event was seen.
+    finished: bool,
 }
 
 /// What one event carried.
@@ -53,9 +58,9 @@ struct Found {
 }
 
 /// A member's value, as far as the meter cares.
-enum Value {
-    /// A string of this many raw bytes.
-    Str(u64),
+enum Value<'a> {
+    /// A string: its raw bytes (escapes as on the wire).
+    Str(&'a [u8]),
     Num(u64),
     Other,
 }
@@ -72,7 +77,14 @@ impl Meter {
             reported: 0,
             sequence: None,
             allowance,
+            finished: false,
         }
+    }
+
+    /// Whether the stream's final event has passed (see [`Meter`]): a stream that ends
+    /// without it was cut short by the upstream.
+    pub fn finished(&self) -> bool {
+        self.finished
     }
 
     /// Completion tokens delivered so far (see the module docs).
@@ -145,14 +157,18 @@ impl Meter {
         let mut found = Found::default();
         let shape = self.shape;
         let mut sequence = self.sequence;
+        let mut finished =
+            self.finished || (shape == Inbound::OpenAiChat && crate::bytes::find_sub(event, b"[DONE]").is_some());
         members(event, &mut |key, value| match value {
-            Value::Str(n) if is_text(shape, key) => found.text += n,
+            Value::Str(s) if is_text(shape, key) => found.text += s.len() as u64,
+            Value::Str(s) => finished |= is_final(shape, key, s),
             Value::Num(n) if shape == Inbound::Responses && key == b"sequence_number" => {
                 sequence = sequence.max(Some(n));
             }
             Value::Num(n) => count(shape, key, n, &mut found.count),
             _ => {}
         });
+        self.finished = finished;
         self.sequence = sequence;
         self.text_bytes = self.text_bytes.saturating_add(found.text);
         self.reported = self.reported.max(found.count.unwrap_or(0));
@@ -169,6 +185,18 @@ fn is_text(shape: Inbound, key: &[u8]) -> bool {
         Inbound::Responses => &[b"delta"],
     };
     keys.contains(&key)
+}
+
+/// Whether a string member marks the end of `shape`'s stream.
+fn is_final(shape: Inbound, key: &[u8], value: &[u8]) -> bool {
+    match (shape, key) {
+        (Inbound::OpenAiChat, b"finish_reason") | (Inbound::Gemini, b"finishReason") => true,
+        (Inbound::Anthropic, b"type") => matches!(value, b"message_stop" | b"error"),
+        (Inbound::Responses, b"type") => {
+            matches!(value, b"response.completed" | b"response.incomplete" | b"response.failed" | b"error")
+        }
+        _ => false,
+    }
 }
 
 /// Folds a number member into the event's completion count, if it is one.
@@ -201,7 +229,7 @@ fn members(bytes: &[u8], f: &mut impl FnMut(&[u8], Value)) {
         i = match bytes.get(at) {
             Some(b'"') => {
                 let end = string_end(bytes, at + 1);
-                f(key, Value::Str((end - at - 1) as u64));
+                f(key, Value::Str(bytes.get(at + 1..end).unwrap_or_default()));
                 end + 1
             }
             Some(b'0'..=b'9') => {

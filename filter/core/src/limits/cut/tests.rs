@@ -234,6 +234,46 @@ fn data_of(bytes: &[u8], nth: usize) -> Value {
     serde_json::from_str(data).unwrap()
 }
 
+/// A stream that ends without its dialect's final event was cut short by the upstream.
+#[test]
+fn the_meter_knows_whether_the_stream_reached_its_end() {
+    let cases: [(Inbound, &str, &str); 4] = [
+        (Inbound::OpenAiChat, &chat_delta("Hello"), "[DONE]"),
+        (
+            Inbound::Anthropic,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"type":"message_stop"}"#,
+        ),
+        (
+            Inbound::Gemini,
+            r#"{"candidates":[{"content":{"parts":[{"text":"Hi"}]}}]}"#,
+            r#"{"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP"}]}"#,
+        ),
+        (
+            Inbound::Responses,
+            r#"{"type":"response.output_text.delta","delta":"Hi"}"#,
+            r#"{"type":"response.completed"}"#,
+        ),
+    ];
+    for (shape, middle, last) in cases {
+        let mut m = Meter::new(shape, u64::MAX);
+        m.feed(sse(&[middle, middle]).as_bytes());
+        assert!(!m.finished(), "{shape:?}: not yet");
+        assert!(m.delivered() > 0);
+        m.feed(sse(&[last]).as_bytes());
+        assert!(m.finished(), "{shape:?}: {last}");
+    }
+    // A chat chunk whose finish_reason is set ends the answer even before [DONE].
+    let mut m = Meter::new(Inbound::OpenAiChat, u64::MAX);
+    let last = json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}).to_string();
+    m.feed(sse(&[&chat_delta("x"), &last]).as_bytes());
+    assert!(m.finished());
+    // The provider's own error event is an end too.
+    let mut m = Meter::new(Inbound::Anthropic, u64::MAX);
+    m.feed(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\n\n");
+    assert!(m.finished());
+}
+
 #[test]
 fn final_events_follow_each_dialect() {
     let tokens = Allowance { completion_tokens: 900, spec: 0, metric: Metric::Tokens };

@@ -66,6 +66,7 @@ fn hand_written_record_json_matches_serde() {
             streamed: true,
             admitted: true,
             cut: true,
+            partial: true,
         },
     ];
     for r in records {
