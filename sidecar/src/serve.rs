@@ -63,6 +63,18 @@ pub struct ServeArgs {
     /// How long shutdown waits for in-flight requests, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     pub drain_timeout_ms: u64,
+    /// How long a client may take to send a request head, in milliseconds; on HTTP/1.1 it also
+    /// closes a keep-alive connection idle that long (Envoy: `request_headers_timeout`); 0: none.
+    #[arg(long, default_value_t = 60_000)]
+    pub header_timeout_ms: u64,
+    /// Longest pause between two chunks of a request body, in milliseconds; the stream is
+    /// reset after it (Envoy: `stream_idle_timeout`, 5 minutes); 0: none.
+    #[arg(long, default_value_t = 300_000)]
+    pub body_timeout_ms: u64,
+    /// Most client connections open at once; beyond it new ones are closed at once and a
+    /// warning is logged (default: the process's open-file limit less 256, at least 64).
+    #[arg(long)]
+    pub max_connections: Option<usize>,
     /// Largest request body the filter may buffer (Envoy's buffer limit).
     #[arg(long, default_value_t = 16 << 20)]
     pub max_body_bytes: usize,
@@ -199,6 +211,10 @@ pub struct Gateway {
     workers: Vec<JoinHandle<()>>,
 }
 
+/// How far the host's body buffer limit sits above the filter's `max_body_bytes`: more than
+/// one read of request body, so the chunk that crosses the filter's limit still reaches it.
+const BODY_BUFFER_HEADROOM: usize = 1 << 20;
+
 /// Name of the cluster through which the filter reaches the in-process sidecar services.
 pub const SIDECAR_CLUSTER: &str = "ferrogate_sidecar";
 
@@ -243,7 +259,10 @@ impl Gateway {
             )
             .into_bytes(),
             allow_on_headers_stop_iteration: true,
-            body_buffer_limit: args.max_body_bytes,
+            // Above the filter's own limit, so the filter sees an oversized body and answers
+            // 413 in the caller's dialect before the host's plain-text 413 would (Envoy: keep
+            // the listener's buffer limit above max_body_bytes for the same reason).
+            body_buffer_limit: args.max_body_bytes.saturating_add(BODY_BUFFER_HEADROOM),
             clusters: Some(clusters_now.names().map(String::from).collect()),
             ..PluginSpec::default()
         };
@@ -268,9 +287,12 @@ impl Gateway {
             upstream_timeout: (args.upstream_timeout_ms > 0).then(|| Duration::from_millis(args.upstream_timeout_ms)),
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
             failover: !args.no_failover,
+            header_timeout: (args.header_timeout_ms > 0).then(|| Duration::from_millis(args.header_timeout_ms)),
+            body_timeout: (args.body_timeout_ms > 0).then(|| Duration::from_millis(args.body_timeout_ms)),
         });
         let count = args.workers.unwrap_or_else(default_workers).max(1);
-        let (balancer, inboxes) = balance::balancer(count);
+        let cap = args.max_connections.unwrap_or_else(balance::default_max_connections).max(1);
+        let (balancer, inboxes) = balance::balancer(count, cap);
         let workers = spawn_workers(&config, inboxes, &rx)?;
         tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
@@ -393,8 +415,14 @@ async fn start_sidecar_listener(
         .ok()
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| hex::encode(rand::random::<[u8; 32]>()));
-    let api =
-        services::filter_api::FilterApi { usage, snapshots, internal_token: Some(token.clone()), ledger, targets };
+    let api = services::filter_api::FilterApi {
+        usage,
+        snapshots,
+        internal_token: Some(token.clone()),
+        ledger,
+        targets,
+        usage_failing: Default::default(),
+    };
     let bound = spawn_router(Listener::Sidecar, addr, services::filter_api::router(api), shutdown).await?;
     let link = config::SidecarLink {
         cluster: SIDECAR_CLUSTER.into(),

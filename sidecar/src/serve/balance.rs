@@ -5,6 +5,11 @@
 //! whatever is waiting, so a handful of long-lived keep-alive connections (an SDK's pool, a
 //! load generator) can all land on one worker while the others idle, and throughput halves on
 //! a two-core box. Handing off costs one channel send per connection, not per request.
+//!
+//! The acceptor also bounds the connections open at once (`--max-connections`): past the cap
+//! a new connection is closed as soon as it is accepted, so a flood of idle or half-sent
+//! connections cannot take every file descriptor from the requests already being served. The
+//! cap being reached and left is logged once each.
 
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,10 +46,31 @@ pub struct Balancer {
     workers: Vec<(mpsc::UnboundedSender<TcpStream>, Arc<AtomicUsize>)>,
     /// Where the search for the least-loaded worker starts, so ties rotate.
     next: usize,
+    /// Most connections open at once.
+    cap: usize,
+    /// Connections closed since the cap was reached (`Some` while it is).
+    refused: Option<u64>,
 }
 
-/// A balancer over `count` workers and their inboxes, in worker order.
-pub fn balancer(count: usize) -> (Balancer, Vec<Inbox>) {
+/// Headroom under the open-file limit for everything that is not a client connection
+/// (upstream connections, the sidecar's listeners and database pools, files).
+const FD_HEADROOM: usize = 256;
+
+/// The default connection cap: the soft open-file limit (Linux `/proc/self/limits`) less
+/// [`FD_HEADROOM`], at least 64; 10,000 where the limit cannot be read.
+pub fn default_max_connections() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse::<usize>().ok());
+    soft.map_or(10_000, |n| n.saturating_sub(FD_HEADROOM).max(64))
+}
+
+/// A balancer over `count` workers and their inboxes, in worker order, keeping at most `cap`
+/// connections open.
+pub fn balancer(count: usize, cap: usize) -> (Balancer, Vec<Inbox>) {
     let mut workers = Vec::with_capacity(count);
     let mut inboxes = Vec::with_capacity(count);
     for _ in 0..count {
@@ -53,7 +79,7 @@ pub fn balancer(count: usize) -> (Balancer, Vec<Inbox>) {
         workers.push((tx, open.clone()));
         inboxes.push(Inbox { rx, open });
     }
-    (Balancer { workers, next: 0 }, inboxes)
+    (Balancer { workers, next: 0, cap, refused: None }, inboxes)
 }
 
 impl Balancer {
@@ -64,6 +90,32 @@ impl Balancer {
         let best = (0..n).map(|k| (self.next + k) % n).min_by_key(|&i| load(i)).unwrap_or(0);
         self.next = (best + 1) % n.max(1);
         best
+    }
+
+    /// Connections open on every worker.
+    fn open(&self) -> usize {
+        self.workers.iter().map(|(_, open)| open.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Whether a new connection fits under the cap (logging the cap being reached or left).
+    fn admit(&mut self) -> bool {
+        let full = self.open() >= self.cap;
+        match (full, self.refused.as_mut()) {
+            (true, Some(n)) => *n += 1,
+            (true, None) => {
+                tracing::warn!(
+                    cap = self.cap,
+                    "connection cap reached: new connections are closed until some end (--max-connections)"
+                );
+                self.refused = Some(1);
+            }
+            (false, Some(_)) => {
+                let closed = self.refused.take().unwrap_or_default();
+                tracing::info!(cap = self.cap, closed, "below the connection cap again: accepting");
+            }
+            (false, None) => {}
+        }
+        !full
     }
 
     /// Hands one accepted connection to a worker; false when no worker is left.
@@ -94,6 +146,10 @@ impl Balancer {
             tokio::select! {
                 accepted = listener.accept() => {
                     let Ok((tcp, _)) = accepted else { continue };
+                    if !self.admit() {
+                        drop(tcp);
+                        continue;
+                    }
                     let Ok(tcp) = tcp.into_std() else { continue };
                     if !self.dispatch(tcp) {
                         tracing::error!("no worker left to take connections");
@@ -114,7 +170,7 @@ mod tests {
     async fn connections_go_to_the_least_loaded_worker() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (balancer, mut inboxes) = balancer(2);
+        let (balancer, mut inboxes) = balancer(2, 100);
         let (stop, rx) = watch::channel(false);
         let acceptor = tokio::spawn(balancer.run(listener, rx));
         let mut clients = Vec::new();
@@ -142,5 +198,37 @@ mod tests {
         let _ = stop.send(true);
         acceptor.await.unwrap();
         assert!(inboxes[1].next().await.is_none(), "workers see the end once the acceptor stops");
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_new_connections_are_closed_until_one_ends() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (balancer, mut inboxes) = balancer(1, 2);
+        let (stop, rx) = watch::channel(false);
+        let acceptor = tokio::spawn(balancer.run(listener, rx));
+        let _a = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _b = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let first = inboxes[0].next().await.unwrap().1;
+        let _second = inboxes[0].next().await.unwrap().1;
+        // The third is accepted and closed at once: its reader sees the end.
+        let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), third.read(&mut buf)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed: {read:?}");
+        assert!(inboxes[0].rx.try_recv().is_err(), "nothing handed to the worker");
+        // One ends: the next is taken again.
+        drop(first);
+        let _d = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert!(inboxes[0].next().await.is_some());
+        let _ = stop.send(true);
+        acceptor.await.unwrap();
+    }
+
+    #[test]
+    fn the_default_cap_follows_the_open_file_limit() {
+        let cap = default_max_connections();
+        assert!(cap >= 64, "{cap}");
     }
 }

@@ -54,10 +54,15 @@ struct Driver {
     head_tx: Option<oneshot::Sender<Response<ChannelBody>>>,
     request_body: Option<Incoming>,
     request_eos_sent: bool,
+    /// When the client's request body counts as stalled (`--body-timeout-ms` after its last
+    /// chunk; `None` without a limit).
+    body_deadline: Option<tokio::time::Instant>,
     upstream_body_tx: Option<BodySender>,
     upstream: Option<UpstreamFuture>,
     response_body: Option<Incoming>,
     response_eos_sent: bool,
+    /// The upstream's answer is an event stream (it can be ended with a final event).
+    response_is_stream: bool,
     downstream_tx: Option<BodySender>,
     finished: bool,
     reset: bool,
@@ -82,6 +87,7 @@ impl Driver {
         let span = trace::request_span(&parts);
         let mut headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
         let replay = failover::Replay::new(&mut headers, info.clone(), worker.failover());
+        let body_deadline = worker.body_timeout().map(|t| tokio::time::Instant::now() + t);
         let id = vm.borrow_mut().create_stream(info, Some(Box::new(move || waker.notify_one())));
         let eos = hyper::body::Body::is_end_stream(&body);
         let mut driver = Driver {
@@ -92,10 +98,12 @@ impl Driver {
             head_tx: Some(head_tx),
             request_body: (!eos).then_some(body),
             request_eos_sent: eos,
+            body_deadline,
             upstream_body_tx: None,
             upstream: None,
             response_body: None,
             response_eos_sent: false,
+            response_is_stream: false,
             downstream_tx: None,
             finished: false,
             reset: false,
@@ -144,7 +152,13 @@ impl Driver {
                 self.on_response_frame(frame);
             }
             frame = next_frame(&mut self.request_body), if self.request_body.is_some() => {
+                self.body_deadline = self.worker.body_timeout().map(|t| tokio::time::Instant::now() + t);
                 self.on_request_frame(frame);
+            }
+            () = sleep_until(self.body_deadline), if self.request_body.is_some() => {
+                tracing::info!(stream = self.id, timeout = ?self.worker.body_timeout(), "request body stalled; stream reset (--body-timeout-ms)");
+                self.request_body = None;
+                self.reset = true;
             }
         }
     }
@@ -196,6 +210,10 @@ impl Driver {
                 let eos = hyper::body::Body::is_end_stream(&body);
                 self.response_eos_sent = eos;
                 self.response_body = (!eos).then_some(body);
+                self.response_is_stream = parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
                 self.call(|vm, id| vm.response_headers(id, headers, eos));
             }
             Err(e) => {
@@ -239,7 +257,15 @@ impl Driver {
             Some(Err(e)) => {
                 tracing::warn!(stream = self.id, error = %e, "upstream reset mid-response");
                 self.response_body = None;
-                self.reset = true;
+                // The filter records it as the upstream's failure (Envoy's code details). An
+                // event stream is ended by the filter with a final error event the client can
+                // read; any other body cannot be mended and the client's stream is reset.
+                let end = self.response_is_stream && !self.response_eos_sent;
+                self.response_eos_sent = true;
+                self.call(|vm, id| vm.upstream_reset(id, UPSTREAM_RESET_DETAILS, end));
+                if !end {
+                    self.reset = true;
+                }
             }
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => {
@@ -379,6 +405,17 @@ impl Driver {
         self.worker.pump(&self.vm);
     }
 }
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Envoy's `response.code_details` for an upstream that failed after its response began.
+const UPSTREAM_RESET_DETAILS: &str = "upstream_reset_after_response_started{remote_reset}";
 
 async fn next_frame(body: &mut Option<Incoming>) -> Option<Result<http_body::Frame<Bytes>, hyper::Error>> {
     match body {

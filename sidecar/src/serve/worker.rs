@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrogate_host::{Runtime, StreamInfo, Vm};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::sync::{watch, Notify};
@@ -41,6 +41,11 @@ pub struct WorkerConfig {
     pub drain_timeout: Duration,
     /// Failed attempts are replayed on another target (`--no-failover` turns it off).
     pub failover: bool,
+    /// How long a request head may take (and an HTTP/1.1 connection may idle between
+    /// requests); `None`: no limit.
+    pub header_timeout: Option<Duration>,
+    /// Longest pause between two chunks of a request body; `None`: no limit.
+    pub body_timeout: Option<Duration>,
 }
 
 /// Connection facts handed to each stream.
@@ -97,6 +102,11 @@ impl Worker {
     /// Whether failed attempts are replayed ([`WorkerConfig::failover`]).
     pub fn failover(&self) -> bool {
         self.config.failover
+    }
+
+    /// Longest pause between two chunks of a request body ([`WorkerConfig::body_timeout`]).
+    pub fn body_timeout(&self) -> Option<Duration> {
+        self.config.body_timeout
     }
 
     /// The VM new streams should use, replacing a failed one first.
@@ -231,13 +241,29 @@ pub fn run_worker(
         let _ = ready.send(Ok(()));
         tokio::task::spawn_local(tick_loop(worker.clone()));
         tokio::task::spawn_local(queue_loop(worker.clone()));
-        accept_loop(worker, inbox, shutdown, config.drain_timeout).await;
+        accept_loop(worker, inbox, shutdown, &config).await;
     });
 }
 
-async fn accept_loop(worker: Rc<Worker>, mut inbox: Inbox, mut shutdown: watch::Receiver<bool>, drain: Duration) {
+/// The connection settings: request heads must arrive within the header timeout (hyper
+/// closes the connection otherwise, and restarts that timer while an HTTP/1.1 connection waits
+/// for its next request); HTTP/2 peers are pinged when quiet, and closed if they stop answering.
+fn connection_builder(config: &WorkerConfig) -> auto::Builder<LocalExec> {
+    let mut builder = auto::Builder::new(LocalExec);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_timeout);
+    builder.http2().timer(TokioTimer::new()).keep_alive_interval(H2_PING_EVERY).keep_alive_timeout(H2_PING_TIMEOUT);
+    builder
+}
+
+/// HTTP/2 keep-alive: a ping after this much silence ...
+const H2_PING_EVERY: Duration = Duration::from_secs(30);
+/// ... which must be answered within this, or the connection is closed.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+async fn accept_loop(worker: Rc<Worker>, mut inbox: Inbox, mut shutdown: watch::Receiver<bool>, config: &WorkerConfig) {
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(LocalExec);
+    let builder = connection_builder(config);
+    let drain = config.drain_timeout;
     loop {
         tokio::select! {
             handed = inbox.next() => {

@@ -40,13 +40,18 @@ pub async fn gateway_with(providers: &[String], models: &str, extra: &str) -> Se
 
 /// [`gateway_with`] with `workers` worker VMs.
 pub async fn gateway_on(providers: &[String], models: &str, extra: &str, workers: usize) -> Setup {
+    gateway_flags(providers, models, extra, workers, &[]).await
+}
+
+/// [`gateway_on`] with more `serve` flags.
+pub async fn gateway_flags(providers: &[String], models: &str, extra: &str, workers: usize, flags: &[&str]) -> Setup {
     let dir = std::env::temp_dir().join(format!("ferrogate-e2e-{}-{}", std::process::id(), rand::random::<u64>()));
     std::fs::create_dir_all(&dir).unwrap();
     let providers: String = providers.iter().map(|p| format!("  - {p}\n")).collect();
     std::fs::write(dir.join("config.yaml"), format!("providers:\n{providers}models:\n{models}{extra}")).unwrap();
     let config = dir.join("config.yaml");
     let workers = workers.to_string();
-    let argv = [
+    let mut argv = vec![
         "serve",
         "--config",
         config.to_str().unwrap(),
@@ -59,6 +64,7 @@ pub async fn gateway_on(providers: &[String], models: &str, extra: &str, workers
         "--workers",
         &workers,
     ];
+    argv.extend_from_slice(flags);
     let mut args = ServeCli::parse_from(argv).args;
     args.filter = Some(wasm::filter_wasm());
     let gateway = Gateway::start(&args).await.expect("gateway starts");
