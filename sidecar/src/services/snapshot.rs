@@ -5,18 +5,22 @@
 //! answer of `GET /v1/snapshot` (with `ETag`; `If-None-Match` → 304). A build that fails
 //! keeps the last good snapshot and records why (`/api/v1/config/problems`).
 //!
-//! Last known good: with a cache file, every published snapshot is written to it (atomically),
-//! and a sidecar whose store is unreachable at start serves the cached one until the store
-//! answers.
+//! Last known good: with a cache file, every published snapshot is written to it ([`cache`]:
+//! atomically, mode 0600, provider keys sealed or left out), and a sidecar whose store is
+//! unreachable at start serves the cached one until the store answers.
+
+mod cache;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use ferrogate_core::config::{Config, ConfigError, RawConfig};
-use ferrogate_core::snapshot::{self, Snapshot, SnapshotError, WireProblem};
+use ferrogate_core::snapshot::{self, Snapshot, WireProblem};
 use serde::Serialize;
 use tokio::sync::watch;
+
+use crate::services::secrets::MasterKey;
 
 /// One published snapshot.
 #[derive(Debug)]
@@ -48,9 +52,12 @@ pub enum CacheError {
     /// The file cannot be read.
     #[error("snapshot cache: {0}")]
     Io(#[from] std::io::Error),
-    /// The file does not hold a servable snapshot.
-    #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
+    /// The file is not a snapshot, or a sealed key in it cannot be opened.
+    #[error("snapshot cache: {0}")]
+    Format(String),
+    /// The cached configuration no longer builds.
+    #[error("snapshot cache: {0}")]
+    Invalid(#[from] ConfigError),
 }
 
 /// The current snapshot and the last build failure.
@@ -59,12 +66,28 @@ pub struct Snapshots {
     current: watch::Sender<Option<Arc<Served>>>,
     rejected: Mutex<Vec<WireProblem>>,
     cache: Option<PathBuf>,
+    /// Seals the provider keys written to the cache (`FERROGATE_MASTER_KEY`).
+    master: Option<MasterKey>,
 }
 
 impl Snapshots {
-    /// No snapshot yet; published ones are also written to `cache` when given.
+    /// No snapshot yet; published ones are also written to `cache` when given, provider keys
+    /// sealed under `FERROGATE_MASTER_KEY` when it is set (else left out of the file).
     pub fn new(cache: Option<PathBuf>) -> Snapshots {
-        Snapshots { current: watch::channel(None).0, rejected: Mutex::new(Vec::new()), cache }
+        let master = match (&cache, MasterKey::from_env()) {
+            (None, _) => None,
+            (Some(_), Ok(master)) => master,
+            (Some(_), Err(e)) => {
+                tracing::warn!("{e}: provider keys are left out of the snapshot cache");
+                None
+            }
+        };
+        Snapshots::with_master(cache, master)
+    }
+
+    /// [`Snapshots::new`] with the master key given.
+    pub fn with_master(cache: Option<PathBuf>, master: Option<MasterKey>) -> Snapshots {
+        Snapshots { current: watch::channel(None).0, rejected: Mutex::new(Vec::new()), cache, master }
     }
 
     /// The snapshot being served.
@@ -105,16 +128,15 @@ impl Snapshots {
         *self.lock_rejected() = vec![WireProblem { path: path.to_string(), message }];
     }
 
-    /// Serves the cached snapshot (the store is unreachable at start).
+    /// Serves the cached snapshot (the store is unreachable at start): its sealed keys
+    /// opened, the others read from their `api_key_env` variables again.
     ///
     /// # Errors
     /// No cache configured is `Ok(false)`; an unreadable or invalid cache is an error.
     pub fn restore_cached(&self) -> Result<bool, CacheError> {
         let Some(path) = &self.cache else { return Ok(false) };
-        let body = std::fs::read(path)?;
-        let (doc, config) = Snapshot::parse(&body)?;
-        let served = Arc::new(Served { version: doc.version, body: Bytes::from(body), config, problems: doc.problems });
-        self.replace(served);
+        let raw = cache::read(path, self.master.as_ref(), |name| std::env::var(name).ok())?;
+        self.publish(raw)?;
         Ok(true)
     }
 
@@ -141,9 +163,7 @@ impl Snapshots {
 
     fn persist(&self, body: &[u8]) {
         let Some(path) = &self.cache else { return };
-        // Write then rename: a crash mid-write never leaves a torn cache behind.
-        let tmp = path.with_extension("tmp");
-        if let Err(e) = std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, path)) {
+        if let Err(e) = cache::write(path, body, self.master.as_ref()) {
             tracing::warn!(error = %e, path = %path.display(), "cannot write the snapshot cache");
         }
     }

@@ -45,20 +45,85 @@ fn a_failed_build_keeps_the_last_good_snapshot_and_says_why() {
     assert!(snapshots.report().rejected.is_empty());
 }
 
+fn scratch() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fg-snap-{}-{}", std::process::id(), rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn the_cache_restores_the_last_good_snapshot() {
-    let dir = std::env::temp_dir().join(format!("fg-snap-{}-{:?}", std::process::id(), std::thread::current().id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch();
     let cache = dir.join("snapshot.json");
-    let first = Snapshots::new(Some(cache.clone()));
+    let first = Snapshots::with_master(Some(cache.clone()), None);
     assert!(!first.restore_cached().is_ok_and(|r| r), "nothing cached yet");
     let served = first.publish(raw(GOOD)).unwrap();
-    let second = Snapshots::new(Some(cache.clone()));
+    let second = Snapshots::with_master(Some(cache.clone()), None);
     assert!(second.restore_cached().unwrap());
     let restored = second.current().unwrap();
-    assert_eq!((restored.version.as_str(), &restored.body), (served.version.as_str(), &served.body));
+    assert_eq!(restored.version, served.version, "same configuration, same version");
+    assert_eq!(Snapshot::parse(&restored.body).unwrap().0.config, Snapshot::parse(&served.body).unwrap().0.config);
     std::fs::write(&cache, b"{ torn").unwrap();
-    assert!(matches!(Snapshots::new(Some(cache)).restore_cached(), Err(CacheError::Snapshot(_))));
+    assert!(matches!(Snapshots::with_master(Some(cache), None).restore_cached(), Err(CacheError::Format(_))));
     assert!(!Snapshots::new(None).restore_cached().unwrap());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+const KEYED: &str = r#"
+providers:
+  - { name: sealed, kind: openai, base_url: "https://api.example", api_key: sk-secret-one }
+  - { name: fromenv, kind: openai, base_url: "https://api.example", api_key_env: FG_TEST_CACHE_KEY_NEVER_SET }
+models: [{ name: chat, targets: [{ provider: sealed, model: m }] }]
+"#;
+
+fn master() -> MasterKey {
+    use base64::Engine;
+    MasterKey::from_base64(&base64::engine::general_purpose::STANDARD.encode([7u8; 32])).unwrap()
+}
+
+#[test]
+fn the_cache_file_is_private_and_holds_no_key_in_clear() {
+    let dir = scratch();
+    let cache = dir.join("snapshot.json");
+    let mut keyed = raw(KEYED);
+    keyed.providers[1].api_key = Some("sk-secret-two".into()); // as resolved from its variable
+    for master in [None, Some(master())] {
+        let sealing = master.is_some();
+        let snapshots = Snapshots::with_master(Some(cache.clone()), master);
+        let served = snapshots.publish(keyed.clone()).unwrap();
+        assert!(String::from_utf8_lossy(&served.body).contains("sk-secret-one"), "filters get the key");
+        let text = std::fs::read_to_string(&cache).unwrap();
+        assert!(!text.contains("sk-secret"), "a key in clear in the cache: {text}");
+        assert_eq!(text.contains("fgs1:"), sealing, "{text}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "cache mode {mode:o}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn sealed_keys_come_back_with_the_master_key_and_unsealed_ones_from_their_variables() {
+    let dir = scratch();
+    let cache = dir.join("snapshot.json");
+    let mut keyed = raw(KEYED);
+    keyed.providers[1].api_key = Some("sk-secret-two".into());
+    Snapshots::with_master(Some(cache.clone()), Some(master())).publish(keyed).unwrap();
+    let env = |name: &str| (name == "FG_TEST_CACHE_KEY_NEVER_SET").then(|| "sk-from-env".to_string());
+    let back = cache::read(&cache, Some(&master()), env).unwrap();
+    assert_eq!(back.providers[0].api_key.as_deref(), Some("sk-secret-one"));
+    assert_eq!(back.providers[1].api_key.as_deref(), Some("sk-secret-two"));
+    // Without the master key a sealed cache is refused rather than served keyless.
+    assert!(matches!(cache::read(&cache, None, env), Err(CacheError::Format(_))));
+    // Written without a master key: the variable's current value is used.
+    let mut keyed = raw(KEYED);
+    keyed.providers[1].api_key = Some("sk-old-value".into());
+    keyed.providers[0].api_key = None;
+    Snapshots::with_master(Some(cache.clone()), None).publish(keyed).unwrap();
+    let back = cache::read(&cache, None, env).unwrap();
+    assert_eq!(back.providers[1].api_key.as_deref(), Some("sk-from-env"));
     std::fs::remove_dir_all(dir).unwrap();
 }

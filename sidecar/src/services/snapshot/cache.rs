@@ -1,0 +1,94 @@
+//! The last-known-good snapshot on disk (`--snapshot-cache`), with no provider key in clear.
+//!
+//! The file is the served snapshot with each provider's `api_key` either sealed under
+//! `FERROGATE_MASTER_KEY` (as the Postgres store seals it: `fgs1:...`, bound to the provider's
+//! name) or, without a master key, left out: a provider that names `api_key_env` gets its key
+//! from the environment again when the cache is read. It is written to a sibling file created
+//! with mode 0600, flushed, then renamed over the cache, so a crash never leaves a torn cache
+//! and no other local user can read it.
+
+use std::io::Write;
+use std::path::Path;
+
+use ferrogate_core::config::RawConfig;
+use ferrogate_core::snapshot::Snapshot;
+
+use super::CacheError;
+use crate::services::secrets::{MasterKey, SEALED_PREFIX};
+
+/// The associated data a provider key is sealed with in the cache.
+fn aad(provider: &str) -> String {
+    format!("snapshot-cache/providers/{provider}/api_key")
+}
+
+/// Writes the snapshot `body` to `path`, keys sealed with `master` or left out.
+///
+/// # Errors
+/// The body is not a snapshot, or the file cannot be written.
+pub(super) fn write(path: &Path, body: &[u8], master: Option<&MasterKey>) -> Result<(), CacheError> {
+    let mut doc: Snapshot = serde_json::from_slice(body).map_err(|e| CacheError::Format(e.to_string()))?;
+    for provider in &mut doc.config.providers {
+        let Some(key) = provider.api_key.take() else { continue };
+        provider.api_key = match master {
+            Some(m) => {
+                Some(m.seal(key.as_bytes(), &aad(&provider.name)).map_err(|e| CacheError::Format(e.to_string()))?)
+            }
+            None => None,
+        };
+    }
+    let text = serde_json::to_vec(&doc).map_err(|e| CacheError::Format(e.to_string()))?;
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = private_file(&tmp)?;
+    file.write_all(&text)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
+}
+
+#[cfg(not(unix))]
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
+}
+
+/// Reads the cached configuration back: sealed keys opened with `master`, missing ones taken
+/// from the variables their providers name (`env` looks them up).
+///
+/// # Errors
+/// The file cannot be read or is not a snapshot; a sealed key cannot be opened (no master
+/// key, or another one).
+pub(super) fn read(
+    path: &Path,
+    master: Option<&MasterKey>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<RawConfig, CacheError> {
+    let body = std::fs::read(path)?;
+    let doc: Snapshot = serde_json::from_slice(&body).map_err(|e| CacheError::Format(e.to_string()))?;
+    let mut config = doc.config;
+    for provider in &mut config.providers {
+        match provider.api_key.take() {
+            Some(sealed) if sealed.starts_with(SEALED_PREFIX) => {
+                let master = master.ok_or_else(|| {
+                    CacheError::Format(format!(
+                        "provider {}: its key is sealed and FERROGATE_MASTER_KEY is not set",
+                        provider.name
+                    ))
+                })?;
+                let key = master
+                    .open(&sealed, &aad(&provider.name))
+                    .map_err(|e| CacheError::Format(format!("provider {}: {e}", provider.name)))?;
+                provider.api_key = Some(String::from_utf8_lossy(&key).into_owned());
+            }
+            // A key in clear (a cache written before keys were sealed) is used as it is.
+            Some(plain) => provider.api_key = Some(plain),
+            None => provider.api_key = provider.api_key_env.as_deref().and_then(&env),
+        }
+    }
+    Ok(config)
+}
