@@ -57,6 +57,11 @@ pub fn check_bind(addr: SocketAddr, token: Option<&str>) -> Result<(), AdminErro
     if super::auth::non_loopback_without_token(addr, token) {
         return Err(AdminError::OpenAdmin(addr));
     }
+    if token.is_none() {
+        tracing::warn!(
+            "the admin API on {addr} has no FERROGATE_ADMIN_TOKEN: any local process may use /api/v1 (set one to require it)"
+        );
+    }
     Ok(())
 }
 
@@ -228,5 +233,43 @@ mod tests {
         let doc = super::super::openapi::document();
         assert!(doc["paths"]["/api/v1/keys"]["post"]["requestBody"].is_object());
         assert!(doc["paths"]["/api/v1/keys/{name}"]["delete"].is_object());
+    }
+
+    /// With the file store, reads list the served snapshot's rows; writes stay 409.
+    #[tokio::test]
+    async fn the_file_store_answers_reads_from_the_served_snapshot() {
+        use tower::ServiceExt;
+        let snapshots = Arc::new(Snapshots::new(None));
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let yaml = format!(
+            "providers: [{{ name: local, kind: openai_compatible, base_url: 'http://h:1', api_key: sk-hidden }}]\n\
+             models: [{{ name: chat, targets: [{{ provider: local, model: m }}] }}]\n\
+             keys: [{{ name: alice, digest: '{digest}', models: [chat] }}]\n"
+        );
+        snapshots.publish(serde_saphyr::from_str(&yaml).unwrap()).unwrap();
+        let admin = Admin {
+            runtime: None,
+            usage: Arc::new(UsageBackend::Memory(usage::UsageStore::new(None))),
+            snapshots,
+            db: Arc::new(OnceLock::new()),
+            postgres: false,
+            token: None,
+            ledger: Arc::new(Ledger::new("test".into(), false)),
+            targets: Arc::new(Targets::new(targets::Settings::default())),
+        };
+        let app = router(admin);
+        let call = |method: &str, uri: &str| {
+            axum::http::Request::builder().method(method).uri(uri).body(axum::body::Body::from("{}")).unwrap()
+        };
+        let answer = app.clone().oneshot(call("GET", "/api/v1/keys")).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("alice") && text.contains(&digest), "{text}");
+        let answer = app.clone().oneshot(call("GET", "/api/v1/providers")).await.unwrap();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("sk-hidden"), "provider keys are never listed");
+        let write = app.clone().oneshot(call("POST", "/api/v1/keys")).await.unwrap();
+        assert_eq!(write.status().as_u16(), 409);
     }
 }

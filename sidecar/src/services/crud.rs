@@ -10,7 +10,8 @@
 //! - `DELETE /api/v1/{section}/{name}`: 404 when absent, 409 when other rows depend on it.
 //!
 //! A write that would leave its own row unservable is 400 with the problems and their paths;
-//! with the file store every write is 409 (edit the file instead).
+//! with the file store every write is 409 (edit the file instead), and reads list the rows of
+//! the snapshot being served.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -87,15 +88,29 @@ fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, R
     })
 }
 
-/// `GET /api/v1/{section}`
+/// `GET /api/v1/{section}`: from the database, or with the file store from the snapshot
+/// being served (its rows as the file gives them, provider keys never shown).
 pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
     let (section, db) = match open(&admin, &headers, &name) {
         Ok(opened) => opened,
+        Err(Reject(StatusCode::CONFLICT, _)) => return list_served(&admin, &name),
         Err(r) => return r.into_response(),
     };
     match db.store.list(section).await {
         Ok(rows) => Json(rows).into_response(),
         Err(e) => store_error(&e),
+    }
+}
+
+/// The rows of the served snapshot (file store).
+fn list_served(admin: &Admin, name: &str) -> Response {
+    let Some(section) = section(name) else {
+        return error(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")}));
+    };
+    let parsed = admin.snapshots.current().and_then(|s| ferrogate_core::snapshot::Snapshot::parse(&s.body).ok());
+    match parsed {
+        Some((doc, _)) => Json(super::pg::rows::section_json(&doc.config, section)).into_response(),
+        None => error(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "no configuration snapshot is served yet"})),
     }
 }
 

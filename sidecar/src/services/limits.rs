@@ -183,19 +183,22 @@ impl Ledger {
         }
     }
 
-    /// Consumption of every limit of `config` (optionally one key's or one group's), at `now_ms`.
+    /// Consumption of every limit of `config` (optionally one key's or one group's), at `now_ms`:
+    /// the shared view when Redis answers; while it does not, the larger of the last shared
+    /// view and this replica's own amounts (which keep counting), never a stale zero.
     pub fn consumption(&self, config: &Config, filter: &Filter, now_ms: u64) -> Vec<Consumption> {
-        let totals = if self.shared {
-            self.view.read().unwrap_or_else(PoisonError::into_inner).totals.clone()
-        } else {
-            self.own_totals(now_ms)
+        let (shared, synced) = {
+            let view = self.view.read().unwrap_or_else(PoisonError::into_inner);
+            (self.shared.then(|| view.totals.clone()), view.synced)
         };
+        let own = (!self.shared || !synced).then(|| self.own_totals(now_ms));
         let mut seen = std::collections::HashSet::new();
         let plans = config.limit_plans.keys.iter().flat_map(|p| p.iter()).chain(config.limit_plans.open.iter());
         plans
             .filter(|s| filter.matches(s) && seen.insert(s.counter.as_str()))
             .map(|s| {
-                let used = totals.get(&s.counter).map_or(0, |t| t.used(s.window, now_ms));
+                let used_in = |t: &HashMap<String, Tally>| t.get(&s.counter).map_or(0, |t| t.used(s.window, now_ms));
+                let used = shared.as_ref().map_or(0, used_in).max(own.as_ref().map_or(0, used_in));
                 Consumption::new(s, used)
             })
             .collect()

@@ -346,7 +346,7 @@ pub(super) fn problems_of(problems: &[Problem], raw: &RawConfig, row: &(Section,
 
 /// One section as the admin API lists it: the config file's shape, provider keys never
 /// included (`api_key_set` says whether one is stored).
-pub(super) fn section_json(raw: &RawConfig, section: Section) -> Value {
+pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
     let to = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     match section {
         Section::Providers => Value::Array(
