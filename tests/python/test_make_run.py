@@ -38,13 +38,19 @@ def _config(tmp_path: Path, sim_port: int) -> Path:
     return config
 
 
+def _as_from_a_terminal() -> None:
+    """preexec_fn: SIGINT at its default, as a shell gives a foreground job (a runner that
+    started the tests in the background may have left it ignored, and that is inherited)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _make_run(tmp_path: Path, listen: int, sim: int) -> subprocess.Popen:
     log = open(tmp_path / "make-run.log", "wb")
     return subprocess.Popen(
         ["make", "--no-print-directory", "run", f"LISTEN=127.0.0.1:{listen}",
          f"SIM_LISTEN=127.0.0.1:{sim}", f"CONFIG={_config(tmp_path, sim)}"],
         cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=_as_from_a_terminal,
     )
 
 
