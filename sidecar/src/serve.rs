@@ -223,8 +223,12 @@ impl Gateway {
     pub async fn start(args: &ServeArgs) -> Result<Gateway, ServeError> {
         let admin_token = std::env::var("FERROGATE_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
         services::admin::check_bind(args.admin_listen, admin_token.as_deref())?;
-        // Bound first: a busy port fails the start at once, not after the module compiles.
+        // Every address is bound first, so a busy port fails the start at once (not after the
+        // module compiles); each listens only when what it serves is ready, the admin API
+        // (health, readiness) last.
         let reserved = Listener::Gateway.reserve(args.listen)?;
+        let admin_socket = Listener::Admin.reserve(args.admin_listen)?;
+        let sidecar_socket = Listener::Sidecar.reserve(args.sidecar_listen)?;
         let wasm_path = find_filter(args.filter.as_deref())?;
         let wasm =
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
@@ -235,7 +239,7 @@ impl Gateway {
         let ledger = services::limits::start(&opened.config, args.replica_id.clone(), rx.clone());
         let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let (sidecar_addr, mut link) = start_sidecar_listener(
-            args.sidecar_listen,
+            sidecar_socket,
             usage.clone(),
             snapshots.clone(),
             ledger.clone(),
@@ -278,8 +282,6 @@ impl Gateway {
             ledger,
             targets,
         };
-        let admin_addr =
-            spawn_router(Listener::Admin, args.admin_listen, services::admin::router(admin), rx.clone()).await?;
         let config = Arc::new(WorkerConfig {
             runtime: runtime.clone(),
             clusters,
@@ -295,6 +297,7 @@ impl Gateway {
         let (balancer, inboxes) = balance::balancer(count, cap);
         let workers = spawn_workers(&config, inboxes, &rx)?;
         tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
+        let admin_addr = serve_router(listen(admin_socket)?, services::admin::router(admin), rx.clone())?;
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
         Ok(Gateway { addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
     }
@@ -404,7 +407,7 @@ async fn open_database(
 /// Binds the filter-facing listener; the internal token comes from
 /// `FERROGATE_INTERNAL_TOKEN` or is generated and shared with the filter in process.
 async fn start_sidecar_listener(
-    addr: SocketAddr,
+    socket: tokio::net::TcpSocket,
     usage: Arc<UsageBackend>,
     snapshots: Arc<Snapshots>,
     ledger: Arc<services::limits::Ledger>,
@@ -423,7 +426,7 @@ async fn start_sidecar_listener(
         targets,
         usage_failing: Default::default(),
     };
-    let bound = spawn_router(Listener::Sidecar, addr, services::filter_api::router(api), shutdown).await?;
+    let bound = serve_router(listen(socket)?, services::filter_api::router(api), shutdown)?;
     let link = config::SidecarLink {
         cluster: SIDECAR_CLUSTER.into(),
         authority: "ferrogate-sidecar".into(),
@@ -467,9 +470,17 @@ pub(crate) async fn spawn_router(
     which: Listener,
     addr: SocketAddr,
     router: axum::Router,
+    shutdown: watch::Receiver<bool>,
+) -> Result<SocketAddr, ServeError> {
+    serve_router(which.bind(addr)?, router, shutdown)
+}
+
+/// Serves `router` on a listening socket until shutdown; returns its address.
+fn serve_router(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<SocketAddr, ServeError> {
-    let listener = which.bind(addr)?;
     let bound = listener.local_addr()?;
     let router = crate::telemetry::http::traced(router);
     tokio::spawn(async move {
