@@ -49,7 +49,7 @@ dev: wasm
 
 ## run: sim on $(SIM_LISTEN), gateway on $(LISTEN) (Ctrl-C stops both; scripts/quickstart)
 run:
-	@if [ ! -x $(DEV_BIN) ]; then echo "make run: first build of ferrogate and its tests (about 10 minutes on 2 cores, ~6 GB in target/; later runs take seconds)"; fi
+	@if [ ! -x $(DEV_BIN) ]; then echo "make run: first build of ferrogate and its tests (about 4 minutes on 2 cores, ~3 GB in target/; later runs take seconds)"; fi
 	@$(MAKE) --no-print-directory dev >/dev/null
 	@BIN=$(DEV_BIN) LISTEN=$(LISTEN) SIM_LISTEN=$(SIM_LISTEN) CONFIG=$(CONFIG) scripts/quickstart
 

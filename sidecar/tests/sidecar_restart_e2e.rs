@@ -1,0 +1,156 @@
+//! A sidecar restarted under traffic: the real filter in the embedded host, fed by a real
+//! `ferrogate sidecar` over HTTP the way Envoy carries its callouts. While the sidecar is
+//! down the filter keeps routing on its last snapshot; once a new sidecar answers on the same
+//! address, the edit made meanwhile reaches the filter without a restart of the proxy.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use ferrogate_host::{Headers, HttpCallResponse, PluginSpec, Runtime, StreamEvent, Vm};
+use ferrogate_sidecar::standalone::{Sidecar, SidecarArgs};
+
+#[path = "common/wasm.rs"]
+mod wasm;
+
+const TOKEN: &str = "t0k-restart";
+
+#[derive(Parser)]
+struct SidecarCli {
+    #[command(flatten)]
+    args: SidecarArgs,
+}
+
+fn config(model: &str) -> String {
+    format!(
+        "providers: [{{ name: local, kind: openai_compatible, base_url: 'http://127.0.0.1:9' }}]\n\
+         models: [{{ name: {model}, targets: [{{ provider: local, model: up-{model} }}] }}]\n"
+    )
+}
+
+async fn start_sidecar(config: &Path, listen: &str) -> Sidecar {
+    let argv = ["sidecar", "--config", config.to_str().unwrap(), "--sidecar-listen", listen];
+    let mut args =
+        SidecarCli::parse_from(argv.iter().chain(&["--admin-listen", "127.0.0.1:0", "--poll-interval-ms", "100"])).args;
+    args.internal_token = Some(TOKEN.into());
+    args.admin_token = None;
+    Sidecar::start(&args).await.expect("sidecar starts")
+}
+
+/// The filter VM, polling the `ferrogate_sidecar` cluster every 100 ms.
+fn filter() -> (Runtime, Vm) {
+    let plugin =
+        format!(r#"{{"sidecar_cluster":"ferrogate_sidecar","internal_token":"{TOKEN}","poll_interval_ms":100}}"#);
+    let spec = PluginSpec {
+        name: "ferrogate".into(),
+        root_id: "ferrogate".into(),
+        vm_id: "ferrogate".into(),
+        configuration: plugin.into_bytes(),
+        allow_on_headers_stop_iteration: true,
+        ..PluginSpec::default()
+    };
+    let wasm = std::fs::read(wasm::filter_wasm()).unwrap();
+    let rt = Runtime::new(&wasm, spec).expect("runtime");
+    let vm = rt.new_vm(0).expect("vm");
+    (rt, vm)
+}
+
+/// One tick of the filter, its callouts carried to `sidecar` over HTTP (a refused connection
+/// is what Envoy's async client answers then: 503).
+async fn tick(vm: &mut Vm, sidecar: &str) {
+    vm.on_tick().unwrap();
+    for call in vm.take_http_calls() {
+        let path = call.headers.get_str(":path").unwrap_or("/").to_string();
+        let method = call.headers.get_str(":method").unwrap_or("GET").to_string();
+        let mut req = reqwest::Client::new().request(method.parse().unwrap(), format!("http://{sidecar}{path}"));
+        for (name, value) in call.headers.iter().filter(|(n, _)| !n.starts_with(':')) {
+            req = req.header(name, value);
+        }
+        let answer = match req.body(call.body.clone()).timeout(Duration::from_secs(2)).send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16().to_string();
+                let mut headers = vec![(":status".to_string(), status)];
+                for (k, v) in resp.headers() {
+                    headers.push((k.to_string(), v.to_str().unwrap_or_default().to_string()));
+                }
+                let body = resp.bytes().await.unwrap_or_default().to_vec();
+                HttpCallResponse { headers: Headers::from_pairs(headers), body, trailers: Headers::new() }
+            }
+            Err(_) => HttpCallResponse {
+                headers: Headers::from_pairs([(":status", "503")]),
+                body: b"upstream connect error".to_vec(),
+                trailers: Headers::new(),
+            },
+        };
+        vm.http_call_response(call.token, Some(answer)).unwrap();
+    }
+}
+
+/// Routes a chat request for `model`: the upstream model id, or the local reply's status.
+fn route(vm: &mut Vm, model: &str) -> Result<String, String> {
+    let s = vm.create_stream(ferrogate_host::StreamInfo::default(), None);
+    let head = Headers::from_pairs([
+        (":method", "POST"),
+        (":path", "/v1/chat/completions"),
+        (":authority", "gw"),
+        ("content-type", "application/json"),
+    ]);
+    vm.request_headers(s, head, false).unwrap();
+    vm.request_data(s, format!(r#"{{"model":"{model}"}}"#).as_bytes(), true).unwrap();
+    let events = vm.take_events(s);
+    vm.finish_stream(s, true);
+    for e in &events {
+        match e {
+            StreamEvent::ResponseHeaders { headers, .. } => {
+                return Err(headers.get_str(":status").unwrap_or("").into())
+            }
+            StreamEvent::RequestData { data, .. } => {
+                let v: serde_json::Value = serde_json::from_slice(data).unwrap();
+                return Ok(v["model"].as_str().unwrap_or_default().to_string());
+            }
+            _ => {}
+        }
+    }
+    Err(format!("no outcome: {events:?}"))
+}
+
+/// Ticks (carrying polls) until `model` routes to `up-<model>`, for at most 10 s.
+async fn until_routed(vm: &mut Vm, sidecar: &str, model: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while route(vm, model) != Ok(format!("up-{model}")) {
+        assert!(Instant::now() < deadline, "{model} never routed: {:?}", route(vm, model));
+        tick(vm, sidecar).await;
+        tokio::time::sleep(Duration::from_millis(110)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_flows_on_the_last_snapshot_while_the_sidecar_restarts() {
+    let dir = std::env::temp_dir().join(format!("ferrogate-restart-{}", rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("config.yaml");
+    std::fs::write(&file, config("chat")).unwrap();
+    let first = start_sidecar(&file, "127.0.0.1:0").await;
+    let addr = first.sidecar_addr.to_string();
+    let (_rt, mut vm) = filter();
+    assert_eq!(route(&mut vm, "chat"), Err("503".into()), "no snapshot yet");
+    until_routed(&mut vm, &addr, "chat").await;
+
+    // The sidecar goes away; polls fail; requests keep flowing on the last snapshot.
+    first.shutdown();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(&file, config("chat2")).unwrap();
+    for _ in 0..10 {
+        tick(&mut vm, &addr).await;
+        assert_eq!(route(&mut vm, "chat"), Ok("up-chat".into()), "served on the last snapshot");
+        tokio::time::sleep(Duration::from_millis(110)).await;
+    }
+    assert_eq!(route(&mut vm, "chat2"), Err("404".into()), "the edit is not known yet");
+
+    // A new sidecar on the same address: the edit arrives.
+    let second = start_sidecar(&file, &addr).await;
+    until_routed(&mut vm, &addr, "chat2").await;
+    assert_eq!(route(&mut vm, "chat"), Err("404".into()), "the edit replaced the model");
+    second.shutdown();
+    let _ = std::fs::remove_dir_all(dir);
+}
