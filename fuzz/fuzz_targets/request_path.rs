@@ -1,6 +1,6 @@
 //! The request-path parsers a client controls: classification (never panics), the query split
-//! (agrees with `split_once('?')`), the Gemini `?key=` reader (a key is always a piece of the
-//! query), and the model-id check for upstream paths (an id it accepts cannot move the path:
+//! (agrees with `split_once('?')`), the Gemini `?key=` reader (a key is always a trimmed piece
+//! of a `key=` parameter; a crasher with whitespace around the key set this rule), and the model-id check for upstream paths (an id it accepts cannot move the path:
 //! visible ASCII only, no `?#%\`, no empty, `.` or `..` segment).
 #![no_main]
 
@@ -21,9 +21,12 @@ fuzz_target!(|data: &[u8]| {
         None => assert_eq!((bare, query), (path, None)),
     }
     if let Some(key) = gemini_query_key(path) {
+        // A piece of one `key=` parameter of the query, ASCII whitespace trimmed.
         assert!(path.starts_with("/v1beta/") && !key.is_empty());
+        assert!(!key.first().is_some_and(u8::is_ascii_whitespace) && !key.last().is_some_and(u8::is_ascii_whitespace));
         let text = std::str::from_utf8(key).unwrap_or_default();
-        assert!(path.contains(&format!("key={text}")));
+        let query = query.unwrap_or_default();
+        assert!(query.split('&').any(|p| p.strip_prefix("key=").is_some_and(|v| v.contains(text))));
     }
     if unsafe_in_path(path).is_none() {
         assert!(path.bytes().all(|b| b.is_ascii_graphic() && !b"?#%\\".contains(&b)));

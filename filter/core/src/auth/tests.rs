@@ -130,4 +130,8 @@ fn gemini_keys_may_come_in_the_query() {
     assert_eq!(gemini_query_key("/v1beta/models/m:generateContent?key="), None);
     assert_eq!(gemini_query_key("/v1beta/models/m:generateContent?apikey=k"), None);
     assert_eq!(gemini_query_key("/v1/chat/completions?key=k"), None, "only Gemini paths");
+    // Found by the request_path fuzz target: whitespace around the value is trimmed, as in
+    // the credential headers.
+    assert_eq!(gemini_query_key("/v1beta/m:x?a=1&key=\nk1\n&b"), Some(&b"k1"[..]));
+    assert_eq!(gemini_query_key("/v1beta/m:x?key=\n"), None);
 }
