@@ -320,7 +320,8 @@ impl Stream {
                 if let Err(action) = self.admit(&config, &decision, &body) {
                     return action;
                 }
-                self.arm_overrun(&config, api, &decision, &body);
+                self.shapes = cut::stream_shapes(api, decision.translation.as_ref());
+                self.arm_overrun(&config, &decision, &body);
                 self.apply(plugin, api, &body, decision);
                 Action::Continue
             }
@@ -366,7 +367,6 @@ impl Stream {
         // Older Envoys lack the function (NotFound); ABI 0.2.1 mutations clear the cache anyway.
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
         log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
-        self.shapes = cut::stream_shapes(api, d.translation.as_ref());
         self.translation = d.translation.take();
         self.routed = Some(Routed { provider: d.provider_index, upstream_model: d.upstream_model });
     }

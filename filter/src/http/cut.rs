@@ -27,11 +27,11 @@ pub(super) struct Guard {
 
 impl Stream {
     /// Arms the cut for an admitted request of a key whose policy is `cut`, when a token or
-    /// USD limit bounds its answer.
-    pub(super) fn arm_overrun(&mut self, config: &Config, api: Api, d: &RouteDecision<'_>, body: &[u8]) {
+    /// USD limit bounds its answer (and the API streams text: `shapes` is set).
+    pub(super) fn arm_overrun(&mut self, config: &Config, d: &RouteDecision<'_>, body: &[u8]) {
         let Some(reservation) = self.reservation else { return };
         let Some(key) = config.key(self.caller).filter(|k| k.limits.overrun == Overrun::Cut) else { return };
-        if stream_shapes(api, d.translation.as_ref()).is_none() {
+        if self.shapes.is_none() {
             return;
         }
         let plan = config.limit_plans.for_key(self.caller.key_index());

@@ -19,6 +19,7 @@
 
 use ferrogate_core::error::ApiError;
 use ferrogate_core::limits::cut::{self, Meter};
+use ferrogate_core::limits::estimate;
 use ferrogate_core::usage::{Usage, STATUS_CLIENT_CLOSED};
 
 use super::Stream;
@@ -86,7 +87,7 @@ impl Stream {
     pub(super) fn delivered_usage(&self, seen: Usage) -> Usage {
         let Some(meter) = self.meter.as_ref().filter(|_| self.partial()) else { return seen };
         let prompt_tokens =
-            if seen.prompt_tokens > 0 { seen.prompt_tokens } else { (self.body_size as u64).div_ceil(4) };
+            if seen.prompt_tokens > 0 { seen.prompt_tokens } else { estimate::prompt_tokens(self.body_size) };
         let delivered = meter.delivered();
         // A cut counts only what passed; otherwise the provider's count may be the higher.
         let completion_tokens = if self.was_cut() { delivered } else { delivered.max(seen.completion_tokens) };

@@ -64,10 +64,12 @@ impl IntoResponse for Reject {
 /// The collection `name` names and the database, or the response to send instead (404 for an
 /// unknown collection, then the token and store checks of [`gate`]).
 fn open(admin: &Admin, headers: &HeaderMap, name: &str) -> Result<(Section, super::source::Database), Reject> {
-    let Some(section) = section(name) else {
-        return Err(Reject(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")})));
-    };
+    let section = section(name).ok_or_else(|| unknown_collection(name))?;
     Ok((section, gate(admin, headers)?))
+}
+
+fn unknown_collection(name: &str) -> Reject {
+    Reject(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")}))
 }
 
 /// Checks the token and the store; yields the database or the response to send instead.
@@ -91,22 +93,20 @@ fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, R
 /// `GET /api/v1/{section}`: from the database, or with the file store from the snapshot
 /// being served (its rows as the file gives them, provider keys never shown).
 pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
-    let (section, db) = match open(&admin, &headers, &name) {
-        Ok(opened) => opened,
-        Err(Reject(StatusCode::CONFLICT, _)) => return list_served(&admin, &name),
-        Err(r) => return r.into_response(),
-    };
-    match db.store.list(section).await {
-        Ok(rows) => Json(rows).into_response(),
-        Err(e) => store_error(&e),
+    let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
+    match gate(&admin, &headers) {
+        Ok(db) => match db.store.list(section).await {
+            Ok(rows) => Json(rows).into_response(),
+            Err(e) => store_error(&e),
+        },
+        // The file store (`gate`'s 409): the rows of the snapshot being served.
+        Err(Reject(StatusCode::CONFLICT, _)) => list_served(&admin, section),
+        Err(r) => r.into_response(),
     }
 }
 
 /// The rows of the served snapshot (file store).
-fn list_served(admin: &Admin, name: &str) -> Response {
-    let Some(section) = section(name) else {
-        return error(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")}));
-    };
+fn list_served(admin: &Admin, section: Section) -> Response {
     let parsed = admin.snapshots.current().and_then(|s| ferrogate_core::snapshot::Snapshot::parse(&s.body).ok());
     match parsed {
         Some((doc, _)) => Json(super::pg::rows::section_json(&doc.config, section)).into_response(),

@@ -116,9 +116,9 @@ impl Snapshots {
         let problems: Vec<WireProblem> = built.problems.iter().map(WireProblem::from).collect();
         let doc = Snapshot { version: snapshot::content_version(&config_json), config: built.raw, problems };
         let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+        self.persist(&doc);
         let served = Arc::new(Served { version: doc.version, body, config: built.config, problems: doc.problems });
         self.lock_rejected().clear();
-        self.persist(&served.body);
         self.replace(served.clone());
         Ok(served)
     }
@@ -161,9 +161,9 @@ impl Snapshots {
         self.current.send_replace(Some(served));
     }
 
-    fn persist(&self, body: &[u8]) {
+    fn persist(&self, doc: &Snapshot) {
         let Some(path) = &self.cache else { return };
-        if let Err(e) = cache::write(path, body, self.master.as_ref()) {
+        if let Err(e) = cache::write(path, doc, self.master.as_ref()) {
             tracing::warn!(error = %e, path = %path.display(), "cannot write the snapshot cache");
         }
     }

@@ -25,9 +25,14 @@ struct GenerationCaps {
     max_output_tokens: Option<u64>,
 }
 
+/// Estimated prompt tokens of a request body of `body_len` bytes: a token per four bytes.
+pub fn prompt_tokens(body_len: usize) -> u64 {
+    (body_len as u64).div_ceil(4)
+}
+
 /// `(estimated prompt tokens, completion allowance)` of a JSON request body.
 pub fn estimate(body: &[u8]) -> (u64, u64) {
-    let prompt = (body.len() as u64).div_ceil(4);
+    let prompt = prompt_tokens(body.len());
     let caps: Option<Caps> = serde_json::from_slice(body).ok();
     let completion = caps
         .and_then(|c| {

@@ -21,12 +21,12 @@ fn aad(provider: &str) -> String {
     format!("snapshot-cache/providers/{provider}/api_key")
 }
 
-/// Writes the snapshot `body` to `path`, keys sealed with `master` or left out.
+/// Writes the snapshot `doc` to `path`, keys sealed with `master` or left out.
 ///
 /// # Errors
-/// The body is not a snapshot, or the file cannot be written.
-pub(super) fn write(path: &Path, body: &[u8], master: Option<&MasterKey>) -> Result<(), CacheError> {
-    let mut doc: Snapshot = serde_json::from_slice(body).map_err(|e| CacheError::Format(e.to_string()))?;
+/// A key cannot be sealed, or the file cannot be written.
+pub(super) fn write(path: &Path, doc: &Snapshot, master: Option<&MasterKey>) -> Result<(), CacheError> {
+    let mut doc = doc.clone();
     for provider in &mut doc.config.providers {
         let Some(key) = provider.api_key.take() else { continue };
         provider.api_key = match master {
