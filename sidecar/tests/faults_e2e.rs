@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 #[path = "common/gateway.rs"]
 mod gateway_helper;
-use gateway_helper::{gateway_flags, gateway_with, provider};
+use gateway_helper::{gateway_flags, provider, Setup};
 #[path = "common/sim.rs"]
 mod sim_helper;
 use sim_helper::start_sim;
@@ -24,6 +24,15 @@ const KEY: &str = "fg-faults-test-key";
 fn digest() -> String {
     use sha2::Digest;
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(KEY.as_bytes())))
+}
+
+/// `serve` (`workers` VMs, more `flags`) in front of a sim started with `sim_args`: model
+/// `chat` on the `openai_compatible` provider `local`, plus `extra` top-level YAML.
+async fn chat_gateway(sim_args: &[&str], extra: &str, workers: usize, flags: &[&str]) -> Setup {
+    let sim = start_sim(sim_args).await.to_string();
+    let providers = [provider("local", "openai_compatible", &sim)];
+    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
+    gateway_flags(&providers, models, extra, workers, flags).await
 }
 
 /// The usage records of `model` once `n` have arrived.
@@ -42,14 +51,11 @@ async fn records(gateway: &ferrogate_sidecar::serve::Gateway, model: &str, n: u6
 /// delivered, so the limit refuses the fourth or fifth. (Charged nothing, every one would pass.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
-    let sim = start_sim(&["--itl-ms", "2", "--output-tokens", "150"]).await.to_string();
-    let providers = [provider("local", "openai_compatible", &sim)];
-    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
     let keys = format!(
         "keys: [{{ name: reader, digest: '{}', models: [chat], limits: {{ tokens_per_minute: 400 }} }}]\n",
         digest()
     );
-    let s = gateway_with(&providers, models, &keys).await;
+    let s = chat_gateway(&["--itl-ms", "2", "--output-tokens", "150"], &keys, 2, &[]).await;
     let client = reqwest::Client::new();
     let body = json!({"model": "chat", "stream": true, "max_tokens": 150,
                       "messages": [{"role": "user", "content": "Tell me a long story."}]});
@@ -105,10 +111,7 @@ async fn stopped_stream(base: &str, path: &str, body: Value, fault: (&str, &str)
 /// 502 and partial, and what was delivered is charged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_that_dies_mid_stream_ends_the_answer_with_an_error_event() {
-    let sim = start_sim(&["--output-tokens", "40"]).await.to_string();
-    let providers = [provider("local", "openai_compatible", &sim)];
-    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
-    let s = gateway_with(&providers, models, "").await;
+    let s = chat_gateway(&["--output-tokens", "40"], "", 2, &[]).await;
     let chat = json!({"model": "chat", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
     let messages =
         json!({"model": "chat", "stream": true, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]});
@@ -133,10 +136,7 @@ async fn an_engine_that_dies_mid_stream_ends_the_answer_with_an_error_event() {
 /// An engine that drops the connection before answering: 502 in the caller's dialect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_that_dies_before_answering_is_a_502_in_the_callers_dialect() {
-    let sim = start_sim(&[]).await.to_string();
-    let providers = [provider("local", "openai_compatible", &sim)];
-    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
-    let s = gateway_with(&providers, models, "").await;
+    let s = chat_gateway(&[], "", 2, &[]).await;
     let client = reqwest::Client::new();
     let body = json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
     let resp = client
@@ -170,11 +170,8 @@ async fn closed_within(tcp: &mut tokio::net::TcpStream, within: Duration) -> boo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_are_cut_off_and_connections_are_bounded() {
     use tokio::io::AsyncWriteExt;
-    let sim = start_sim(&[]).await.to_string();
-    let providers = [provider("local", "openai_compatible", &sim)];
-    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
     let flags = ["--header-timeout-ms", "300", "--body-timeout-ms", "300", "--max-connections", "3"];
-    let s = gateway_flags(&providers, models, "", 1, &flags).await;
+    let s = chat_gateway(&[], "", 1, &flags).await;
     let addr = s.base.trim_start_matches("http://").to_string();
     // A head that never ends.
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
@@ -206,10 +203,7 @@ async fn slow_clients_are_cut_off_and_connections_are_bounded() {
 /// not by the HTTP layer in plain text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversized_body_is_a_413_in_the_callers_dialect() {
-    let sim = start_sim(&[]).await.to_string();
-    let providers = [provider("local", "openai_compatible", &sim)];
-    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
-    let s = gateway_flags(&providers, models, "", 1, &["--max-body-bytes", "1000"]).await;
+    let s = chat_gateway(&[], "", 1, &["--max-body-bytes", "1000"]).await;
     let big = "x".repeat(5000);
     let body = json!({"model": "chat", "max_tokens": 8, "messages": [{"role": "user", "content": big}]});
     let resp = reqwest::Client::new()

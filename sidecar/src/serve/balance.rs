@@ -166,13 +166,22 @@ impl Balancer {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn connections_go_to_the_least_loaded_worker() {
+    /// A running acceptor over `count` workers with a cap of `cap`: its address, the workers'
+    /// inboxes, the stop switch and the acceptor's task.
+    async fn acceptor(
+        count: usize,
+        cap: usize,
+    ) -> (std::net::SocketAddr, Vec<Inbox>, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (balancer, mut inboxes) = balancer(2, 100);
+        let (balancer, inboxes) = balancer(count, cap);
         let (stop, rx) = watch::channel(false);
-        let acceptor = tokio::spawn(balancer.run(listener, rx));
+        (addr, inboxes, stop, tokio::spawn(balancer.run(listener, rx)))
+    }
+
+    #[tokio::test]
+    async fn connections_go_to_the_least_loaded_worker() {
+        let (addr, mut inboxes, stop, acceptor) = acceptor(2, 100).await;
         let mut clients = Vec::new();
         let mut taken: Vec<Vec<OpenGuard>> = vec![Vec::new(), Vec::new()];
         // Four connections at once: two each, whatever order the kernel queued them in.
@@ -203,11 +212,7 @@ mod tests {
     #[tokio::test]
     async fn past_the_cap_new_connections_are_closed_until_one_ends() {
         use tokio::io::AsyncReadExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (balancer, mut inboxes) = balancer(1, 2);
-        let (stop, rx) = watch::channel(false);
-        let acceptor = tokio::spawn(balancer.run(listener, rx));
+        let (addr, mut inboxes, stop, acceptor) = acceptor(1, 2).await;
         let _a = tokio::net::TcpStream::connect(addr).await.unwrap();
         let _b = tokio::net::TcpStream::connect(addr).await.unwrap();
         let first = inboxes[0].next().await.unwrap().1;

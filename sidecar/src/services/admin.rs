@@ -201,21 +201,26 @@ mod tests {
         assert!(check_bind(local, None).is_ok());
     }
 
-    /// Every documented operation is routed: against a file-store admin, none answers 404 or
-    /// 405 from the router (a missing row would be 409 here, the store being the file).
-    #[tokio::test]
-    async fn every_documented_operation_is_routed() {
-        use tower::ServiceExt;
-        let admin = Admin {
+    /// An admin API over the file store, without a token, serving `snapshots`.
+    fn file_store_admin(snapshots: Arc<Snapshots>) -> Admin {
+        Admin {
             runtime: None,
             usage: Arc::new(UsageBackend::Memory(usage::UsageStore::new(None))),
-            snapshots: Arc::new(Snapshots::new(None)),
+            snapshots,
             db: Arc::new(OnceLock::new()),
             postgres: false,
             token: None,
             ledger: Arc::new(Ledger::new("test".into(), false)),
             targets: Arc::new(Targets::new(targets::Settings::default())),
-        };
+        }
+    }
+
+    /// Every documented operation is routed: against a file-store admin, none answers 404 or
+    /// 405 from the router (a missing row would be 409 here, the store being the file).
+    #[tokio::test]
+    async fn every_documented_operation_is_routed() {
+        use tower::ServiceExt;
+        let admin = file_store_admin(Arc::new(Snapshots::new(None)));
         let app = router(admin);
         let ops = super::super::openapi::operations();
         assert!(ops.len() > 20);
@@ -247,16 +252,7 @@ mod tests {
              keys: [{{ name: alice, digest: '{digest}', models: [chat] }}]\n"
         );
         snapshots.publish(serde_saphyr::from_str(&yaml).unwrap()).unwrap();
-        let admin = Admin {
-            runtime: None,
-            usage: Arc::new(UsageBackend::Memory(usage::UsageStore::new(None))),
-            snapshots,
-            db: Arc::new(OnceLock::new()),
-            postgres: false,
-            token: None,
-            ledger: Arc::new(Ledger::new("test".into(), false)),
-            targets: Arc::new(Targets::new(targets::Settings::default())),
-        };
+        let admin = file_store_admin(snapshots);
         let app = router(admin);
         let call = |method: &str, uri: &str| {
             axum::http::Request::builder().method(method).uri(uri).body(axum::body::Body::from("{}")).unwrap()
