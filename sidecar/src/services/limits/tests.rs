@@ -70,6 +70,22 @@ fn the_view_sums_other_replicas_for_the_feed_and_all_for_totals() {
     assert_eq!(view.totals[c], Tally { bucket: day, current: 7, previous: 2 });
 }
 
+/// The wall clock in milliseconds, at least 15 s clear of a UTC day boundary: the tests that
+/// run the Redis loop (which reads the real clock) count per-day buckets and would see an
+/// amount move to the previous bucket if midnight fell between the fold and the check.
+async fn clock_clear_of_midnight() -> u64 {
+    const DAY: u64 = 86_400_000;
+    const MARGIN: u64 = 15_000;
+    let now = || {
+        u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
+    };
+    let to_midnight = DAY - now() % DAY;
+    if to_midnight < MARGIN {
+        tokio::time::sleep(Duration::from_millis(to_midnight + 1_000)).await;
+    }
+    now()
+}
+
 fn redis_url() -> String {
     std::env::var("FERROGATE_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
@@ -84,8 +100,7 @@ async fn replicas_see_each_others_consumption_through_redis() {
     let b = Arc::new(Ledger::new(format!("{key}-b"), true));
     tokio::spawn(redis::run(a.clone(), redis_url(), rx.clone()));
     tokio::spawn(redis::run(b.clone(), redis_url(), rx));
-    let now =
-        u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap();
+    let now = clock_clear_of_midnight().await;
     a.fold([line(&key, 30, true, now), line(&key, 5, true, now)].concat().as_bytes(), "v1", &c);
     b.fold(line(&key, 7, true, now).as_bytes(), "v1", &c);
     let counter = format!("ferrogate.limit.key.{key}.requests.day");
@@ -112,7 +127,9 @@ async fn increments_wait_while_redis_is_unreachable() {
     let down = Arc::new(Ledger::new(format!("{key}-a"), true));
     // Nothing listens on port 1.
     tokio::spawn(redis::run(down.clone(), "redis://127.0.0.1:1".into(), rx));
-    down.fold(line(&key, 1, true, NOW).as_bytes(), "v1", &c);
+    // Amounts are kept while their bucket can still count: fold them at the real time.
+    let now = clock_clear_of_midnight().await;
+    down.fold(line(&key, 1, true, now).as_bytes(), "v1", &c);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while down.synced() {
         assert!(std::time::Instant::now() < deadline);
@@ -132,8 +149,7 @@ async fn amounts_lost_by_redis_are_written_again() {
     let (_stop, rx) = tokio::sync::watch::channel(false);
     let ledger = Arc::new(Ledger::new(format!("{key}-a"), true));
     tokio::spawn(redis::run(ledger.clone(), redis_url(), rx));
-    let now =
-        u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap();
+    let now = clock_clear_of_midnight().await;
     ledger.fold([line(&key, 3, true, now), line(&key, 4, true, now)].concat().as_bytes(), "v1", &c);
     let hash = format!("fg:limit:ferrogate.limit.key.{key}.requests.day:{}", Window::Day.bucket(now));
     let url = redis_url();
