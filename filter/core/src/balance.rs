@@ -13,12 +13,13 @@
 //! Weights matter only to `weighted` and `pipeline`; every other strategy ignores them.
 
 mod cache_aware;
-mod hash;
+pub(crate) mod hash;
 mod kind;
 mod latency;
 mod lora;
 mod lru;
 mod pipeline;
+mod precise;
 mod prefix;
 mod ring;
 mod routing;
@@ -34,6 +35,7 @@ pub use kind::StrategyKind;
 pub use latency::{PredictedLatency, MAX_SAMPLE_MS, MIN_SAMPLES};
 pub use lora::{LoraAware, Residency, DEFAULT_MAX_LORAS, MAX_REPORTED_LORAS};
 pub use pipeline::{Pipeline, PipelineWeights, DEFAULT_SESSIONS};
+pub use precise::PreciseCacheAware;
 pub use prefix::{PrefixIndex, BLOCK_BYTES, DEFAULT_MAX_NODES};
 pub use ring::{ConsistentHash, VNODES_PER_TARGET};
 pub use routing::{conversation, EndpointHealth, ModelRouting, Picked, Request, Routing, Slot};
@@ -130,6 +132,10 @@ pub struct PickContext<'a> {
     /// The proxy-wide prefix record `cache_aware` consults and updates, when the caller has
     /// one (the gateway: shared data); `None` keeps affinity per balancer.
     pub shared: Option<SharedPrefixes<'a>>,
+    /// Per target, the score of the blocks it holds of this request by the engines' KV events
+    /// ([`crate::kv::KvIndex::score`]); `None` when the request's token ids or the index are
+    /// unknown (`precise_cache_aware` then acts as `cache_aware`).
+    pub kv: Option<&'a [u32]>,
 }
 
 impl<'a> PickContext<'a> {
@@ -258,6 +264,9 @@ impl Balancer {
             StrategyKind::ConsistentHash => Box::new(ConsistentHash::new(targets.iter().map(|t| t.name.as_str()))),
             StrategyKind::CacheAware => {
                 Box::new(CacheAware::with_names(targets.iter().map(|t| t.name.as_str()), DEFAULT_MAX_NODES))
+            }
+            StrategyKind::PreciseCacheAware => {
+                Box::new(PreciseCacheAware::with_names(targets.iter().map(|t| t.name.as_str()), DEFAULT_MAX_NODES))
             }
             StrategyKind::Pipeline => Box::new(Pipeline::new(weights(), PipelineWeights::default())),
             StrategyKind::PredictedLatency => Box::new(PredictedLatency::new(n)),

@@ -19,7 +19,9 @@ use std::fmt;
 use crate::auth::DigestIndex;
 use crate::grants::Grants;
 
-pub use raw::{RawConfig, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawRedis, RawStore, RawTarget};
+pub use raw::{
+    RawConfig, RawEndpoint, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawRedis, RawStore, RawTarget,
+};
 pub use syntax::{BaseUrl, Scheme};
 
 /// API family a provider speaks.
@@ -109,7 +111,41 @@ pub struct Provider {
     pub api_key_env: Option<String>,
     /// Credential header derived from the resolved key, if any.
     pub credential: Option<Credential>,
+    /// KV-cache events and tokenization of the pool, when an endpoint publishes events or
+    /// `kv_tokenize` is on.
+    pub kv: Option<KvPool>,
 }
+
+/// A pool's KV-cache settings (`precise_cache_aware`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvPool {
+    /// Tokens per block, as the engines hash them.
+    pub block_size: u32,
+    /// Topic prefix subscribed to.
+    pub topic: String,
+    /// Bound on the provider's block index.
+    pub max_blocks: u64,
+    /// Whether the filter asks a replica's `/tokenize` when a request carries no token ids.
+    pub tokenize: bool,
+    /// Per endpoint, in `endpoints` order: its event sockets, when it publishes.
+    pub sources: Vec<Option<KvSource>>,
+}
+
+/// Where one engine publishes its KV-cache events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvSource {
+    /// The PUB socket (`tcp://host:port` or `ipc://path`).
+    pub events: String,
+    /// The replay ROUTER socket, if the engine has one.
+    pub replay: Option<String>,
+}
+
+/// Default tokens per KV block (vLLM's `--block-size`).
+pub const DEFAULT_KV_BLOCK_SIZE: u32 = 16;
+/// Default bound on a provider's KV-block index.
+pub const DEFAULT_KV_MAX_BLOCKS: u64 = 1_000_000;
+/// Most endpoints a KV-indexed pool may have (holders are a 64-bit set per block).
+pub const MAX_KV_ENDPOINTS: usize = 64;
 
 /// One target of a model.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,7 @@ pub mod failover;
 pub mod grants;
 pub mod header_map;
 pub mod headers;
+pub mod kv;
 pub mod limits;
 pub mod multipart;
 pub mod openai;

@@ -25,7 +25,7 @@ pub fn hash64(seed: u64, bytes: &[u8]) -> u64 {
     mix64(h ^ bytes.len() as u64)
 }
 
-fn step(h: u64, w: u64) -> u64 {
+pub(crate) fn step(h: u64, w: u64) -> u64 {
     let k = w.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2);
     (h ^ k).rotate_left(27).wrapping_mul(5).wrapping_add(0x52dc_e729)
 }

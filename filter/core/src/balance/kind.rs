@@ -24,6 +24,8 @@ pub enum StrategyKind {
     ConsistentHash,
     /// `cache_aware`: approximate prefix-cache affinity with a load guard.
     CacheAware,
+    /// `precise_cache_aware`: the engines' KV-cache events say who holds the prefix.
+    PreciseCacheAware,
     /// `pipeline`: weighted sum of session, weight, load and prefix scores.
     Pipeline,
     /// `predicted_latency`: the smallest modelled latency.
@@ -34,7 +36,7 @@ pub enum StrategyKind {
 
 impl StrategyKind {
     /// Every kind, in documentation order.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::RoundRobin,
         Self::Priority,
         Self::Random,
@@ -43,6 +45,7 @@ impl StrategyKind {
         Self::PowerOfTwo,
         Self::ConsistentHash,
         Self::CacheAware,
+        Self::PreciseCacheAware,
         Self::Pipeline,
         Self::PredictedLatency,
         Self::LoraAware,
@@ -59,6 +62,7 @@ impl StrategyKind {
             Self::PowerOfTwo => "power_of_two",
             Self::ConsistentHash => "consistent_hash",
             Self::CacheAware => "cache_aware",
+            Self::PreciseCacheAware => "precise_cache_aware",
             Self::Pipeline => "pipeline",
             Self::PredictedLatency => "predicted_latency",
             Self::LoraAware => "lora_aware",

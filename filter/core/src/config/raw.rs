@@ -57,9 +57,22 @@ pub struct RawProvider {
     pub kind: String,
     /// `scheme://host[:port][/prefix]`.
     pub base_url: String,
-    /// Optional pool of `host:port` replicas behind this provider.
+    /// Optional pool of replicas behind this provider: `host:port` strings, or objects that
+    /// also name the replica's KV-event sockets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub endpoints: Vec<String>,
+    pub endpoints: Vec<RawEndpoint>,
+    /// Tokens per KV-cache block of the pool's engines (vLLM's `--block-size`, default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_block_size: Option<u32>,
+    /// Topic prefix the KV-event subscription filters on (default `""`: every message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_topic: Option<String>,
+    /// Bound on the KV-block index of this provider (default 1,000,000 blocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_max_blocks: Option<u64>,
+    /// Ask a replica's `POST /tokenize` for a request's token ids when the client sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_tokenize: Option<bool>,
     /// Name of the environment variable that holds the provider's API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
@@ -68,6 +81,69 @@ pub struct RawProvider {
     /// the JSON snapshot handed to the filter, which cannot read environment variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+}
+
+/// One pool endpoint: `"host:port"`, or an object naming its KV-event sockets too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawEndpoint {
+    /// `host:port` of the replica's HTTP API.
+    pub address: String,
+    /// The engine's KV-event publisher (`tcp://host:port`, vLLM's `endpoint`).
+    pub kv_events: Option<String>,
+    /// The engine's replay socket (`tcp://host:port`, vLLM's `replay_endpoint`).
+    pub kv_replay: Option<String>,
+}
+
+impl From<&str> for RawEndpoint {
+    fn from(address: &str) -> Self {
+        Self { address: address.to_string(), ..Self::default() }
+    }
+}
+
+/// The object form of [`RawEndpoint`], read with unknown keys denied.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointObject {
+    address: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kv_events: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kv_replay: Option<String>,
+}
+
+impl Serialize for RawEndpoint {
+    /// A plain string when only the address is set, so older readers keep working.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.kv_events.is_none() && self.kv_replay.is_none() {
+            return s.serialize_str(&self.address);
+        }
+        let object = EndpointObject {
+            address: self.address.clone(),
+            kv_events: self.kv_events.clone(),
+            kv_replay: self.kv_replay.clone(),
+        };
+        object.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawEndpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawEndpoint;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"host:port\" or { address, kv_events, kv_replay }")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawEndpoint, E> {
+                Ok(RawEndpoint::from(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawEndpoint, A::Error> {
+                let o = EndpointObject::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawEndpoint { address: o.address, kv_events: o.kv_events, kv_replay: o.kv_replay })
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// One public model.

@@ -16,6 +16,7 @@ use super::{
     Unpriced,
 };
 
+mod kv;
 mod sections;
 
 use sections::{limits, pricing, shared_limits, store};
@@ -57,7 +58,12 @@ impl TryFrom<RawConfig> for Config {
         let model_index = index_names("models", raw.models.iter().map(|x| x.name.as_str()), &mut p);
         let providers: Vec<Provider> =
             raw.providers.iter().enumerate().filter_map(|(i, x)| provider(i, x, &mut p)).collect();
-        let refs = Refs { providers: &provider_index, models: &model_index, aliases: &raw.aliases };
+        let refs = Refs {
+            providers: &provider_index,
+            raw_providers: &raw.providers,
+            models: &model_index,
+            aliases: &raw.aliases,
+        };
         let models: Vec<Model> =
             raw.models.iter().enumerate().filter_map(|(i, m)| model(i, m, &refs, &mut p)).collect();
         let aliases = aliases(&raw.aliases, &model_index, &mut p);
@@ -123,14 +129,20 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
     let base_url = p.check(at("base_url"), syntax::parse_base_url(&raw.base_url));
     let mut endpoints = Vec::with_capacity(raw.endpoints.len());
     for (j, e) in raw.endpoints.iter().enumerate() {
-        let Some(e) = p.check(format!("providers[{i}].endpoints[{j}]"), syntax::parse_endpoint(e)) else {
+        let at = if e.kv_events.is_some() || e.kv_replay.is_some() {
+            format!("providers[{i}].endpoints[{j}].address")
+        } else {
+            format!("providers[{i}].endpoints[{j}]")
+        };
+        let Some(e) = p.check(at.clone(), syntax::parse_endpoint(&e.address)) else {
             continue;
         };
         if endpoints.contains(&e) {
-            p.add(format!("providers[{i}].endpoints[{j}]"), format!("duplicate endpoint {e:?}"));
+            p.add(at, format!("duplicate endpoint {e:?}"));
         }
         endpoints.push(e);
     }
+    let kv = kv::pool(i, raw, p);
     if let Some(var) = &raw.api_key_env {
         p.check(at("api_key_env"), syntax::check_env_name(var));
     }
@@ -148,6 +160,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         endpoints,
         api_key_env: raw.api_key_env.clone(),
         credential,
+        kv,
     })
 }
 
@@ -165,6 +178,8 @@ fn credential(kind: ProviderKind, key: &str) -> Result<Credential, String> {
 /// Name tables used to check references.
 struct Refs<'a> {
     providers: &'a BTreeMap<String, usize>,
+    /// The providers as written (what a strategy needs of its pool).
+    raw_providers: &'a [RawProvider],
     models: &'a BTreeMap<String, usize>,
     aliases: &'a BTreeMap<String, String>,
 }
@@ -184,6 +199,9 @@ fn model(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Option<
         }),
     };
     let fallbacks = fallbacks(i, raw, refs, p);
+    if strategy == Some(Strategy::PreciseCacheAware) {
+        kv::check_precise(i, raw, refs, p);
+    }
     Some(Model { name: raw.name.clone(), targets, strategy: strategy?, fallbacks })
 }
 

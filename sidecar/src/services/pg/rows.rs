@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use deadpool_postgres::GenericClient;
 use ferrogate_core::config::{
-    Problem, RawConfig, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawTarget,
+    Problem, RawConfig, RawEndpoint, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawTarget,
 };
 use serde_json::Value;
 
@@ -155,19 +155,22 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let mut raw = RawConfig::default();
     for r in c
         .query(
-            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed FROM fg_providers ORDER BY name",
+            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv FROM fg_providers ORDER BY name",
             &[],
         )
         .await?
     {
-        raw.providers.push(RawProvider {
+        let addresses: Vec<String> = r.get(3);
+        let provider = RawProvider {
             name: r.get(0),
             kind: r.get(1),
             base_url: r.get(2),
-            endpoints: r.get(3),
+            endpoints: addresses.iter().map(|a| RawEndpoint::from(a.as_str())).collect(),
             api_key_env: r.get(4),
             api_key: r.get(5),
-        });
+            ..RawProvider::default()
+        };
+        raw.providers.push(with_kv(provider, r.get(6)));
     }
     let targets = c
         .query("SELECT model, provider, upstream_model, weight FROM fg_model_targets ORDER BY model, position", &[])
@@ -257,8 +260,8 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
     match resource {
         Resource::Provider(p) => {
             c.execute(
-                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed) VALUES ($1, $2, $3, $4, $5, $6)",
-                &[&p.name, &p.kind, &p.base_url, &p.endpoints, &p.api_key_env, &p.api_key],
+                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[&p.name, &p.kind, &p.base_url, &addresses(p), &p.api_key_env, &p.api_key, &kv_column(p)],
             )
             .await?;
         }
@@ -368,4 +371,53 @@ pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
         Section::Keys => to(serde_json::to_value(&raw.keys)),
         Section::Pricing => to(serde_json::to_value(&raw.pricing)),
     }
+}
+
+/// The provider's KV-cache settings as the `kv` column holds them (`None`: none set).
+fn kv_column(p: &RawProvider) -> Option<serde_json::Value> {
+    let objects = p.endpoints.iter().any(|e| e.kv_events.is_some() || e.kv_replay.is_some());
+    let settings =
+        p.kv_block_size.is_some() || p.kv_topic.is_some() || p.kv_max_blocks.is_some() || p.kv_tokenize.is_some();
+    if !objects && !settings {
+        return None;
+    }
+    let kv = RawProvider {
+        endpoints: p.endpoints.clone(),
+        kv_block_size: p.kv_block_size,
+        kv_topic: p.kv_topic.clone(),
+        kv_max_blocks: p.kv_max_blocks,
+        kv_tokenize: p.kv_tokenize,
+        ..RawProvider::default()
+    };
+    let mut value = serde_json::to_value(kv).ok()?;
+    if let Some(map) = value.as_object_mut() {
+        map.retain(|k, _| k == "endpoints" || k.starts_with("kv_"));
+    }
+    Some(value)
+}
+
+fn addresses(p: &RawProvider) -> Vec<String> {
+    p.endpoints.iter().map(|e| e.address.clone()).collect()
+}
+
+/// `provider` with the settings of its `kv` column, which also holds its endpoints' object form.
+fn with_kv(mut provider: RawProvider, kv: Option<serde_json::Value>) -> RawProvider {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Kv {
+        endpoints: Vec<RawEndpoint>,
+        kv_block_size: Option<u32>,
+        kv_topic: Option<String>,
+        kv_max_blocks: Option<u64>,
+        kv_tokenize: Option<bool>,
+    }
+    let Some(kv) = kv.and_then(|v| serde_json::from_value::<Kv>(v).ok()) else { return provider };
+    if kv.endpoints.len() == provider.endpoints.len() {
+        provider.endpoints = kv.endpoints;
+    }
+    provider.kv_block_size = kv.kv_block_size;
+    provider.kv_topic = kv.kv_topic;
+    provider.kv_max_blocks = kv.kv_max_blocks;
+    provider.kv_tokenize = kv.kv_tokenize;
+    provider
 }

@@ -1,0 +1,84 @@
+//! `precise_cache_aware`: send a request to the replica whose KV cache holds the longest run of
+//! its leading blocks, as the engines' own KV-cache events report ([`crate::kv`]), unless that
+//! replica is clearly busier than the rest.
+//!
+//! - The caller scores every target ([`PickContext::kv`]): the longest consecutive run of the
+//!   request's blocks it holds, GPU blocks weighing more than offloaded ones.
+//! - Load guard, as `cache_aware`'s: targets more than [`super::BALANCE_ABS_THRESHOLD`]
+//!   requests and [`super::BALANCE_REL_THRESHOLD`] times ahead of the least-loaded one are
+//!   passed over; among the rest the best score wins, the lighter on a tie.
+//! - No scores (no token ids, no index), or no target left with a positive score: the
+//!   approximate `cache_aware` decides, and learns every pick either way, so a request without
+//!   token ids still follows its conversation.
+
+use super::cache_aware::{imbalanced, CacheAware};
+use super::simple::{least_loaded_among, lighter, scan_best};
+use super::{PickContext, Strategy};
+
+/// Event-driven prefix affinity with a load guard; `cache_aware` when it knows nothing.
+pub struct PreciseCacheAware {
+    approximate: CacheAware,
+}
+
+impl PreciseCacheAware {
+    /// Over targets named `names` (the approximate fallback's home ring), remembering at most
+    /// `max_nodes` prefix blocks for it.
+    pub fn with_names<'a>(names: impl IntoIterator<Item = &'a str>, max_nodes: usize) -> Self {
+        Self { approximate: CacheAware::with_names(names, max_nodes) }
+    }
+
+    /// The eligible target with the best positive score that the load guard allows.
+    fn by_score(ctx: &PickContext<'_>, scores: &[u32], eligible: &[usize]) -> Option<usize> {
+        let least = if ctx.has_load() { least_loaded_among(ctx, eligible) } else { None };
+        let allowed = |i: usize| least.is_none_or(|l| !imbalanced(ctx.queue(i), ctx.queue(l)));
+        let score = |i: usize| scores.get(i).copied().unwrap_or(0);
+        let best = eligible.iter().copied().filter(|&i| allowed(i)).map(score).max().filter(|&s| s > 0)?;
+        scan_best(eligible, ctx.random, |i| allowed(i) && score(i) == best, |a, b| lighter(ctx, a, b))
+    }
+}
+
+impl Strategy for PreciseCacheAware {
+    fn pick(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
+        let chosen = match ctx.kv.and_then(|scores| Self::by_score(ctx, scores, eligible)) {
+            Some(target) => target,
+            None => self.approximate.choose(ctx, eligible)?,
+        };
+        self.approximate.record(ctx, chosen);
+        Some(chosen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::balance::Load;
+
+    fn pick(scores: Option<&[u32]>, loads: &[Load], eligible: &[usize]) -> Option<usize> {
+        let mut s = PreciseCacheAware::with_names(["a", "b", "c"], 64);
+        let ctx = PickContext { kv: scores, loads, conversation: b"hello", ..PickContext::default() };
+        s.pick(&ctx, eligible)
+    }
+
+    #[test]
+    fn the_longest_held_prefix_wins() {
+        assert_eq!(pick(Some(&[10, 30, 20]), &[], &[0, 1, 2]), Some(1));
+        assert_eq!(pick(Some(&[10, 30, 20]), &[], &[0, 2]), Some(2), "only eligible targets");
+    }
+
+    #[test]
+    fn the_load_guard_passes_over_a_busy_holder() {
+        let loads = [Load::in_flight(0), Load::in_flight(9), Load::in_flight(1)];
+        assert_eq!(pick(Some(&[10, 30, 20]), &loads, &[0, 1, 2]), Some(2), "next best within the guard");
+        let close = [Load::in_flight(1), Load::in_flight(2), Load::in_flight(1)];
+        assert_eq!(pick(Some(&[10, 30, 20]), &close, &[0, 1, 2]), Some(1), "within both margins");
+    }
+
+    #[test]
+    fn without_scores_or_hits_the_approximate_strategy_decides() {
+        let none = pick(None, &[], &[0, 1, 2]);
+        let zeros = pick(Some(&[0, 0, 0]), &[], &[0, 1, 2]);
+        assert!(none.is_some());
+        assert_eq!(none, zeros, "the same home target either way");
+        assert_eq!(pick(Some(&[]), &[], &[]), None);
+    }
+}

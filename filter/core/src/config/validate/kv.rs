@@ -1,0 +1,87 @@
+//! The KV-cache settings of a pool (`endpoints[].kv_events`, `kv_replay`, `kv_block_size`,
+//! `kv_topic`, `kv_max_blocks`, `kv_tokenize`) and what `precise_cache_aware` asks of its
+//! model's pool.
+
+use super::{Problems, Refs};
+use crate::config::raw::{RawModel, RawProvider};
+use crate::config::{KvPool, KvSource, DEFAULT_KV_BLOCK_SIZE, DEFAULT_KV_MAX_BLOCKS, MAX_KV_ENDPOINTS};
+
+/// Largest block size accepted (vLLM's largest is 256; hybrid models' groups go further).
+const MAX_BLOCK_SIZE: u32 = 4096;
+/// Largest index bound accepted per provider.
+const MAX_BLOCKS: u64 = 100_000_000;
+
+/// The pool's KV settings, or `None` when no endpoint publishes and `kv_tokenize` is off.
+pub(super) fn pool(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<KvPool> {
+    let at = |field: &str| format!("providers[{i}].{field}");
+    let sources: Vec<Option<KvSource>> = raw.endpoints.iter().enumerate().map(|(j, e)| source(i, j, e, p)).collect();
+    let publishes = sources.iter().any(Option::is_some);
+    let tokenize = raw.kv_tokenize.unwrap_or(false);
+    let settings = raw.kv_block_size.is_some() || raw.kv_topic.is_some() || raw.kv_max_blocks.is_some();
+    if raw.endpoints.is_empty() && (settings || tokenize) {
+        p.add(at("endpoints"), "kv_* settings need an endpoints pool (the engines they describe)");
+        return None;
+    }
+    if (publishes || tokenize) && raw.endpoints.len() > MAX_KV_ENDPOINTS {
+        let why = format!("a KV-indexed pool has at most {MAX_KV_ENDPOINTS} endpoints ({})", raw.endpoints.len());
+        p.add(at("endpoints"), why);
+    }
+    let block_size = raw.kv_block_size.unwrap_or(DEFAULT_KV_BLOCK_SIZE);
+    if !(1..=MAX_BLOCK_SIZE).contains(&block_size) {
+        p.add(at("kv_block_size"), format!("{block_size} is not a block size (1 to {MAX_BLOCK_SIZE} tokens)"));
+    }
+    let max_blocks = raw.kv_max_blocks.unwrap_or(DEFAULT_KV_MAX_BLOCKS);
+    if !(1..=MAX_BLOCKS).contains(&max_blocks) {
+        p.add(at("kv_max_blocks"), format!("{max_blocks} is out of range (1 to {MAX_BLOCKS} blocks)"));
+    }
+    let topic = raw.kv_topic.clone().unwrap_or_default();
+    (publishes || tokenize || settings).then_some(KvPool { block_size, topic, max_blocks, tokenize, sources })
+}
+
+fn source(i: usize, j: usize, e: &crate::config::raw::RawEndpoint, p: &mut Problems) -> Option<KvSource> {
+    let at = |field: &str| format!("providers[{i}].endpoints[{j}].{field}");
+    if let Some(replay) = &e.kv_replay {
+        p.check(at("kv_replay"), check_socket(replay));
+        if e.kv_events.is_none() {
+            p.add(at("kv_replay"), "kv_replay needs kv_events (replay fills gaps in that stream)");
+        }
+    }
+    let events = e.kv_events.as_ref()?;
+    p.check(at("kv_events"), check_socket(events))?;
+    Some(KvSource { events: events.clone(), replay: e.kv_replay.clone() })
+}
+
+/// A ZMQ address the sidecar can connect to: `tcp://host:port` or `ipc://path`.
+fn check_socket(s: &str) -> Result<(), String> {
+    if let Some(path) = s.strip_prefix("ipc://") {
+        return if path.is_empty() { Err(format!("{s:?} has no path")) } else { Ok(()) };
+    }
+    let Some(rest) = s.strip_prefix("tcp://") else {
+        return Err(format!("{s:?} must be tcp://host:port or ipc://path"));
+    };
+    if rest.contains('*') {
+        return Err(format!("{s:?} is a bind address; name the engine's host (the sidecar connects)"));
+    }
+    crate::config::syntax::parse_endpoint(rest).map(|_| ())
+}
+
+/// `precise_cache_aware` routes among one pool's engines by their KV events.
+pub(super) fn check_precise(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) {
+    let at = format!("models[{i}].strategy");
+    let [only] = raw.targets.as_slice() else {
+        p.add(at, "precise_cache_aware needs exactly one target, whose provider has an endpoints pool");
+        return;
+    };
+    let Some(provider) = refs.providers.get(&only.provider).and_then(|&k| refs.raw_providers.get(k)) else {
+        return; // The unknown provider is reported on the target.
+    };
+    let publishes = provider.endpoints.iter().any(|e| e.kv_events.is_some());
+    if !publishes {
+        let why = format!("precise_cache_aware needs endpoints of provider {:?} with kv_events", provider.name);
+        p.add(at, why);
+    }
+}
+
+#[cfg(test)]
+#[path = "kv_tests.rs"]
+mod tests;

@@ -1,0 +1,100 @@
+//! The `x-ferrogate-token-ids` request header: the prompt's token ids, as the engine will see
+//! them (chat template applied), comma-separated decimal. It lets `precise_cache_aware` score
+//! replicas by the blocks they hold. The filter removes it before the request goes upstream.
+
+/// The header's name.
+pub const TOKEN_IDS_HEADER: &str = "x-ferrogate-token-ids";
+/// Most token ids a request may carry.
+pub const MAX_TOKEN_IDS: usize = 1_000_000;
+/// Largest header value accepted.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024 * 1024;
+
+/// Why a header value is not a list of token ids.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenIdsError {
+    /// Over [`MAX_HEADER_BYTES`].
+    #[error("{TOKEN_IDS_HEADER} is {0} bytes; at most {MAX_HEADER_BYTES} are accepted")]
+    TooLong(usize),
+    /// Over [`MAX_TOKEN_IDS`].
+    #[error("{TOKEN_IDS_HEADER} has more than {MAX_TOKEN_IDS} token ids")]
+    TooMany,
+    /// An item is not a decimal number below 2^32.
+    #[error("{TOKEN_IDS_HEADER} item {index} is not a token id (comma-separated decimal numbers expected)")]
+    Malformed {
+        /// Position of the item, from 0.
+        index: usize,
+    },
+}
+
+/// Parses a header value into `out` (cleared first).
+///
+/// # Errors
+/// The value is too long, has too many items, or an item is not a token id.
+pub fn parse_token_ids(value: &[u8], out: &mut Vec<u32>) -> Result<(), TokenIdsError> {
+    out.clear();
+    if value.len() > MAX_HEADER_BYTES {
+        return Err(TokenIdsError::TooLong(value.len()));
+    }
+    for (index, item) in value.split(|&b| b == b',').enumerate() {
+        if index >= MAX_TOKEN_IDS {
+            return Err(TokenIdsError::TooMany);
+        }
+        out.push(number(item).ok_or(TokenIdsError::Malformed { index })?);
+    }
+    Ok(())
+}
+
+/// A decimal `u32` with optional surrounding spaces or tabs.
+fn number(item: &[u8]) -> Option<u32> {
+    let start = item.iter().position(|b| !matches!(b, b' ' | b'\t'))?;
+    let end = item.iter().rposition(|b| !matches!(b, b' ' | b'\t'))?;
+    let digits = item.get(start..=end)?;
+    if digits.len() > 10 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    u32::try_from(n).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Vec<u32>, TokenIdsError> {
+        let mut v = vec![7];
+        parse_token_ids(s.as_bytes(), &mut v).map(|()| v)
+    }
+
+    #[test]
+    fn reads_numbers_with_spaces() {
+        assert_eq!(parse("1000, 1001,1002 ,4294967295"), Ok(vec![1000, 1001, 1002, u32::MAX]));
+        assert_eq!(parse("0"), Ok(vec![0]));
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_list_of_ids() {
+        assert_eq!(parse(""), Err(TokenIdsError::Malformed { index: 0 }));
+        assert_eq!(parse("1,,2"), Err(TokenIdsError::Malformed { index: 1 }));
+        assert_eq!(parse("1,-2"), Err(TokenIdsError::Malformed { index: 1 }));
+        assert_eq!(parse("4294967296"), Err(TokenIdsError::Malformed { index: 0 }));
+        assert_eq!(parse("1,2,"), Err(TokenIdsError::Malformed { index: 2 }));
+        assert_eq!(parse("0x10"), Err(TokenIdsError::Malformed { index: 0 }));
+        assert!(parse("1, 2 3").is_err());
+    }
+
+    #[test]
+    fn bounds_are_enforced() {
+        let many = vec!["1"; MAX_TOKEN_IDS + 1].join(",");
+        assert_eq!(parse(&many), Err(TokenIdsError::TooMany));
+        let exactly = vec!["1"; MAX_TOKEN_IDS].join(",");
+        assert_eq!(parse(&exactly).map(|v| v.len()), Ok(MAX_TOKEN_IDS));
+        let long = format!("1{}", " ".repeat(MAX_HEADER_BYTES));
+        assert_eq!(parse(&long), Err(TokenIdsError::TooLong(MAX_HEADER_BYTES + 1)));
+    }
+}
