@@ -60,6 +60,7 @@ fn every_kind_round_trips_its_spelling() {
         "power_of_two",
         "consistent_hash",
         "cache_aware",
+        "precise_cache_aware",
         "pipeline",
         "predicted_latency",
         "lora_aware",
@@ -74,7 +75,7 @@ fn synonyms_and_unknown_names() {
     assert_eq!("least_request".parse(), Ok(StrategyKind::LeastLoaded));
     assert_eq!("failover".parse(), Ok(StrategyKind::Priority));
     assert_eq!("first".parse(), Ok(StrategyKind::Priority));
-    for bad in ["", "Round_Robin", "roundrobin", "precise_cache_aware", "adaptive"] {
+    for bad in ["", "Round_Robin", "roundrobin", "precise", "adaptive"] {
         assert_eq!(bad.parse::<StrategyKind>(), Err(BalanceError::UnknownStrategy(bad.into())));
     }
 }
