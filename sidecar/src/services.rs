@@ -7,6 +7,7 @@ pub mod admin;
 pub mod auth;
 pub mod crud;
 pub mod filter_api;
+pub mod kv;
 pub mod limits;
 pub mod openapi;
 pub mod pg;

@@ -134,7 +134,7 @@ pub struct KvPool {
 /// Where one engine publishes its KV-cache events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvSource {
-    /// The PUB socket (`tcp://host:port` or `ipc://path`).
+    /// The PUB socket (`tcp://host:port`).
     pub events: String,
     /// The replay ROUTER socket, if the engine has one.
     pub replay: Option<String>,

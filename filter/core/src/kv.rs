@@ -29,9 +29,10 @@ pub const GPU_WEIGHT: u32 = 10;
 pub const CPU_WEIGHT: u32 = 8;
 
 /// Where a block is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Tier {
     /// Accelerator memory (vLLM's `medium: "GPU"`, or none given).
+    #[default]
     Gpu,
     /// Any other medium (`"CPU"`, LMCache's backends): offloaded.
     Cpu,

@@ -51,13 +51,11 @@ fn source(i: usize, j: usize, e: &crate::config::raw::RawEndpoint, p: &mut Probl
     Some(KvSource { events: events.clone(), replay: e.kv_replay.clone() })
 }
 
-/// A ZMQ address the sidecar can connect to: `tcp://host:port` or `ipc://path`.
+/// A ZMQ address the sidecar can connect to: `tcp://host:port` (the sidecar runs beside the
+/// proxy, not inside the engine's pod, so `ipc://` is not offered).
 fn check_socket(s: &str) -> Result<(), String> {
-    if let Some(path) = s.strip_prefix("ipc://") {
-        return if path.is_empty() { Err(format!("{s:?} has no path")) } else { Ok(()) };
-    }
     let Some(rest) = s.strip_prefix("tcp://") else {
-        return Err(format!("{s:?} must be tcp://host:port or ipc://path"));
+        return Err(format!("{s:?} must be tcp://host:port"));
     };
     if rest.contains('*') {
         return Err(format!("{s:?} is a bind address; name the engine's host (the sidecar connects)"));

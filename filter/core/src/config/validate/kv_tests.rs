@@ -60,7 +60,7 @@ fn bad_settings_are_named_by_path() {
     assert_eq!(
         problems(&bad),
         [
-            "providers[0].endpoints[1].kv_replay: \"http://10.0.0.5:5558\" must be tcp://host:port or ipc://path",
+            "providers[0].endpoints[1].kv_replay: \"http://10.0.0.5:5558\" must be tcp://host:port",
             "providers[0].endpoints[1].kv_events: \"tcp://*:5557\" is a bind address; name the engine's host (the sidecar connects)",
             "providers[0].kv_block_size: 0 is not a block size (1 to 4096 tokens)",
             "providers[0].kv_max_blocks: 0 is out of range (1 to 100000000 blocks)",
