@@ -17,7 +17,7 @@ pub(crate) mod hash;
 mod kind;
 mod latency;
 mod lora;
-mod lru;
+pub mod lru;
 mod pipeline;
 mod precise;
 mod prefix;

@@ -2,3 +2,4 @@
 //! filter's `precise_cache_aware` routes on.
 
 pub mod decode;
+pub mod index;

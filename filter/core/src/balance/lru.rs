@@ -20,44 +20,48 @@ struct Slot<V> {
 }
 
 /// A map of at most `cap` entries; inserting into a full map evicts the least recent entry.
-pub(crate) struct Lru<V> {
+pub struct Lru<V> {
     map: HashMap<u64, u32, IdBuild>,
     slots: Vec<Slot<V>>,
     head: u32,
     tail: u32,
     cap: usize,
     evictions: u64,
+    /// Slots emptied by [`Lru::remove`], reused before the vector grows.
+    free: Vec<u32>,
 }
 
 impl<V> Lru<V> {
     /// An empty map holding at most `cap` entries (at least 1; slot numbers are `u32`).
-    pub(crate) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         let cap = cap.clamp(1, (NIL - 1) as usize);
-        Self { map: HashMap::default(), slots: Vec::new(), head: NIL, tail: NIL, cap, evictions: 0 }
+        Self { map: HashMap::default(), slots: Vec::new(), head: NIL, tail: NIL, cap, evictions: 0, free: Vec::new() }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Entries held.
+    pub fn len(&self) -> usize {
         self.map.len()
     }
 
-    pub(crate) fn evictions(&self) -> u64 {
+    /// Entries evicted to make room, since it was made.
+    pub fn evictions(&self) -> u64 {
         self.evictions
     }
 
     /// The value under `key`, without refreshing it.
-    pub(crate) fn peek(&self, key: u64) -> Option<&V> {
+    pub fn peek(&self, key: u64) -> Option<&V> {
         let i = *self.map.get(&key)?;
         self.slots.get(i as usize).map(|s| &s.value)
     }
 
     /// The value under `key` for changing, without refreshing it.
-    pub(crate) fn peek_mut(&mut self, key: u64) -> Option<&mut V> {
+    pub fn peek_mut(&mut self, key: u64) -> Option<&mut V> {
         let i = *self.map.get(&key)?;
         self.slots.get_mut(i as usize).map(|s| &mut s.value)
     }
 
     /// Marks `key` most recent; false when absent.
-    pub(crate) fn touch(&mut self, key: u64) -> bool {
+    pub fn touch(&mut self, key: u64) -> bool {
         match self.map.get(&key) {
             Some(&i) => {
                 self.refresh(i);
@@ -69,13 +73,21 @@ impl<V> Lru<V> {
 
     /// Stores `value` under `key` as the most recent entry. Returns the entry evicted to make
     /// room, if any. Allocates only while the map is below its bound.
-    pub(crate) fn insert(&mut self, key: u64, value: V) -> Option<(u64, V)> {
+    pub fn insert(&mut self, key: u64, value: V) -> Option<(u64, V)> {
         if let Some(&i) = self.map.get(&key) {
             if let Some(slot) = self.slots.get_mut(i as usize) {
                 slot.value = value;
             }
             self.refresh(i);
             return None;
+        }
+        if let Some(i) = self.free.pop() {
+            if let Some(slot) = self.slots.get_mut(i as usize) {
+                *slot = Slot { key, value, prev: NIL, next: NIL };
+                self.map.insert(key, i);
+                self.link_tail(i);
+                return None;
+            }
         }
         if self.map.len() < self.cap {
             let i = self.slots.len() as u32;
@@ -94,6 +106,28 @@ impl<V> Lru<V> {
         self.link_tail(i);
         self.evictions += 1;
         Some((old_key, old_value))
+    }
+
+    /// Takes `key` out; its slot is reused by the next insertion.
+    pub fn remove(&mut self, key: u64) -> bool {
+        let Some(i) = self.map.remove(&key) else { return false };
+        self.unlink(i);
+        self.free.push(i);
+        true
+    }
+
+    /// Every entry, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
+        self.map.values().filter_map(|&i| self.slots.get(i as usize)).map(|s| (s.key, &s.value))
+    }
+
+    /// Calls `f` on every entry, in no particular order, without refreshing any.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(u64, &mut V)) {
+        for &i in self.map.values() {
+            if let Some(s) = self.slots.get_mut(i as usize) {
+                f(s.key, &mut s.value);
+            }
+        }
     }
 
     /// Keys from least to most recent (for tests and diagnostics).
@@ -138,5 +172,31 @@ impl<V> Lru<V> {
             None => self.head = i,
         }
         self.tail = i;
+    }
+}
+
+#[cfg(test)]
+mod remove_tests {
+    use super::Lru;
+
+    #[test]
+    fn removed_slots_are_reused_and_order_kept() {
+        let mut l = Lru::new(3);
+        for k in 1..=3 {
+            l.insert(k, k * 10);
+        }
+        assert!(l.remove(2));
+        assert!(!l.remove(2));
+        assert_eq!(l.keys(), [1, 3]);
+        assert_eq!(l.insert(4, 40), None, "a freed slot, no eviction");
+        assert_eq!(l.keys(), [1, 3, 4]);
+        assert_eq!(l.insert(5, 50), Some((1, 10)), "full again: the least recent goes");
+        let mut seen = Vec::new();
+        l.for_each_mut(|k, v| {
+            *v += 1;
+            seen.push(k);
+        });
+        seen.sort_unstable();
+        assert_eq!((seen, l.peek(4)), (vec![3, 4, 5], Some(&41)));
     }
 }

@@ -1,0 +1,224 @@
+//! One provider's block index in the sidecar: which endpoint holds which block, keyed by
+//! ferrogate's chained block keys ([`ferrogate_core::kv::keys`]) computed from the token ids
+//! the events carry, plus a map per endpoint from the engine's block hash to that key (a
+//! `BlockRemoved` names only the engine's hash; so does the parent of a `BlockStored`).
+//!
+//! Every change is reported as [`KvOp`]s for the feed. Bounds: `max_blocks` keys, least
+//! recently stored first out (their holders are reported removed); each endpoint's hash map
+//! keeps at most `max_blocks` entries, oldest first out.
+
+use std::collections::{HashMap, VecDeque};
+
+use ferrogate_core::balance::lru::Lru;
+use ferrogate_core::kv::keys::{block_key, chain_seed, extra_seed};
+use ferrogate_core::kv::{KvOp, Tier};
+
+use super::decode::Stored;
+
+/// Which endpoints hold a block (one bit per endpoint of the provider).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holders {
+    /// In GPU memory.
+    pub gpu: u64,
+    /// In offloaded memory.
+    pub cpu: u64,
+}
+
+/// Why an event was not indexed (counted per endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// Its block size is not the provider's `kv_block_size`.
+    BlockSize,
+    /// A KV-cache group other than the full-attention one (hybrid models).
+    Group,
+    /// Its parent block was never seen (the chain cannot be continued).
+    Orphan,
+    /// Fewer token ids than its blocks need.
+    Tokens,
+}
+
+/// An endpoint's engine-hash → key map, bounded, oldest out first.
+#[derive(Debug, Default)]
+struct EngineMap {
+    keys: HashMap<u64, u64>,
+    order: VecDeque<u64>,
+}
+
+impl EngineMap {
+    fn insert(&mut self, hash: u64, key: u64, cap: usize) {
+        if self.keys.insert(hash, key).is_none() {
+            self.order.push_back(hash);
+        }
+        while self.order.len() > cap {
+            if let Some(old) = self.order.pop_front() {
+                self.keys.remove(&old);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.order.clear();
+    }
+}
+
+/// One provider's index.
+pub struct ProviderIndex {
+    /// The provider's position in the feed's table.
+    pub id: u16,
+    name: String,
+    block_size: u32,
+    blocks: Lru<Holders>,
+    engines: Vec<EngineMap>,
+    cap: usize,
+}
+
+impl ProviderIndex {
+    /// An empty index for provider `name` (feed position `id`) with `endpoints` endpoints.
+    pub fn new(id: u16, name: &str, endpoints: usize, block_size: u32, max_blocks: u64) -> Self {
+        let cap = usize::try_from(max_blocks).unwrap_or(usize::MAX).max(1);
+        let engines = (0..endpoints).map(|_| EngineMap::default()).collect();
+        Self { id, name: name.to_string(), block_size, blocks: Lru::new(cap), engines, cap }
+    }
+
+    /// Blocks held by some endpoint.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Blocks endpoint `ep` holds (a pass over the index: for the admin view).
+    pub fn held_by(&self, ep: u8) -> usize {
+        let bit = bit(ep);
+        self.blocks.iter().filter(|(_, h)| (h.gpu | h.cpu) & bit != 0).count()
+    }
+
+    /// Every holder, as `Add` operations (a reset feed).
+    pub fn snapshot(&self, ops: &mut Vec<KvOp>) {
+        for (key, h) in self.blocks.iter() {
+            for (tier, set) in [(Tier::Gpu, h.gpu), (Tier::Cpu, h.cpu)] {
+                for endpoint in bits(set) {
+                    ops.push(KvOp::Add { provider: self.id, endpoint, key, tier });
+                }
+            }
+        }
+    }
+
+    /// Indexes a `BlockStored` of endpoint `ep`.
+    pub fn stored(&mut self, ep: u8, s: &Stored, ops: &mut Vec<KvOp>) -> Result<(), Skip> {
+        if s.block_size != self.block_size {
+            return Err(Skip::BlockSize);
+        }
+        let full_attention = s.kind.as_deref().is_none_or(|k| k.ends_with("full_attention") || k == "mla_attention");
+        if s.group.is_some_and(|g| g != 0) || !full_attention {
+            return Err(Skip::Group);
+        }
+        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
+        if s.tokens.is_empty() {
+            // Offload events may carry no tokens: their blocks are known by the engine's hashes.
+            let known: Vec<u64> = s.hashes.iter().filter_map(|h| engine.keys.get(h).copied()).collect();
+            for key in known {
+                self.add(ep, key, s.tier, ops);
+            }
+            return Ok(());
+        }
+        let mut parent = match s.parent {
+            None => chain_seed(&self.name, s.lora.as_deref()),
+            Some(p) => *engine.keys.get(&p).ok_or(Skip::Orphan)?,
+        };
+        let size = usize::try_from(self.block_size).unwrap_or(usize::MAX);
+        if s.tokens.len() < s.hashes.len().saturating_mul(size) {
+            return Err(Skip::Tokens);
+        }
+        for (i, (hash, block)) in s.hashes.iter().zip(s.tokens.chunks_exact(size)).enumerate() {
+            let mut key = block_key(parent, block);
+            if let Some(Some(extra)) = s.extra.get(i) {
+                key = extra_seed(key, extra);
+            }
+            if let Some(engine) = self.engines.get_mut(usize::from(ep)) {
+                engine.insert(*hash, key, self.cap);
+            }
+            self.add(ep, key, s.tier, ops);
+            parent = key;
+        }
+        Ok(())
+    }
+
+    /// Endpoint `ep` dropped the blocks with engine hashes `hashes` from `tier`.
+    pub fn removed(&mut self, ep: u8, hashes: &[u64], tier: Tier, ops: &mut Vec<KvOp>) {
+        for hash in hashes {
+            let Some(&key) = self.engines.get(usize::from(ep)).and_then(|e| e.keys.get(hash)) else { continue };
+            let Some(h) = self.blocks.peek_mut(key) else { continue };
+            let set = match tier {
+                Tier::Gpu => &mut h.gpu,
+                Tier::Cpu => &mut h.cpu,
+            };
+            if *set & bit(ep) == 0 {
+                continue;
+            }
+            *set &= !bit(ep);
+            let empty = h.gpu | h.cpu == 0;
+            ops.push(KvOp::Remove { provider: self.id, endpoint: ep, key, tier });
+            if empty {
+                self.blocks.remove(key);
+            }
+        }
+    }
+
+    /// Endpoint `ep` holds nothing any more.
+    pub fn clear(&mut self, ep: u8, ops: &mut Vec<KvOp>) {
+        let b = bit(ep);
+        let mut emptied = Vec::new();
+        self.blocks.for_each_mut(|key, h| {
+            h.gpu &= !b;
+            h.cpu &= !b;
+            if h.gpu | h.cpu == 0 {
+                emptied.push(key);
+            }
+        });
+        for key in emptied {
+            self.blocks.remove(key);
+        }
+        if let Some(e) = self.engines.get_mut(usize::from(ep)) {
+            e.clear();
+        }
+        ops.push(KvOp::Clear { provider: self.id, endpoint: ep });
+    }
+
+    fn add(&mut self, ep: u8, key: u64, tier: Tier, ops: &mut Vec<KvOp>) {
+        let mut h = self.blocks.peek(key).copied().unwrap_or_default();
+        let set = match tier {
+            Tier::Gpu => &mut h.gpu,
+            Tier::Cpu => &mut h.cpu,
+        };
+        let new = *set & bit(ep) == 0;
+        *set |= bit(ep);
+        if let Some((old, gone)) = self.blocks.insert(key, h) {
+            for (tier, set) in [(Tier::Gpu, gone.gpu), (Tier::Cpu, gone.cpu)] {
+                for endpoint in bits(set) {
+                    ops.push(KvOp::Remove { provider: self.id, endpoint, key: old, tier });
+                }
+            }
+        }
+        if new {
+            ops.push(KvOp::Add { provider: self.id, endpoint: ep, key, tier });
+        }
+    }
+}
+
+fn bit(ep: u8) -> u64 {
+    1u64.checked_shl(u32::from(ep)).unwrap_or(0)
+}
+
+fn bits(mut set: u64) -> impl Iterator<Item = u8> {
+    std::iter::from_fn(move || {
+        (set != 0).then(|| {
+            let b = set.trailing_zeros() as u8;
+            set &= set - 1;
+            b
+        })
+    })
+}
+
+#[cfg(test)]
+#[path = "index_tests.rs"]
+mod tests;

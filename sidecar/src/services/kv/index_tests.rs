@@ -1,0 +1,99 @@
+//! The sidecar's index against the filter's copy: events in, feed operations out, and the
+//! score a request's own token ids get.
+
+use ferrogate_core::kv::feed::{FeedEndpoint, FeedProvider};
+use ferrogate_core::kv::{block_keys, chain_seed, KvFeed, KvIndex, Score};
+
+use super::*;
+
+const ENDPOINTS: [&str; 3] = ["a:1", "b:1", "c:1"];
+
+fn stored(hashes: &[u64], parent: Option<u64>, tokens: std::ops::Range<u32>) -> Stored {
+    Stored { hashes: hashes.to_vec(), parent, tokens: tokens.collect(), block_size: 16, ..Stored::default() }
+}
+
+/// The filter's view after `ops`, and each endpoint's score for `tokens`.
+fn scores(ops: &[KvOp], tokens: std::ops::Range<u32>) -> (Score, Vec<u32>) {
+    let endpoints = ENDPOINTS.iter().map(|a| FeedEndpoint { address: (*a).into(), connected: true }).collect();
+    let feed = KvFeed {
+        epoch: 1,
+        generation: 1,
+        reset: true,
+        providers: vec![FeedProvider { name: "pool".into(), endpoints }],
+        ops: ops.to_vec(),
+    };
+    let mut index = KvIndex::default();
+    index.apply(&feed);
+    let tokens: Vec<u32> = tokens.collect();
+    let slots: Vec<String> = ENDPOINTS.iter().map(|a| (*a).to_string()).collect();
+    let mut out = Vec::new();
+    let s = index.score("pool", &slots, block_keys(chain_seed("pool", None), &tokens, 16), &mut out);
+    (s, out)
+}
+
+/// The worked example: A caches three blocks in two events (chained by the parent hash), B
+/// the first block only; a request sharing the three blocks and a tail scores A 3, B 1.
+#[test]
+fn events_become_the_scores_of_a_request() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000);
+    let mut ops = Vec::new();
+    index.stored(0, &stored(&[101, 102], None, 1000..1032), &mut ops).unwrap();
+    index.stored(0, &stored(&[103], Some(102), 1032..1048), &mut ops).unwrap();
+    index.stored(1, &stored(&[201], None, 1000..1016), &mut ops).unwrap();
+    assert_eq!(index.len(), 3);
+    assert_eq!(scores(&ops, 1000..1058), (Score::Hit(30), vec![30, 10, 0]));
+    // A's third block is evicted: it then holds two.
+    index.removed(0, &[103], Tier::Gpu, &mut ops);
+    assert_eq!(scores(&ops, 1000..1058).1, [20, 10, 0]);
+    // B clears its cache.
+    index.clear(1, &mut ops);
+    assert_eq!(scores(&ops, 1000..1058).1, [20, 0, 0]);
+    assert_eq!((index.held_by(0), index.held_by(1)), (2, 0));
+}
+
+#[test]
+fn what_cannot_be_placed_is_skipped() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000);
+    let mut ops = Vec::new();
+    assert_eq!(index.stored(0, &stored(&[5], Some(4), 0..16), &mut ops), Err(Skip::Orphan));
+    let mut big = stored(&[5], None, 0..32);
+    big.block_size = 32;
+    assert_eq!(index.stored(0, &big, &mut ops), Err(Skip::BlockSize));
+    assert_eq!(index.stored(0, &stored(&[5, 6], None, 0..20), &mut ops), Err(Skip::Tokens));
+    let mut window = stored(&[5], None, 0..16);
+    window.group = Some(1);
+    assert_eq!(index.stored(0, &window, &mut ops), Err(Skip::Group));
+    assert!(ops.is_empty());
+}
+
+#[test]
+fn offloaded_copies_and_other_key_spaces() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000);
+    let mut ops = Vec::new();
+    index.stored(0, &stored(&[1, 2], None, 0..32), &mut ops).unwrap();
+    // A token-less CPU event for a known block adds the CPU tier to it.
+    let cpu = Stored { hashes: vec![2, 99], tier: Tier::Cpu, block_size: 16, ..Stored::default() };
+    index.stored(1, &cpu, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 0..32).1, [20, 0, 0], "C has block 1 only: no leading run");
+    // The same tokens under an adapter, or with extra keys, are other blocks.
+    let mut lora = stored(&[7], None, 0..16);
+    lora.lora = Some("sql".into());
+    index.stored(2, &lora, &mut ops).unwrap();
+    let mut salted = stored(&[8], None, 0..16);
+    salted.extra = vec![Some(b"salt".to_vec())];
+    index.stored(2, &salted, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 0..32).1[2], 0);
+}
+
+#[test]
+fn the_bound_evicts_the_least_recent_and_reports_it() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 2);
+    let mut ops = Vec::new();
+    index.stored(0, &stored(&[1, 2, 3], None, 0..48), &mut ops).unwrap();
+    assert_eq!(index.len(), 2);
+    assert!(ops.iter().any(|op| matches!(op, KvOp::Remove { endpoint: 0, .. })), "{ops:?}");
+    assert_eq!(scores(&ops, 0..48).1, [0, 0, 0], "the first block went: no leading run is left");
+    let mut snapshot = Vec::new();
+    index.snapshot(&mut snapshot);
+    assert_eq!(snapshot.len(), 2);
+}
