@@ -189,12 +189,13 @@ impl Gateway {
         let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
         let ledger = services::limits::start(&opened.config, args.replica_id.clone(), rx.clone());
         let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
+        let kv = services::kv::start(snapshots.clone(), rx.clone());
         let (sidecar_addr, mut link) = start_sidecar_listener(
             sidecar_socket,
             usage.clone(),
             snapshots.clone(),
             ledger.clone(),
-            targets.clone(),
+            (targets.clone(), kv.clone()),
             rx.clone(),
         )
         .await?;
@@ -232,6 +233,7 @@ impl Gateway {
             token: admin_token,
             ledger,
             targets,
+            kv,
         };
         let config = Arc::new(WorkerConfig {
             runtime: runtime.clone(),
@@ -362,7 +364,7 @@ async fn start_sidecar_listener(
     usage: Arc<UsageBackend>,
     snapshots: Arc<Snapshots>,
     ledger: Arc<services::limits::Ledger>,
-    targets: Arc<services::targets::Targets>,
+    (targets, kv): (Arc<services::targets::Targets>, Arc<services::kv::Kv>),
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, config::SidecarLink), ServeError> {
     let token = std::env::var("FERROGATE_INTERNAL_TOKEN")
@@ -375,6 +377,7 @@ async fn start_sidecar_listener(
         internal_token: Some(token.clone()),
         ledger,
         targets,
+        kv,
         usage_failing: Default::default(),
     };
     let bound = serve_router(listen(socket)?, services::filter_api::router(api), shutdown)?;

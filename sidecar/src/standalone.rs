@@ -85,12 +85,14 @@ impl Sidecar {
         let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
         let ledger = ledger_for(&snapshots, args.replica_id.clone(), rx.clone());
         let targets = crate::services::targets::start(snapshots.clone(), Default::default(), rx.clone());
+        let kv = crate::services::kv::start(snapshots.clone(), rx.clone());
         let api = filter_api::FilterApi {
             usage: usage.clone(),
             snapshots: snapshots.clone(),
             internal_token,
             ledger: ledger.clone(),
             targets: targets.clone(),
+            kv: kv.clone(),
             usage_failing: Default::default(),
         };
         let sidecar_addr =
@@ -104,6 +106,7 @@ impl Sidecar {
             token: admin_token,
             ledger,
             targets,
+            kv,
         };
         let admin_addr = spawn_router(Listener::Admin, args.admin_listen, admin::router(state), rx).await?;
         tracing::info!(%sidecar_addr, %admin_addr, config = %args.config.display(), "ferrogate sidecar listening");

@@ -134,6 +134,7 @@ async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketA
         internal_token: Some(TOKEN.into()),
         ledger: ledger.clone(),
         targets: targets.clone(),
+        kv: Default::default(),
         usage_failing: Default::default(),
     };
     let state = Admin {
@@ -145,6 +146,7 @@ async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketA
         token: Some("admin".into()),
         ledger,
         targets,
+        kv: Default::default(),
     };
     (serve(filter_api::router(api)).await, serve(admin::router(state)).await)
 }

@@ -42,6 +42,8 @@ pub struct Admin {
     pub ledger: Arc<Ledger>,
     /// Health and load of the routing targets (`/api/v1/targets`, `/metrics`).
     pub targets: Arc<Targets>,
+    /// The engines' KV block index (`/api/v1/kv`, `/metrics`).
+    pub kv: Arc<super::kv::Kv>,
 }
 
 /// Errors configuring the admin listener.
@@ -75,6 +77,7 @@ pub fn router(state: Admin) -> Router {
         .route("/api/v1/usage", get(usage_query))
         .route("/api/v1/limits", get(limits_query))
         .route("/api/v1/targets", get(targets_query))
+        .route("/api/v1/kv", get(kv_query))
         .route("/api/v1/config/problems", get(config_problems))
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
         .route("/api/v1/{section}/{name}", axum::routing::put(crud::replace).delete(crud::delete))
@@ -133,6 +136,7 @@ async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
         limits::prometheus(&all, admin.ledger.synced(), &mut text);
     }
     targets::prometheus(&admin.targets.report(), &mut text);
+    super::kv::report::prometheus(&super::kv::report::report(&admin.kv, now_ms()), &mut text);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
@@ -160,6 +164,14 @@ async fn targets_query(State(admin): State<Admin>, headers: HeaderMap) -> Respon
         return unauthorized().into_response();
     }
     Json(admin.targets.report()).into_response()
+}
+
+/// `GET /api/v1/kv`: every KV-event stream: connected, last sequence, blocks, last event age.
+async fn kv_query(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if !bearer_ok(&headers, admin.token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    Json(serde_json::json!({"providers": super::kv::report::report(&admin.kv, now_ms())})).into_response()
 }
 
 fn now_ms() -> u64 {
@@ -212,6 +224,7 @@ mod tests {
             token: None,
             ledger: Arc::new(Ledger::new("test".into(), false)),
             targets: Arc::new(Targets::new(targets::Settings::default())),
+            kv: Arc::default(),
         }
     }
 

@@ -43,6 +43,8 @@ pub struct FilterApi {
     pub ledger: Arc<Ledger>,
     /// Health and load of the routing targets.
     pub targets: Arc<Targets>,
+    /// The engines' KV block index.
+    pub kv: Arc<super::kv::Kv>,
     /// The usage store failed the last batch (an outage is logged once, not per batch).
     pub usage_failing: Arc<AtomicBool>,
 }
@@ -54,6 +56,7 @@ pub fn router(state: FilterApi) -> Router {
         .route("/v1/snapshot", get(snapshot))
         .route("/v1/limits", get(limits))
         .route("/v1/targets", get(targets))
+        .route("/v1/kv", get(kv_feed))
         .with_state(state)
 }
 
@@ -74,6 +77,25 @@ async fn targets(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
         return (StatusCode::NOT_MODIFIED, [(ETAG, etag)]).into_response();
     }
     (StatusCode::OK, [(ETAG, etag), (CONTENT_TYPE, "application/json".to_string())], body).into_response()
+}
+
+/// `GET /v1/kv?epoch=E&since=G`: the KV index's changes since the reader's generation, or
+/// everything (`ferrogate_core::kv::feed`); 304 when the reader is current.
+async fn kv_feed(State(api): State<FilterApi>, headers: HeaderMap, query: axum::extract::RawQuery) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let param = |name: &str| {
+        let q = query.0.as_deref().unwrap_or_default();
+        q.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse::<u64>().ok())
+    };
+    let reader = param("epoch").zip(param("since"));
+    match api.kv.feed(reader) {
+        super::kv::Answer::NotModified => StatusCode::NOT_MODIFIED.into_response(),
+        super::kv::Answer::Feed(body) => {
+            (StatusCode::OK, [(CONTENT_TYPE, "application/octet-stream")], body).into_response()
+        }
+    }
 }
 
 async fn snapshot(State(api): State<FilterApi>, headers: HeaderMap) -> Response {

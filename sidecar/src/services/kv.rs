@@ -1,5 +1,400 @@
 //! KV-cache events from the engines (vLLM's ZMQ publisher), turned into the block index the
-//! filter's `precise_cache_aware` routes on.
+//! filter's `precise_cache_aware` routes on, and served to it as `GET /v1/kv`
+//! ([`ferrogate_core::kv::feed`]).
+//!
+//! The layout — every provider whose endpoints name `kv_events`, with its block size, topic
+//! and bound — comes from the served snapshot. One consumer per publishing endpoint
+//! ([`zmq`]) subscribes, orders batches by sequence ([`stream`]), decodes them ([`decode`])
+//! and applies them to its provider's index ([`index`]). Every change to an index is logged
+//! as a feed operation with a generation number; the feed answers the changes since the
+//! reader's generation, or everything (a reset) when the reader is of another epoch or
+//! further behind than [`LOG_OPS`] operations. A new layout starts a new epoch with empty
+//! indexes and new consumers; an unchanged one keeps them across snapshots.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use ferrogate_core::kv::feed::{FeedEndpoint, FeedProvider};
+use ferrogate_core::kv::{KvFeed, KvOp};
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::snapshot::{Served, Snapshots};
 
 pub mod decode;
 pub mod index;
+mod layout;
+pub mod report;
+pub mod stream;
+pub mod zmq;
+
+use decode::Event;
+use index::ProviderIndex;
+pub use layout::{Layout, PoolLayout};
+use stream::{Sequence, Step};
+
+/// Feed operations kept for readers that ask for changes (about 6 MiB).
+pub const LOG_OPS: usize = 1 << 18;
+
+/// What one endpoint's stream did (the admin view and metrics).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EndpointStats {
+    /// `host:port` of the engine's HTTP API.
+    pub endpoint: String,
+    /// Its PUB socket, when it publishes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_events: Option<String>,
+    /// Whether the subscription is connected.
+    pub connected: bool,
+    /// The last sequence number applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_sequence: Option<u64>,
+    /// Blocks it holds in the index.
+    pub blocks: usize,
+    /// Milliseconds since its last batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_event_age_ms: Option<u64>,
+    /// Events applied.
+    pub events: u64,
+    /// Payloads that were not batches, plus events of unknown type.
+    pub malformed: u64,
+    /// Events that could not be indexed (block size, group, unknown parent).
+    pub skipped: u64,
+    /// Gaps in the sequence.
+    pub gaps: u64,
+    /// Replays asked for.
+    pub replays: u64,
+    /// Restarts seen (the sequence went back).
+    pub restarts: u64,
+    #[serde(skip)]
+    last_event_ms: Option<u64>,
+}
+
+struct Endpoint {
+    seq: Sequence,
+    stats: EndpointStats,
+}
+
+struct Pool {
+    index: ProviderIndex,
+    endpoints: Vec<Endpoint>,
+}
+
+/// The indexes of one layout, and the log of their changes.
+struct State {
+    epoch: u64,
+    layout: Layout,
+    pools: Vec<Pool>,
+    generation: u64,
+    /// Readers at or after this generation can be answered with changes.
+    floor: u64,
+    log: VecDeque<(u64, KvOp)>,
+}
+
+/// The sidecar's KV-event service.
+pub struct Kv {
+    state: Mutex<State>,
+    /// Stops the current layout's consumers when the layout changes.
+    stop: Mutex<Option<watch::Sender<bool>>>,
+}
+
+/// An answer of the feed.
+pub enum Answer {
+    /// The reader is current.
+    NotModified,
+    /// The encoded [`KvFeed`].
+    Feed(Vec<u8>),
+}
+
+/// Which consumer a batch came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    /// The epoch it was started in (a batch of an older layout is dropped).
+    pub epoch: u64,
+    /// Provider position in the layout.
+    pub pool: usize,
+    /// Endpoint position in the provider's endpoints.
+    pub endpoint: usize,
+}
+
+impl State {
+    fn new(layout: Layout) -> Self {
+        let pools = layout.pools.iter().enumerate().map(|(i, p)| pool(i, p)).collect();
+        let epoch = rand::random::<u64>() | 1;
+        Self { epoch, layout, pools, generation: 0, floor: 0, log: VecDeque::new() }
+    }
+
+    fn log(&mut self, ops: Vec<KvOp>) {
+        for op in ops {
+            self.generation += 1;
+            self.log.push_back((self.generation, op));
+        }
+        while self.log.len() > LOG_OPS {
+            if let Some((g, _)) = self.log.pop_front() {
+                self.floor = g;
+            }
+        }
+    }
+
+    fn feed(&self, reader: Option<(u64, u64)>) -> Answer {
+        let current = |g: u64| reader == Some((self.epoch, g));
+        if current(self.generation) {
+            return Answer::NotModified;
+        }
+        let providers = self.pools.iter().map(feed_provider).collect();
+        let mut feed = KvFeed { epoch: self.epoch, generation: self.generation, providers, ..KvFeed::default() };
+        match reader {
+            Some((epoch, since)) if epoch == self.epoch && since >= self.floor && since < self.generation => {
+                feed.ops = self.log.iter().filter(|(g, _)| *g > since).map(|(_, op)| *op).collect();
+            }
+            _ => {
+                feed.reset = true;
+                for p in &self.pools {
+                    p.index.snapshot(&mut feed.ops);
+                }
+            }
+        }
+        Answer::Feed(feed.encode())
+    }
+}
+
+fn pool(i: usize, p: &PoolLayout) -> Pool {
+    let id = u16::try_from(i).unwrap_or(u16::MAX);
+    let index = ProviderIndex::new(id, &p.provider, p.endpoints.len(), p.block_size, p.max_blocks);
+    let endpoints = p
+        .endpoints
+        .iter()
+        .map(|(address, source)| {
+            let stats = EndpointStats {
+                endpoint: address.clone(),
+                kv_events: source.as_ref().map(|s| s.events.clone()),
+                ..EndpointStats::default()
+            };
+            Endpoint { seq: Sequence::new(source.as_ref().is_some_and(|s| s.replay.is_some())), stats }
+        })
+        .collect();
+    Pool { index, endpoints }
+}
+
+fn feed_provider(p: &Pool) -> FeedProvider {
+    let endpoints = p
+        .endpoints
+        .iter()
+        .map(|e| FeedEndpoint { address: e.stats.endpoint.clone(), connected: e.stats.connected })
+        .collect();
+    FeedProvider { name: p.index.name().to_string(), endpoints }
+}
+
+impl Default for Kv {
+    fn default() -> Self {
+        Self { state: Mutex::new(State::new(Layout::default())), stop: Mutex::new(None) }
+    }
+}
+
+impl Kv {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes `layout`: when it differs from the current one, new empty indexes under a new
+    /// epoch, whose number is returned (start its consumers); `None` when unchanged.
+    pub fn install(&self, layout: Layout) -> Option<u64> {
+        let mut state = self.lock();
+        if state.layout == layout {
+            return None;
+        }
+        *state = State::new(layout);
+        Some(state.epoch)
+    }
+
+    /// The current layout and epoch.
+    pub fn layout(&self) -> (u64, Layout) {
+        let state = self.lock();
+        (state.epoch, state.layout.clone())
+    }
+
+    /// The feed for a reader at `reader` (epoch, generation), or everything for a new reader.
+    pub fn feed(&self, reader: Option<(u64, u64)>) -> Answer {
+        self.lock().feed(reader)
+    }
+
+    /// A live batch from `src`; returns where to start a replay when a gap calls for one.
+    pub fn live(&self, src: Source, seq: u64, payload: Bytes, now_ms: u64) -> Option<u64> {
+        self.steps(src, now_ms, |s, out| s.live(seq, payload, out))
+    }
+
+    /// A replayed batch from `src`.
+    pub fn replayed(&self, src: Source, seq: u64, payload: Bytes, now_ms: u64) {
+        self.steps(src, now_ms, |s, out| s.replayed(seq, payload, out));
+    }
+
+    /// `src`'s replay ended (marker, failure or timeout).
+    pub fn replay_done(&self, src: Source, now_ms: u64) {
+        self.steps(src, now_ms, Sequence::replay_done);
+    }
+
+    /// A message from `src` that was not three frames with an 8-byte sequence.
+    pub fn malformed(&self, src: Source) {
+        let mut state = self.lock();
+        if state.epoch != src.epoch {
+            return;
+        }
+        if let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) {
+            e.stats.malformed += 1;
+        }
+    }
+
+    /// Whether `src`'s subscription is connected (a change is a new generation, so readers
+    /// learn it).
+    pub fn connected(&self, src: Source, connected: bool) {
+        let mut state = self.lock();
+        if state.epoch != src.epoch {
+            return;
+        }
+        let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) else { return };
+        if e.stats.connected != connected {
+            e.stats.connected = connected;
+            if !connected {
+                let mut out = Vec::new();
+                e.seq.disconnected(&mut out);
+                drop(out); // Held batches of an unfinished replay are dropped with the connection.
+            }
+            state.generation += 1;
+        }
+    }
+
+    fn steps(&self, src: Source, now_ms: u64, f: impl FnOnce(&mut Sequence, &mut Vec<Step>)) -> Option<u64> {
+        let mut state = self.lock();
+        if state.epoch != src.epoch {
+            return None;
+        }
+        let mut steps = Vec::new();
+        let pool = state.pools.get_mut(src.pool)?;
+        let ep = u8::try_from(src.endpoint).ok()?;
+        let endpoint = pool.endpoints.get_mut(src.endpoint)?;
+        f(&mut endpoint.seq, &mut steps);
+        let mut ops = Vec::new();
+        let mut replay = None;
+        for step in steps {
+            match step {
+                Step::Apply(_, payload) => apply(pool, ep, &payload, now_ms, &mut ops),
+                Step::Clear => pool.index.clear(ep, &mut ops),
+                Step::Replay(from) => replay = Some(from),
+            }
+        }
+        if let Some(e) = pool.endpoints.get_mut(src.endpoint) {
+            let c = e.seq.counts;
+            (e.stats.gaps, e.stats.replays, e.stats.restarts) = (c.gaps, c.replays, c.restarts);
+            e.stats.last_sequence = e.seq.last();
+        }
+        state.log(ops);
+        replay
+    }
+
+    /// Every endpoint's figures, per provider, at `now_ms`.
+    pub fn stats(&self, now_ms: u64) -> Vec<(String, Vec<EndpointStats>)> {
+        let state = self.lock();
+        state
+            .pools
+            .iter()
+            .map(|p| {
+                let endpoints = p
+                    .endpoints
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        let mut s = e.stats.clone();
+                        s.blocks = u8::try_from(i).map_or(0, |ep| p.index.held_by(ep));
+                        s.last_event_age_ms = s.last_event_ms.map(|t| now_ms.saturating_sub(t));
+                        s
+                    })
+                    .collect();
+                (p.index.name().to_string(), endpoints)
+            })
+            .collect()
+    }
+
+    /// Blocks in each provider's index.
+    pub fn blocks(&self) -> Vec<(String, usize)> {
+        self.lock().pools.iter().map(|p| (p.index.name().to_string(), p.index.len())).collect()
+    }
+}
+
+/// Decodes a batch of endpoint `ep` and applies its events.
+fn apply(pool: &mut Pool, ep: u8, payload: &[u8], now_ms: u64, ops: &mut Vec<KvOp>) {
+    let Some(endpoint) = pool.endpoints.get_mut(usize::from(ep)) else { return };
+    endpoint.stats.last_event_ms = Some(now_ms);
+    let batch = match decode::decode(payload) {
+        Ok(batch) => batch,
+        Err(e) => {
+            if endpoint.stats.malformed.is_power_of_two() || endpoint.stats.malformed == 0 {
+                tracing::warn!(endpoint = %endpoint.stats.endpoint, "KV event payload dropped: {e}");
+            }
+            endpoint.stats.malformed += 1;
+            return;
+        }
+    };
+    let (mut applied, mut skipped) = (0, 0);
+    for event in &batch.events {
+        let done = match event {
+            Event::Stored(s) => pool.index.stored(ep, s, ops).is_ok(),
+            Event::Removed { group: Some(g), .. } if *g != 0 => false,
+            Event::Removed { hashes, tier, .. } => {
+                pool.index.removed(ep, hashes, *tier, ops);
+                true
+            }
+            Event::Cleared => {
+                pool.index.clear(ep, ops);
+                true
+            }
+        };
+        if done {
+            applied += 1
+        } else {
+            skipped += 1
+        }
+    }
+    if let Some(e) = pool.endpoints.get_mut(usize::from(ep)) {
+        e.stats.events += applied;
+        e.stats.skipped += skipped;
+        e.stats.malformed += batch.unknown as u64;
+    }
+}
+
+/// Follows the served snapshots: a new layout gets new indexes and consumers.
+pub fn start(snapshots: Arc<Snapshots>, shutdown: watch::Receiver<bool>) -> Arc<Kv> {
+    let kv = Arc::new(Kv::default());
+    let mut rx = snapshots.subscribe();
+    let current = rx.borrow_and_update().clone();
+    sync(&kv, current.as_deref(), &shutdown);
+    let k = kv.clone();
+    tokio::spawn(async move {
+        let mut shutdown = shutdown;
+        loop {
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() { return; }
+                    let served = rx.borrow_and_update().clone();
+                    sync(&k, served.as_deref(), &shutdown);
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
+    kv
+}
+
+fn sync(kv: &Arc<Kv>, served: Option<&Served>, shutdown: &watch::Receiver<bool>) {
+    let Some(served) = served else { return };
+    let Some(epoch) = kv.install(Layout::of(&served.config)) else { return };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    if let Some(old) = kv.stop.lock().unwrap_or_else(PoisonError::into_inner).replace(stop_tx) {
+        let _ = old.send(true);
+    }
+    zmq::spawn_consumers(kv.clone(), epoch, stop_rx, shutdown.clone());
+}
+
+#[cfg(test)]
+#[path = "kv_tests.rs"]
+mod tests;

@@ -81,6 +81,11 @@ impl ProviderIndex {
         Self { id, name: name.to_string(), block_size, blocks: Lru::new(cap), engines, cap }
     }
 
+    /// The provider's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Blocks held by some endpoint.
     pub fn len(&self) -> usize {
         self.blocks.len()

@@ -157,6 +157,7 @@ async fn ingestion_answers_200_after_commit_400_for_a_bad_line_and_503_while_the
         internal_token: Some("t".into()),
         ledger: Arc::new(crate::services::limits::Ledger::new("t".into(), false)),
         targets: Arc::new(crate::services::targets::Targets::new(Default::default())),
+        kv: Arc::default(),
         usage_failing: Default::default(),
     };
     let app = filter_api::router(api);

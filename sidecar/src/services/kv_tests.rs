@@ -1,0 +1,168 @@
+//! The KV service: batches in, feed answers out; and a real ZMQ publisher (PUB and replay
+//! ROUTER on loopback, as vLLM binds them) feeding it through the consumer.
+
+use std::time::Duration;
+
+use ferrogate_core::config::KvSource;
+use ferrogate_core::kv::KvFeed;
+use rmpv::Value;
+use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
+
+use super::*;
+
+fn layout(events: &str, replay: Option<&str>) -> Layout {
+    let source = KvSource { events: events.into(), replay: replay.map(String::from) };
+    Layout {
+        pools: vec![PoolLayout {
+            provider: "pool".into(),
+            block_size: 4,
+            topic: String::new(),
+            max_blocks: 1000,
+            endpoints: vec![("a:1".into(), Some(source)), ("b:1".into(), None)],
+        }],
+    }
+}
+
+/// A map-form batch with one `BlockStored` of `blocks` blocks of 4 tokens (hashes from
+/// `first_hash`, tokens from `first_token`), chained to `parent`.
+fn stored(first_hash: u64, blocks: u64, parent: Option<u64>, first_token: u64) -> Vec<u8> {
+    let hashes = (first_hash..first_hash + blocks).map(Value::from).collect();
+    let tokens = (first_token..first_token + 4 * blocks).map(Value::from).collect();
+    let event = Value::Map(vec![
+        ("type".into(), "BlockStored".into()),
+        ("block_hashes".into(), Value::Array(hashes)),
+        ("parent_block_hash".into(), parent.map_or(Value::Nil, Value::from)),
+        ("token_ids".into(), Value::Array(tokens)),
+        ("block_size".into(), 4.into()),
+        ("lora_id".into(), Value::Nil),
+        ("medium".into(), "GPU".into()),
+        ("lora_name".into(), Value::Nil),
+    ]);
+    let mut out = Vec::new();
+    rmpv::encode::write_value(&mut out, &Value::Array(vec![1.5.into(), Value::Array(vec![event]), 0.into()])).unwrap();
+    out
+}
+
+fn decode(answer: Answer) -> KvFeed {
+    match answer {
+        Answer::Feed(body) => KvFeed::decode(&body).unwrap(),
+        Answer::NotModified => panic!("not modified"),
+    }
+}
+
+#[test]
+fn the_feed_answers_changes_since_a_generation_or_everything() {
+    let kv = Kv::default();
+    let epoch = kv.install(layout("tcp://127.0.0.1:1", None)).unwrap();
+    assert_eq!(kv.install(layout("tcp://127.0.0.1:1", None)), None, "same layout: kept");
+    let src = Source { epoch, pool: 0, endpoint: 0 };
+    kv.live(src, 0, stored(1, 2, None, 100).into(), 0);
+    let all = decode(kv.feed(None));
+    assert_eq!((all.reset, all.ops.len(), all.generation), (true, 2, 2));
+    assert!(matches!(kv.feed(Some((epoch, 2))), Answer::NotModified));
+    kv.live(src, 1, stored(3, 1, Some(2), 108).into(), 0);
+    let delta = decode(kv.feed(Some((epoch, 2))));
+    assert_eq!((delta.reset, delta.ops.len(), delta.generation), (false, 1, 3));
+    let other = decode(kv.feed(Some((epoch ^ 2, 3))));
+    assert_eq!((other.reset, other.ops.len()), (true, 3), "another epoch gets everything");
+    // A restart (sequence back to 0) clears the endpoint.
+    kv.live(src, 0, stored(9, 1, None, 500).into(), 0);
+    let stats = &kv.stats(0)[0].1[0];
+    assert_eq!((stats.restarts, stats.blocks, stats.events), (1, 1, 3));
+    // A new layout is a new epoch with an empty index.
+    let next = kv.install(layout("tcp://127.0.0.1:2", None)).unwrap();
+    assert_ne!(next, epoch);
+    assert_eq!(decode(kv.feed(Some((epoch, 5)))).ops.len(), 0);
+    kv.live(src, 1, stored(1, 1, None, 100).into(), 0);
+    assert_eq!(kv.blocks()[0].1, 0, "a batch of the old epoch is dropped");
+}
+
+#[test]
+fn garbage_is_counted_and_changes_nothing() {
+    let kv = Kv::default();
+    let epoch = kv.install(layout("tcp://127.0.0.1:1", None)).unwrap();
+    let src = Source { epoch, pool: 0, endpoint: 0 };
+    kv.live(src, 0, Bytes::from_static(b"\xc1garbage"), 0);
+    kv.malformed(src);
+    assert_eq!(kv.stats(0)[0].1[0].malformed, 2);
+    assert_eq!(decode(kv.feed(None)).ops.len(), 0);
+}
+
+async fn bound<S: Socket>(socket: &mut S) -> String {
+    socket.bind("tcp://127.0.0.1:0").await.unwrap().to_string()
+}
+
+async fn publish(socket: &mut PubSocket, seq: u64, payload: Vec<u8>) {
+    let frames = vec![Bytes::new(), Bytes::copy_from_slice(&seq.to_be_bytes()), Bytes::from(payload)];
+    socket.send(ZmqMessage::try_from(frames).unwrap()).await.unwrap();
+}
+
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Answers one replay request with batches `from..=to` of `payload(seq)`, then the end marker.
+async fn serve_replay(mut router: RouterSocket, payload: fn(u64) -> Vec<u8>) -> u64 {
+    let request = router.recv().await.unwrap().into_vec();
+    let [identity, empty, start] = request.as_slice() else { panic!("replay request {request:?}") };
+    assert!(empty.is_empty());
+    let start = u64::from_be_bytes(start.as_ref().try_into().unwrap());
+    for seq in start..3 {
+        let frames = vec![
+            identity.clone(),
+            Bytes::new(),
+            Bytes::new(),
+            Bytes::copy_from_slice(&seq.to_be_bytes()),
+            Bytes::from(payload(seq)),
+        ];
+        router.send(ZmqMessage::try_from(frames).unwrap()).await.unwrap();
+    }
+    let end = vec![
+        identity.clone(),
+        Bytes::new(),
+        Bytes::new(),
+        Bytes::copy_from_slice(&u64::MAX.to_be_bytes()),
+        Bytes::new(),
+    ];
+    router.send(ZmqMessage::try_from(end).unwrap()).await.unwrap();
+    start
+}
+
+fn chain(seq: u64) -> Vec<u8> {
+    stored(seq + 1, 1, (seq > 0).then_some(seq), 100 + 4 * seq)
+}
+
+#[tokio::test]
+async fn a_zmq_publisher_feeds_the_index_and_a_gap_is_replayed() {
+    let (mut publisher, mut router) = (PubSocket::new(), RouterSocket::new());
+    let (events, replay) = (bound(&mut publisher).await, bound(&mut router).await);
+    let kv = Arc::new(Kv::default());
+    let epoch = kv.install(layout(&events, Some(&replay))).unwrap();
+    let (_stop, stop_rx) = watch::channel(false);
+    let (_shutdown, shutdown_rx) = watch::channel(false);
+    zmq::spawn_consumers(kv.clone(), epoch, stop_rx, shutdown_rx);
+    until("connected", || kv.stats(0)[0].1[0].connected).await;
+    // Slow joiner: publish batch 0 until the subscription has it.
+    for _ in 0..200 {
+        publish(&mut publisher, 0, chain(0)).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if kv.stats(0)[0].1[0].last_sequence == Some(0) {
+            break;
+        }
+    }
+    let replayed = tokio::spawn(serve_replay(router, chain));
+    // Batches 1 and 2 are lost; 3 arrives: the consumer asks for 1 onwards.
+    publish(&mut publisher, 3, chain(3)).await;
+    assert_eq!(replayed.await.unwrap(), 1);
+    until("the gap filled", || kv.stats(0)[0].1[0].last_sequence == Some(3)).await;
+    let s = kv.stats(0)[0].1[0].clone();
+    assert_eq!((s.gaps, s.replays, s.blocks, s.events), (1, 1, 4, 4), "{s:?}");
+    // The publisher goes away: the endpoint is disconnected.
+    drop(publisher);
+    until("disconnected", || !kv.stats(0)[0].1[0].connected).await;
+    assert!(!decode(kv.feed(None)).providers[0].endpoints[0].connected);
+}
