@@ -4,20 +4,24 @@
 //! It serves OpenAI's `/v1/models`, `/v1/chat/completions`, `/v1/completions` (plain and SSE)
 //! and `/v1/embeddings`; Anthropic's `/v1/messages` (plain and SSE) and
 //! `/v1/messages/count_tokens`; Gemini's `/v1beta/models/{model}:generateContent` and
-//! `:streamGenerateContent` (SSE with `alt=sse`, else a JSON array); vLLM's `/metrics` and
-//! `/health`. Output is deterministic and the same for every dialect; latency is configurable
-//! and faults are injected from a seeded RNG (429/500, slow requests, connection resets).
+//! `:streamGenerateContent` (SSE with `alt=sse`, else a JSON array); vLLM's `/metrics`,
+//! `/health`, `/tokenize` and `/reset_prefix_cache`, and (with `--kv-events`) its KV-cache
+//! events over ZMQ. Output is deterministic and the same for every dialect; latency is
+//! configurable and faults are injected from a seeded RNG (429/500, slow requests, connection
+//! resets).
 //!
 //! This file holds the options, the shared state, the router and the server loop. The model
 //! is in `sim/reply.rs` (text and tool-call rules, with `sim/text.rs` and `sim/tools.rs`);
 //! the dialects in `sim/openai.rs`, `sim/anthropic.rs` and `sim/gemini.rs`; pacing in
-//! `sim/stream.rs`, metrics in `sim/metrics.rs`, the prefix cache in `sim/prefix.rs`, LoRA
-//! adapters in `sim/lora.rs`, faults in `sim/faults.rs` and error envelopes in `sim/error.rs`.
+//! `sim/stream.rs`, metrics in `sim/metrics.rs`, the prefix cache in `sim/prefix.rs` (its
+//! events in `sim/kv_events.rs`, token ids in `sim/tokens.rs`), LoRA adapters in
+//! `sim/lora.rs`, faults in `sim/faults.rs` and error envelopes in `sim/error.rs`.
 
 mod anthropic;
 mod error;
 mod faults;
 mod gemini;
+mod kv_events;
 mod lora;
 mod metrics;
 mod openai;
@@ -25,6 +29,7 @@ mod prefix;
 mod reply;
 mod stream;
 mod text;
+mod tokens;
 mod tools;
 
 use std::future::Future;
@@ -44,6 +49,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tower::ServiceExt as _;
 
 pub use faults::{ITL_HEADER, RESET_HEADER, RETRY_AFTER_HEADER, STATUS_HEADER, TTFT_HEADER};
+pub use kv_events::{encode_batch, KvEndpoints, KvEvent, KvEventsArgs, KvPublisher, KvSender, END_SEQ};
 pub use lora::LORA_LOAD_HEADER;
 pub use prefix::PREFIX_HIT_HEADER;
 
@@ -109,6 +115,9 @@ pub struct SimArgs {
     /// How long loading an adapter that is not loaded takes, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub lora_load_ms: u64,
+    /// vLLM KV-cache events over ZMQ (`--kv-events`, `--kv-replay`, ...).
+    #[command(flatten)]
+    pub kv: KvEventsArgs,
 }
 
 impl Default for SimArgs {
@@ -131,6 +140,7 @@ impl Default for SimArgs {
             max_running: 0,
             max_loras: 0,
             lora_load_ms: 0,
+            kv: KvEventsArgs::default(),
         }
     }
 }
@@ -147,18 +157,18 @@ struct SimState {
     /// Loaded LoRA adapters, with `--max-loras`.
     adapters: Option<lora::Adapters>,
     faults: faults::FaultInjector,
+    /// Where prefix-cache events go, with `--kv-events`/`--kv-replay`.
+    kv_events: Option<KvSender>,
     /// Unix time the sim started, reported as the models' `created`.
     started: u64,
     next_id: AtomicU64,
 }
 
 impl SimState {
-    fn new(args: &SimArgs) -> Self {
+    fn new(args: &SimArgs, kv_events: Option<KvSender>) -> Self {
         let names = if args.models.is_empty() { vec![DEFAULT_MODEL.to_owned()] } else { args.models.clone() };
-        let models = names
-            .into_iter()
-            .map(|name| (name, Arc::new(metrics::ModelMetrics::new(args.max_running, args.kv_blocks))))
-            .collect();
+        let counters = || metrics::ModelMetrics::new(args.max_running, args.kv_blocks).with_events(kv_events.clone());
+        let models = names.into_iter().map(|name| (name, Arc::new(counters()))).collect();
         Self {
             models,
             ttft: Duration::from_millis(args.ttft_ms),
@@ -168,6 +178,7 @@ impl SimState {
             adapters: (args.max_loras > 0)
                 .then(|| lora::Adapters::new(args.max_loras, Duration::from_millis(args.lora_load_ms))),
             faults: faults::FaultInjector::new(args),
+            kv_events,
             started: unix_now(),
             next_id: AtomicU64::new(1),
         }
@@ -206,11 +217,17 @@ fn unix_now() -> u64 {
 
 /// Router for the sim (testable with tower oneshot).
 ///
-/// Faults apply to the inference routes only; `/metrics`, `/health`, `/v1/models` and
-/// `/v1/messages/count_tokens` always answer, as a real engine's would while it is
-/// overloaded. Unknown paths get a 404 in the dialect their path suggests.
+/// Faults apply to the inference routes only; `/metrics`, `/health`, `/v1/models`,
+/// `/v1/messages/count_tokens`, `/tokenize` and `/reset_prefix_cache` always answer, as a real
+/// engine's would while it is overloaded. Unknown paths get a 404 in the dialect their path
+/// suggests.
 pub fn router(args: &SimArgs) -> Router {
-    let state = Arc::new(SimState::new(args));
+    router_with_events(args, None)
+}
+
+/// [`router`] whose prefix caches publish their changes to `events` (see [`KvPublisher`]).
+pub fn router_with_events(args: &SimArgs, events: Option<&KvPublisher>) -> Router {
+    let state = Arc::new(SimState::new(args, events.map(KvPublisher::sender)));
     let inference = Router::new()
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
@@ -225,6 +242,8 @@ pub fn router(args: &SimArgs) -> Router {
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/metrics", get(metrics::handler))
         .route("/health", get(|| async { StatusCode::OK }))
+        .route("/tokenize", post(tokens::tokenize))
+        .route("/reset_prefix_cache", post(metrics::reset_prefix_cache))
         .merge(inference)
         .fallback(not_found)
         .with_state(state)
@@ -236,16 +255,31 @@ async fn not_found(uri: axum::http::Uri) -> Response<Body> {
     error::SimError::RouteNotFound(path.to_owned()).render(error::Dialect::of_path(path))
 }
 
-/// Serve until `shutdown` resolves (graceful).
+/// Serve until `shutdown` resolves (graceful), publishing KV-cache events if `args.kv` asks.
 ///
 /// After `shutdown`, the listener closes, idle connections close, and in-flight responses get
 /// up to ten seconds to finish.
+///
+/// # Errors
+/// A `--kv-events`/`--kv-replay` socket cannot be bound.
 pub async fn run(
     args: SimArgs,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(&args);
+    let events = KvPublisher::start(&args.kv).await?;
+    if let Some(endpoints) = events.as_ref().map(KvPublisher::endpoints) {
+        tracing::info!(events = ?endpoints.events, replay = ?endpoints.replay, "sim: publishing KV-cache events");
+    }
+    serve(router_with_events(&args, events.as_ref()), listener, shutdown).await
+}
+
+/// Serve `app` (a [`router`]) on `listener` until `shutdown` resolves, as [`run`] does.
+pub async fn serve(
+    app: Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let endpoint = listener.local_addr().ok().and_then(|addr| HeaderValue::from_str(&addr.to_string()).ok());
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();

@@ -6,16 +6,20 @@
 //! and the `model_name` label follow vLLM. A request is "running" from admission until its
 //! response (streamed or not) is finished or abandoned; the [`RunningGuard`] RAII value keeps
 //! the gauges right even when a client disconnects mid-stream.
+//!
+//! The prefix cache lives here too: each lookup publishes what it stored and evicted as vLLM
+//! KV-cache events (with `--kv-events`), and `POST /reset_prefix_cache` empties it.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::kv_events::{self, KvEvent, KvSender};
 use super::prefix::{PrefixCache, PrefixHit};
 use super::text::FinishReason;
 use super::SimState;
@@ -40,6 +44,8 @@ pub struct ModelMetrics {
     prefix: Mutex<PrefixCache>,
     /// `--max-running` admission limit; `None` admits everything at once.
     limiter: Option<Arc<Semaphore>>,
+    /// Where the prefix cache's changes are published (`--kv-events`/`--kv-replay`).
+    events: Option<KvSender>,
 }
 
 /// Marks one admitted request as running until dropped; holds its KV-cache tokens and its
@@ -71,10 +77,23 @@ impl ModelMetrics {
         }
     }
 
+    /// These counters, publishing the prefix cache's changes to `events`.
+    pub fn with_events(self, events: Option<KvSender>) -> Self {
+        Self { events, ..self }
+    }
+
     /// Looks an admitted request's `prompt` up in the prefix cache (which then holds it) and
     /// counts its `prompt_tokens` as queried, the cached ones as hits.
     pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32) -> PrefixHit {
-        let hit = self.prefix.lock().unwrap_or_else(PoisonError::into_inner).serve(prompt);
+        let hit = {
+            let mut cache = self.prefix.lock().unwrap_or_else(PoisonError::into_inner);
+            let (hit, changes) = cache.serve_tracked(prompt);
+            // Under the lock, so batches go out in the order the cache changed.
+            if let Some(events) = &self.events {
+                events.publish(kv_events::cache_events(prompt, &changes));
+            }
+            hit
+        };
         let queried = u64::from(prompt_tokens);
         self.prefix_queries.fetch_add(queried, Ordering::Relaxed);
         self.prefix_hits.fetch_add(hit.hit_tokens().min(queried), Ordering::Relaxed);
@@ -194,6 +213,20 @@ pub async fn handler(State(state): State<Arc<SimState>>) -> impl IntoResponse {
         adapters.render(&mut page);
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], page)
+}
+
+/// `POST /reset_prefix_cache` (vLLM's): empties every model's prefix cache and publishes
+/// `AllBlocksCleared`. The metrics' counters are kept.
+pub async fn reset_prefix_cache(State(state): State<Arc<SimState>>) -> StatusCode {
+    // All caches locked at once (always in model order, and a lookup holds one at a time), so
+    // no request's blocks land between the clear and its event.
+    let mut caches: Vec<_> =
+        state.models.iter().map(|(_, m)| m.prefix.lock().unwrap_or_else(PoisonError::into_inner)).collect();
+    caches.iter_mut().for_each(|cache| cache.clear());
+    if let Some(events) = &state.kv_events {
+        events.publish(vec![KvEvent::AllBlocksCleared]);
+    }
+    StatusCode::OK
 }
 
 #[cfg(test)]

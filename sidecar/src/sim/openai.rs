@@ -28,6 +28,7 @@ use super::SimState;
 mod chat;
 
 pub use chat::chat;
+pub(super) use chat::{turns as chat_turns, ChatMessage};
 
 #[derive(Debug, Deserialize)]
 pub(super) struct StreamOptions {
@@ -124,6 +125,11 @@ pub(super) fn stop_sequences(stop: &Value) -> Vec<String> {
     }
 }
 
+/// The text of a completion's prompts, one per line: what is answered and cached.
+pub(super) fn completion_prompt(prompts: &[text::PromptInput]) -> String {
+    prompts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n")
+}
+
 pub(super) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, SimError> {
     serde_json::from_slice(body).map_err(|error| SimError::BadRequest(format!("Invalid request body: {error}")))
 }
@@ -157,7 +163,7 @@ pub async fn completions(
     let prompts = text::prompt_inputs(&request.prompt)
         .ok_or_else(|| SimError::BadRequest("prompt must be a string, strings or token ids".into()))?;
     let ask = Ask {
-        prompt: prompts.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n"),
+        prompt: completion_prompt(&prompts),
         max_tokens: request.max_tokens,
         stop: stop_sequences(&request.stop),
         ..Ask::default()

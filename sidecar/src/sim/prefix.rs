@@ -13,6 +13,8 @@
 //! same reason): a held block always has its parent held, and the leading run is what remains.
 //! The cache is apart from the running requests' KV usage (`vllm:kv_cache_usage_perc`): a real
 //! engine evicts cached blocks to make room for running ones; the sim does not model that.
+//! [`PrefixCache::serve_tracked`] also reports the blocks a request newly stored and those it
+//! evicted, which `super::kv_events` publishes as vLLM's KV-cache events.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -70,6 +72,19 @@ pub fn block_hashes(prompt: &str) -> Vec<u64> {
         .collect()
 }
 
+/// What one request changed in the cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheChanges {
+    /// Index, among the prompt's blocks, of the first newly stored block.
+    pub first_stored: usize,
+    /// The hash of the block before the first newly stored one (`None` if that is the first).
+    pub parent: Option<u64>,
+    /// Hashes of the newly stored blocks, first to last (a run of the prompt's blocks).
+    pub stored: Vec<u64>,
+    /// Hashes of the evicted blocks, in eviction order.
+    pub evicted: Vec<u64>,
+}
+
 /// A bounded LRU set of block hashes (the default caches nothing).
 #[derive(Debug, Default)]
 pub struct PrefixCache {
@@ -100,21 +115,40 @@ impl PrefixCache {
     }
 
     /// Looks `prompt` up (longest run of leading blocks held), then holds all its full blocks.
+    #[cfg(test)]
     pub fn serve(&mut self, prompt: &str) -> PrefixHit {
+        self.serve_tracked(prompt).0
+    }
+
+    /// [`PrefixCache::serve`], also reporting the blocks it newly stored and evicted.
+    pub fn serve_tracked(&mut self, prompt: &str) -> (PrefixHit, CacheChanges) {
         let hashes = block_hashes(prompt);
         let hit = hashes.iter().take_while(|hash| self.blocks.contains_key(hash)).count();
         // Last to first: the first block ends up the most recent, so tails are evicted first.
         // A prompt longer than the cache keeps its leading blocks.
-        for &hash in hashes.iter().take(self.capacity).rev() {
+        let held = hashes.len().min(self.capacity);
+        for &hash in hashes[..held].iter().rev() {
             self.touch(hash);
         }
         // Evict after refreshing, so the request's own blocks (the most recent) all stay.
+        let mut evicted = Vec::new();
         while self.blocks.len() > self.capacity {
             let Some((_, oldest)) = self.order.pop_first() else { break };
             self.blocks.remove(&oldest);
+            evicted.push(oldest);
         }
+        // A held block has its parent held, so the blocks after the hit were all new.
+        let stored = hashes.get(hit..held).unwrap_or_default().to_vec();
+        let parent = hit.checked_sub(1).and_then(|before| hashes.get(before).copied());
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        PrefixHit { hit: count(hit), blocks: count(hashes.len()) }
+        let changes = CacheChanges { first_stored: hit, parent, stored, evicted };
+        (PrefixHit { hit: count(hit), blocks: count(hashes.len()) }, changes)
+    }
+
+    /// Drops every block (vLLM's `/reset_prefix_cache`).
+    pub fn clear(&mut self) {
+        self.blocks.clear();
+        self.order.clear();
     }
 
     fn touch(&mut self, hash: u64) {
@@ -215,6 +249,26 @@ mod tests {
         assert_eq!(hit_header(&app, "/v1beta/models/sim-small:generateContent", gemini).await, "2/2");
         let completion = json!({"model": "sim-small", "max_tokens": 1, "prompt": words(500, 20)});
         assert_eq!(hit_header(&app, "/v1/completions", completion).await, "0/1");
+    }
+
+    #[test]
+    fn serve_tracked_reports_new_blocks_and_evictions() {
+        let mut cache = PrefixCache::new(4);
+        let a = block_hashes(&words(0, 48));
+        let (_, first) = cache.serve_tracked(&words(0, 48));
+        assert_eq!(first, CacheChanges { first_stored: 0, parent: None, stored: a.clone(), evicted: vec![] });
+        // 2 more blocks of a's conversation: only they are new, after a's last block.
+        let longer = format!("{} {}", words(0, 48), words(900, 32));
+        let (hit, grown) = cache.serve_tracked(&longer);
+        assert_eq!(hit, PrefixHit { hit: 3, blocks: 5 });
+        // Only 4 fit: the fourth block is stored, the fifth is not; nothing else was held.
+        assert_eq!((grown.first_stored, grown.parent, grown.stored.len()), (3, Some(a[2]), 1));
+        assert!(grown.evicted.is_empty());
+        let (_, other) = cache.serve_tracked(&words(100, 16));
+        assert_eq!(other.evicted, [block_hashes(&longer)[3]]); // the tail goes first
+        cache.clear();
+        assert!(cache.is_empty());
+        assert_eq!(cache.serve_tracked(&words(0, 16)).1.stored, a[..1]);
     }
 
     #[test]

@@ -40,8 +40,9 @@ struct ChatRequest {
     response_format: Value,
 }
 
+/// One chat message: its role and its content (a string or parts).
 #[derive(Debug, Deserialize)]
-struct ChatMessage {
+pub(crate) struct ChatMessage {
     #[serde(default)]
     role: String,
     #[serde(default)]
@@ -64,8 +65,7 @@ struct FunctionDef {
 impl ChatRequest {
     /// The dialect-neutral ask: `role: text` turns, cap, stop, tools and JSON output.
     fn ask(&self) -> (Ask, u32) {
-        let turns: Vec<Turn> =
-            self.messages.iter().map(|m| Turn::new(&m.role, text::message_text(&m.content))).collect();
+        let turns = turns(&self.messages);
         let (prompt, prompt_tokens) = reply::prompt(&turns);
         let tools = self
             .tools
@@ -92,6 +92,11 @@ impl ChatRequest {
         let results: Vec<&str> = turns[turns.len() - trailing..].iter().map(|t| t.text.as_str()).collect();
         (trailing > 0).then(|| results.join(" "))
     }
+}
+
+/// The dialect-neutral turns of chat `messages` (`/tokenize` reads the same prompt from them).
+pub(crate) fn turns(messages: &[ChatMessage]) -> Vec<Turn> {
+    messages.iter().map(|m| Turn::new(&m.role, text::message_text(&m.content))).collect()
 }
 
 /// OpenAI's `tool_choice`: `"none"`, `"auto"`, `"required"` or `{"type":"function",...}`.
