@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Rc<RefCell<Metrics>>,
     /// Keys this VM accepted recently, for the configuration they were accepted under.
     pub(crate) keys: Rc<RefCell<KnownKeys>>,
+    /// The VM's copy of the engines' KV block index (see `kv_feed`).
+    pub(crate) kv: Rc<RefCell<ferrogate_core::kv::KvIndex>>,
 }
 
 /// Where a routed request went.
@@ -100,6 +102,10 @@ pub(crate) struct Stream {
     head_map: Vec<u8>,
     path: std::ops::Range<usize>,
     content_type: Option<std::ops::Range<usize>>,
+    /// Where `x-ferrogate-token-ids` sits in the head, when sent; read at routing.
+    token_ids_span: Option<std::ops::Range<usize>>,
+    /// The prompt's token ids, for `precise_cache_aware` (empty: none sent).
+    token_ids: Vec<u32>,
     request_id: Option<String>,
     /// The id was made here (the client sent none usable), so the upstream must be told.
     request_id_generated: bool,
@@ -159,6 +165,8 @@ impl Stream {
             head_map: Vec::new(),
             path: 0..0,
             content_type: None,
+            token_ids_span: None,
+            token_ids: Vec::new(),
             request_id: None,
             request_id_generated: false,
             present: Present::default(),
@@ -273,10 +281,15 @@ impl Stream {
                         self.set_http_request_header(name, None);
                     }
                 }
+                if p.token_ids {
+                    // Never sent upstream; read when the request is routed.
+                    self.set_http_request_header(ferrogate_core::kv::TOKEN_IDS_HEADER, None);
+                }
                 self.present = p;
                 self.api = Some(api);
                 self.path = head::span_in(&map, head.path.as_bytes());
                 self.content_type = head.content_type.map(|c| head::span_in(&map, c));
+                self.token_ids_span = head.token_ids.map(|t| head::span_in(&map, t));
                 self.head_map = map;
                 // Hold the headers: with allow_on_headers_stop_iteration the body still arrives here.
                 Action::Pause
@@ -312,6 +325,13 @@ impl Stream {
         }
         // Routing is the last use of the client's head.
         let head_map = std::mem::take(&mut self.head_map);
+        if let Some(span) = self.token_ids_span.take() {
+            let value = head_map.get(span).unwrap_or_default();
+            if let Err(e) = ferrogate_core::kv::parse_token_ids(value, &mut self.token_ids) {
+                self.model_requested = requested_model(&body, api);
+                return self.reply_error(&ApiError::bad_request(&e.to_string()));
+            }
+        }
         let path = head_map.get(self.path.clone()).and_then(|p| std::str::from_utf8(p).ok()).unwrap_or_default();
         let ct = self.content_type.take().and_then(|c| head_map.get(c));
         match self.route_balanced(&config, api, (path, ct), &body) {

@@ -7,6 +7,7 @@
 
 mod http;
 mod inflight;
+mod kv_feed;
 mod limits;
 mod limits_feed;
 mod metrics;

@@ -61,6 +61,22 @@ pub(crate) struct Metrics {
     cut: [u64; 2],
     /// Attempts abandoned for a retry since the last tick (`ferrogate.retries`).
     retries: u64,
+    /// `precise_cache_aware` decisions since the last tick: hit, miss, neutral, tokenize
+    /// fallback (`ferrogate.kv_decisions.<outcome>`).
+    kv: [u64; 4],
+}
+
+/// How a `precise_cache_aware` pick went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KvDecision {
+    /// Some endpoint held a leading run of the request's blocks.
+    Hit,
+    /// Token ids known, no endpoint held the first block.
+    Miss,
+    /// No token ids, or no connected endpoint with events: the approximate strategy decided.
+    Neutral,
+    /// `kv_tokenize` failed or was too slow: the approximate strategy decided.
+    TokenizeFallback,
 }
 
 impl Metrics {
@@ -105,6 +121,14 @@ impl Metrics {
         }
     }
 
+    /// Counts a `precise_cache_aware` decision.
+    pub(crate) fn kv_decision(&mut self, d: KvDecision) {
+        let i = d as usize;
+        if let Some(n) = self.kv.get_mut(i) {
+            *n += 1;
+        }
+    }
+
     /// Counts an attempt the host abandoned to retry elsewhere.
     pub(crate) fn retried(&mut self) {
         self.retries += 1;
@@ -145,6 +169,10 @@ impl Metrics {
         let cut = std::mem::take(&mut self.cut);
         for (reason, n) in ["tokens", "usd"].into_iter().zip(cut) {
             self.count(&format!("ferrogate.limit_cut.{reason}"), n);
+        }
+        let kv = std::mem::take(&mut self.kv);
+        for (outcome, n) in ["hit", "miss", "neutral", "tokenize_fallback"].into_iter().zip(kv) {
+            self.count(&format!("ferrogate.kv_decisions.{outcome}"), n);
         }
         for t in std::mem::take(&mut self.tallies) {
             let (model, provider) = (segment(&t.model), segment(&t.provider));

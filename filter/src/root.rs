@@ -12,6 +12,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
 use crate::http::{KnownKeys, Shared, Stream};
+use crate::kv_feed::KvPoll;
 use crate::limits_feed::LimitsFeed;
 use crate::metrics::Metrics;
 use crate::routing::RoutingCell;
@@ -31,6 +32,7 @@ pub(crate) struct Root {
     feed: SnapshotFeed,
     limits: LimitsFeed,
     targets: TargetsFeed,
+    kv: KvPoll,
 }
 
 impl Default for Root {
@@ -45,6 +47,7 @@ impl Default for Root {
             outbox: Rc::new(RefCell::new(Outbox::default())),
             metrics: Rc::new(RefCell::new(Metrics::default())),
             keys: Rc::new(RefCell::new(KnownKeys::default())),
+            kv: Rc::new(RefCell::new(ferrogate_core::kv::KvIndex::default())),
         };
         Self {
             shared,
@@ -52,6 +55,7 @@ impl Default for Root {
             feed: SnapshotFeed::default(),
             limits: LimitsFeed::default(),
             targets: TargetsFeed::default(),
+            kv: KvPoll::default(),
         }
     }
 }
@@ -90,6 +94,11 @@ impl Context for Root {
             let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
             self.feed.on_response(token_id, status, body, &self.shared.active);
             self.refresh_routing();
+            return;
+        }
+        if self.kv.is_waiting_for(token_id) {
+            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            self.kv.on_response(status, body, &self.shared.kv);
             return;
         }
         if self.targets.is_waiting_for(token_id) {
@@ -158,6 +167,9 @@ impl RootContext for Root {
             self.targets.on_tick(now_ns, sidecar, &self.shared.routing);
             if self.cross_replica_limits() {
                 self.limits.on_tick(now_ns, sidecar);
+            }
+            if self.shared.active.borrow().as_deref().is_some_and(crate::kv_feed::wanted) {
+                self.kv.on_tick(sidecar, &self.shared.kv);
             }
         }
         self.sink.on_tick(sidecar.as_ref());

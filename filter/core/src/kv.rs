@@ -49,3 +49,25 @@ impl Tier {
         }
     }
 }
+
+/// Scores the slots of model `model` (its pool's endpoints, in order) for a request with
+/// `tokens` under adapter `lora`, into `out`; `None` when the model does not route by KV
+/// events (another strategy, or no pool with KV settings).
+pub fn score_model(
+    config: &crate::config::Config,
+    model: usize,
+    index: &KvIndex,
+    tokens: &[u32],
+    lora: Option<&str>,
+    out: &mut Vec<u32>,
+) -> Option<Score> {
+    let m = config.models.get(model)?;
+    if m.strategy != crate::balance::StrategyKind::PreciseCacheAware {
+        return None;
+    }
+    let [target] = m.targets.as_slice() else { return None };
+    let provider = config.providers.get(target.provider)?;
+    let kv = provider.kv.as_ref()?;
+    let seed = chain_seed(&provider.name, lora);
+    Some(index.score(&provider.name, &provider.endpoints, block_keys(seed, tokens, kv.block_size), out))
+}

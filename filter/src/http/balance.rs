@@ -13,6 +13,8 @@ use ferrogate_core::route::{route_request_with, Api, Choose, Rotation, RouteDeci
 
 use super::Stream;
 use crate::inflight;
+use crate::metrics::KvDecision;
+use ferrogate_core::kv::{score_model, KvIndex, Score};
 use crate::prefix_table::SharedPrefixTable;
 use crate::routing::next_random;
 
@@ -37,6 +39,30 @@ struct Chooser<'a> {
     now_ms: u64,
     counts: Vec<u32>,
     picked: Option<Pick>,
+    /// The request's token ids and the VM's KV index, for `precise_cache_aware`.
+    kv: (&'a [u32], &'a KvIndex),
+    /// Per slot, the KV score of the request (kept to avoid allocating per pick).
+    scores: Vec<u32>,
+    /// How the `precise_cache_aware` pick went, when the model has that strategy.
+    kv_decision: Option<KvDecision>,
+}
+
+impl Chooser<'_> {
+    /// Scores model `model`'s slots by the KV index into `scores`, when it routes by KV events.
+    fn kv_scores(&mut self, config: &Config, model: usize, lora: Option<&str>) -> bool {
+        let (tokens, index) = self.kv;
+        if config.models.get(model).map(|m| m.strategy) != Some(ferrogate_core::balance::StrategyKind::PreciseCacheAware) {
+            return false;
+        }
+        let score = if tokens.is_empty() { None } else { score_model(config, model, index, tokens, lora, &mut self.scores) };
+        let decision = match score {
+            Some(Score::Hit(_)) => KvDecision::Hit,
+            Some(Score::Miss) => KvDecision::Miss,
+            Some(Score::Neutral) | None => KvDecision::Neutral,
+        };
+        self.kv_decision = Some(decision);
+        decision == KvDecision::Hit
+    }
 }
 
 impl Choose for Chooser<'_> {
@@ -53,7 +79,11 @@ impl Choose for Chooser<'_> {
         }
         let excluded = Stream::excluded(self.tried, config, model, slots);
         // The LoRA adapter is the routed model's (a fallback is another model), from the config.
-        let request = Request { adapter: self.routing.adapter(config, model), ..self.request };
+        let mut request = Request { adapter: self.routing.adapter(config, model), ..self.request };
+        let scored = self.kv_scores(config, model, request.adapter);
+        if scored {
+            request.kv = Some(&self.scores);
+        }
         let p = self.routing.pick_excluding(config, model, &request, &self.counts, self.now_ms, &excluded)?;
         if let Some(key) = &key {
             inflight::add(key, fingerprint, slots, p.slot, 1);
@@ -89,13 +119,28 @@ impl Stream {
             random,
             prefixes: Some(&SharedPrefixTable),
             adapter: None, // per model: see `Chooser::target`
+            kv: None,      // per model too
         };
         let now_ms = self.started_ns / 1_000_000;
         let tried = std::mem::take(&mut self.attempt.tried);
-        let mut chooser =
-            Chooser { routing: &mut routing, tried: &tried, request, now_ms, counts: Vec::new(), picked: None };
+        let index = self.shared.kv.clone();
+        let index = index.borrow();
+        let mut chooser = Chooser {
+            routing: &mut routing,
+            tried: &tried,
+            request,
+            now_ms,
+            counts: Vec::new(),
+            picked: None,
+            kv: (&self.token_ids, &index),
+            scores: Vec::new(),
+            kv_decision: None,
+        };
         let result = route_request_with(config, self.caller, api, path, content_type, body, &mut chooser);
         self.pick = chooser.picked.take();
+        if let Some(decision) = chooser.kv_decision {
+            self.shared.metrics.borrow_mut().kv_decision(decision);
+        }
         self.attempt.tried = tried;
         if let (Ok(d), Some(pick)) = (&result, &self.pick) {
             self.attempt.upstream = Some((d.provider_index, d.endpoint_index));

@@ -23,6 +23,8 @@ pub(super) struct Head<'a> {
     pub(super) tried: Option<&'a str>,
     /// `x-ferrogate-attempt` (trusted only under `host_failover`).
     pub(super) attempt: Option<u32>,
+    /// `x-ferrogate-token-ids`: the prompt's token ids, for `precise_cache_aware`.
+    pub(super) token_ids: Option<&'a [u8]>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
     /// endpoint picks): removed or overwritten only when present, saving hostcalls.
     pub(super) present: Present,
@@ -36,6 +38,7 @@ pub(super) struct Present {
     pub(super) x_goog_api_key: bool,
     pub(super) transfer_encoding: bool,
     pub(super) destination_endpoint: bool,
+    pub(super) token_ids: bool,
 }
 
 impl<'a> Head<'a> {
@@ -66,6 +69,10 @@ impl<'a> Head<'a> {
                 b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"transfer-encoding" => head.present.transfer_encoding = true,
+                b"x-ferrogate-token-ids" => {
+                    head.present.token_ids = true;
+                    head.token_ids.get_or_insert(value);
+                }
                 name if name == DESTINATION_ENDPOINT.as_bytes() => head.present.destination_endpoint = true,
                 _ => {}
             }

@@ -86,6 +86,9 @@ pub struct Request<'a> {
     pub prefixes: Option<&'a dyn PrefixTable>,
     /// The LoRA adapter asked for, for `lora_aware` ([`Routing::adapter`]).
     pub adapter: Option<&'a str>,
+    /// Per slot, the KV-event score of the request's blocks, for `precise_cache_aware`
+    /// ([`crate::kv::KvIndex::score`]).
+    pub kv: Option<&'a [u32]>,
 }
 
 /// The result of [`Routing::pick`].
@@ -200,6 +203,7 @@ impl Routing {
             random: req.random,
             adapter: req.adapter,
             shared: req.prefixes.map(|table| SharedPrefixes { table, seed: m.fingerprint }),
+            kv: req.kv,
             ..PickContext::default()
         };
         let slot = m.balancer.pick(&ctx, &self.eligible)?;
