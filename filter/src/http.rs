@@ -21,6 +21,7 @@ mod known_keys;
 mod reply;
 mod report;
 mod response;
+mod tokenize;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -106,6 +107,8 @@ pub(crate) struct Stream {
     token_ids_span: Option<std::ops::Range<usize>>,
     /// The prompt's token ids, for `precise_cache_aware` (empty: none sent).
     token_ids: Vec<u32>,
+    /// The `kv_tokenize` call, when one was made.
+    tokenize: Option<tokenize::Tokenize>,
     request_id: Option<String>,
     /// The id was made here (the client sent none usable), so the upstream must be told.
     request_id_generated: bool,
@@ -167,6 +170,7 @@ impl Stream {
             content_type: None,
             token_ids_span: None,
             token_ids: Vec::new(),
+            tokenize: None,
             request_id: None,
             request_id_generated: false,
             present: Present::default(),
@@ -323,6 +327,10 @@ impl Stream {
         if api == Api::CountTokens {
             return self.count_tokens(&config, &body);
         }
+        if self.token_ids_span.is_none() && self.start_tokenize(&config, api, &body) {
+            self.api = Some(api); // Routed when the ids arrive.
+            return Action::Pause;
+        }
         // Routing is the last use of the client's head.
         let head_map = std::mem::take(&mut self.head_map);
         if let Some(span) = self.token_ids_span.take() {
@@ -392,7 +400,11 @@ impl Stream {
     }
 }
 
-impl Context for Stream {}
+impl Context for Stream {
+    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
+        self.on_tokenized(token_id, num_headers, body_size);
+    }
+}
 
 impl HttpContext for Stream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {

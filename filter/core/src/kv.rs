@@ -17,6 +17,7 @@ pub mod feed;
 pub mod index;
 pub mod keys;
 pub mod token_ids;
+pub mod tokenize;
 
 pub use feed::{FeedError, KvFeed, KvOp};
 pub use index::{KvIndex, Score};

@@ -14,9 +14,9 @@ use ferrogate_core::route::{route_request_with, Api, Choose, Rotation, RouteDeci
 use super::Stream;
 use crate::inflight;
 use crate::metrics::KvDecision;
-use ferrogate_core::kv::{score_model, KvIndex, Score};
 use crate::prefix_table::SharedPrefixTable;
 use crate::routing::next_random;
+use ferrogate_core::kv::{score_model, KvIndex, Score};
 
 /// A request counted in flight on a slot of a model.
 pub(crate) struct Pick {
@@ -45,20 +45,27 @@ struct Chooser<'a> {
     scores: Vec<u32>,
     /// How the `precise_cache_aware` pick went, when the model has that strategy.
     kv_decision: Option<KvDecision>,
+    /// The request's `kv_tokenize` call failed.
+    tokenize_failed: bool,
 }
 
 impl Chooser<'_> {
     /// Scores model `model`'s slots by the KV index into `scores`, when it routes by KV events.
     fn kv_scores(&mut self, config: &Config, model: usize, lora: Option<&str>) -> bool {
         let (tokens, index) = self.kv;
-        if config.models.get(model).map(|m| m.strategy) != Some(ferrogate_core::balance::StrategyKind::PreciseCacheAware) {
+        if config.models.get(model).map(|m| m.strategy)
+            != Some(ferrogate_core::balance::StrategyKind::PreciseCacheAware)
+        {
             return false;
         }
-        let score = if tokens.is_empty() { None } else { score_model(config, model, index, tokens, lora, &mut self.scores) };
+        let score =
+            if tokens.is_empty() { None } else { score_model(config, model, index, tokens, lora, &mut self.scores) };
         let decision = match score {
             Some(Score::Hit(_)) => KvDecision::Hit,
             Some(Score::Miss) => KvDecision::Miss,
-            Some(Score::Neutral) | None => KvDecision::Neutral,
+            Some(Score::Neutral) => KvDecision::Neutral,
+            None if self.tokenize_failed => KvDecision::TokenizeFallback,
+            None => KvDecision::Neutral,
         };
         self.kv_decision = Some(decision);
         decision == KvDecision::Hit
@@ -135,6 +142,7 @@ impl Stream {
             kv: (&self.token_ids, &index),
             scores: Vec::new(),
             kv_decision: None,
+            tokenize_failed: self.tokenize == Some(super::tokenize::Tokenize::Failed),
         };
         let result = route_request_with(config, self.caller, api, path, content_type, body, &mut chooser);
         self.pick = chooser.picked.take();
