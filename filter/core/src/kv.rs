@@ -7,12 +7,15 @@
 //!   computes these keys from the token ids an event carries, and the filter computes the
 //!   same keys from the request's token ids.
 //! - [`token_ids`]: the `x-ferrogate-token-ids` request header.
+//! - `events` (feature `events`, the sidecar's): vLLM's KV-event payloads.
 //! - [`feed`]: the `GET /v1/kv` answer by which the sidecar hands its index to the filter —
 //!   changes since a generation, or everything after a reset.
 //! - [`index`]: the filter's copy of that index, and the score of each endpoint for a request
 //!   (the longest run of leading blocks it holds; a GPU block counts [`GPU_WEIGHT`], a block
 //!   held only in CPU memory [`CPU_WEIGHT`]).
 
+#[cfg(feature = "events")]
+pub mod events;
 pub mod feed;
 pub mod index;
 pub mod keys;

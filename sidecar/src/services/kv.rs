@@ -4,7 +4,8 @@
 //!
 //! The layout — every provider whose endpoints name `kv_events`, with its block size, topic
 //! and bound — comes from the served snapshot. One consumer per publishing endpoint
-//! ([`zmq`]) subscribes, orders batches by sequence ([`stream`]), decodes them ([`decode`])
+//! ([`zmq`]) subscribes, orders batches by sequence ([`stream`]), decodes them
+//! ([`ferrogate_core::kv::events`])
 //! and applies them to its provider's index ([`index`]). Every change to an index is logged
 //! as a feed operation with a generation number; the feed answers the changes since the
 //! reader's generation, or everything (a reset) when the reader is of another epoch or
@@ -22,14 +23,13 @@ use tokio::sync::watch;
 
 use super::snapshot::{Served, Snapshots};
 
-pub mod decode;
 pub mod index;
 mod layout;
 pub mod report;
 pub mod stream;
 pub mod zmq;
 
-use decode::Event;
+use ferrogate_core::kv::events::{self as decode, Event};
 use index::ProviderIndex;
 pub use layout::{Layout, PoolLayout};
 use stream::{Sequence, Step};

@@ -13,7 +13,7 @@ use ferrogate_core::balance::lru::Lru;
 use ferrogate_core::kv::keys::{block_key, chain_seed, extra_seed};
 use ferrogate_core::kv::{KvOp, Tier};
 
-use super::decode::Stored;
+use ferrogate_core::kv::events::Stored;
 
 /// Which endpoints hold a block (one bit per endpoint of the provider).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

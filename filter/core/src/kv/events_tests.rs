@@ -5,7 +5,7 @@ use super::*;
 use serde_json::{json, Value as Json};
 
 fn fixtures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/kv-events")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/kv-events")
 }
 
 /// A decoded batch in the normalized form `expected.json` uses.

@@ -11,7 +11,7 @@
 //! - unknown keys, trailing positions and unknown event types are skipped (counted), never an
 //!   error for the batch.
 
-use ferrogate_core::kv::Tier;
+use super::Tier;
 use rmpv::Value;
 
 /// Deepest nesting read (vLLM's payloads nest four levels; extra keys a few more).
@@ -237,5 +237,5 @@ fn extra_keys(v: Option<&Value>) -> Vec<Option<Vec<u8>>> {
 }
 
 #[cfg(test)]
-#[path = "decode_tests.rs"]
+#[path = "events_tests.rs"]
 mod tests;
