@@ -49,6 +49,12 @@ pub fn operations() -> Vec<Operation> {
         ),
         op(
             "get",
+            "/api/v1/kv",
+            "Every KV-event stream: connected, last sequence, blocks held, last event age, gaps, replays, restarts",
+            false,
+        ),
+        op(
+            "get",
             "/api/v1/config/problems",
             "Rows dropped from the served snapshot; why the latest change was rejected",
             false,
