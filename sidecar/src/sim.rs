@@ -48,7 +48,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tower::ServiceExt as _;
 
-pub use faults::{ITL_HEADER, RESET_HEADER, RETRY_AFTER_HEADER, STATUS_HEADER, TTFT_HEADER};
+pub use faults::{ITL_HEADER, KV_DROP_HEADER, RESET_HEADER, RETRY_AFTER_HEADER, STATUS_HEADER, TTFT_HEADER};
 pub use kv_events::{encode_batch, KvEndpoints, KvEvent, KvEventsArgs, KvPublisher, KvSender, END_SEQ};
 pub use lora::LORA_LOAD_HEADER;
 pub use prefix::PREFIX_HIT_HEADER;
@@ -258,7 +258,8 @@ async fn not_found(uri: axum::http::Uri) -> Response<Body> {
 /// Serve until `shutdown` resolves (graceful), publishing KV-cache events if `args.kv` asks.
 ///
 /// After `shutdown`, the listener closes, idle connections close, and in-flight responses get
-/// up to ten seconds to finish.
+/// up to ten seconds to finish; then the KV-event publisher stops and its sockets close. When
+/// `run` returns, the listener's and the sockets' addresses can be bound again.
 ///
 /// # Errors
 /// A `--kv-events`/`--kv-replay` socket cannot be bound.
@@ -271,7 +272,13 @@ pub async fn run(
     if let Some(endpoints) = events.as_ref().map(KvPublisher::endpoints) {
         tracing::info!(events = ?endpoints.events, replay = ?endpoints.replay, "sim: publishing KV-cache events");
     }
-    serve(router_with_events(&args, events.as_ref()), listener, shutdown).await
+    let served = serve(router_with_events(&args, events.as_ref()), listener, shutdown).await;
+    // Handlers still finishing past the grace period may hold senders: stop the publisher
+    // explicitly, so its sockets are closed (their addresses free) when `run` returns.
+    if let Some(events) = events {
+        events.shutdown().await;
+    }
+    served
 }
 
 /// Serve `app` (a [`router`]) on `listener` until `shutdown` resolves, as [`run`] does.

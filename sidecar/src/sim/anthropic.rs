@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{Dialect, SimError};
-use super::faults::ExtraDelay;
+use super::faults::{self, ExtraDelay};
 use super::prefix::with_header;
 use super::reply::{self, Ask, Ending, Reply, Turn};
 use super::stream::{finish_plain, frames_response, Timing};
@@ -189,7 +189,7 @@ async fn serve(
     };
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(input_tokens).await;
-    let hit = counters.prefix_lookup(&ask.prompt, input_tokens);
+    let hit = counters.prefix_lookup(&ask.prompt, input_tokens, faults::kv_drop(headers));
     if request.stream {
         let frames = stream::frames(&answer);
         return Ok(with_header(frames_response(timing, frames, guard, reason, "text/event-stream"), hit));

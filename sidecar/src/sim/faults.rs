@@ -5,6 +5,8 @@
 //! faults. Tests can force behaviour per request with headers: `x-sim-reset: 1`,
 //! `x-sim-status: <code>`, `x-sim-ttft-ms`, `x-sim-itl-ms`. Injected 429s carry `Retry-After:
 //! <--retry-after-secs>`; `x-sim-retry-after: <secs>` sets it on an injected 429 or 503.
+//! `x-sim-kv-drop: 1` withholds the request's KV-cache event batch from the PUB socket (a
+//! message ZMQ dropped; see `super::kv_events`).
 //!
 //! A reset must look like a dead upstream: the TCP connection closes with no HTTP response.
 //! The middleware here answers with a response carrying a [`ConnectionReset`] extension (and a
@@ -27,6 +29,10 @@ use super::{SimArgs, SimState};
 
 /// Header forcing a connection reset (`1` or `true`).
 pub const RESET_HEADER: &str = "x-sim-reset";
+/// Header withholding the KV-cache event batch of a request's prefix-cache changes from the
+/// PUB socket (`1` or `true`): the batch is numbered and kept for replay but not sent, as when
+/// ZMQ drops a message at its high-water mark, so subscribers see a gap in the sequence.
+pub const KV_DROP_HEADER: &str = "x-sim-kv-drop";
 /// Header forcing an error status (400..=599).
 pub const STATUS_HEADER: &str = "x-sim-status";
 /// Header overriding `--ttft-ms` for one request.
@@ -95,7 +101,7 @@ impl FaultInjector {
         // Always draw, even when a header decides, so the RNG sequence depends only on the
         // number of requests and stays reproducible.
         let drawn = self.roll();
-        if header_str(headers, RESET_HEADER).is_some_and(|v| v == "1" || v == "true") {
+        if header_flag(headers, RESET_HEADER) {
             return Ok(Some(Fault::Reset));
         }
         if let Some(value) = header_str(headers, STATUS_HEADER) {
@@ -158,6 +164,16 @@ fn forced_status(value: &str) -> Result<StatusCode, SimError> {
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
+/// Whether a switch header such as `x-sim-reset` is on (`1` or `true`; anything else is off).
+fn header_flag(headers: &HeaderMap, name: &str) -> bool {
+    header_str(headers, name).is_some_and(|v| v == "1" || v == "true")
+}
+
+/// Whether the request asks for its KV-cache event batch to be dropped ([`KV_DROP_HEADER`]).
+pub fn kv_drop(headers: &HeaderMap) -> bool {
+    header_flag(headers, KV_DROP_HEADER)
 }
 
 /// A count header such as `x-sim-stream-end-after`; absent → `None`, malformed → 400.
@@ -277,6 +293,11 @@ mod tests {
         assert_eq!(inj.decide(&headers).unwrap(), Some(Fault::Reset));
         headers.insert(TTFT_HEADER, HeaderValue::from_static("x"));
         assert!(header_ms(&headers, TTFT_HEADER).is_err());
+        assert!(!kv_drop(&headers));
+        for (value, on) in [("1", true), ("true", true), ("0", false), ("yes", false)] {
+            headers.insert(KV_DROP_HEADER, HeaderValue::from_static(value));
+            assert_eq!(kv_drop(&headers), on, "{value}");
+        }
         assert_eq!(header_ms(&headers, ITL_HEADER).unwrap(), None);
     }
 }

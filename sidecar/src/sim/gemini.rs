@@ -21,7 +21,7 @@ use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::error::{Dialect, SimError};
-use super::faults::ExtraDelay;
+use super::faults::{self, ExtraDelay};
 use super::prefix::with_header;
 use super::reply::{self, Ending, Reply};
 use super::stream::{finish_plain, frames_response, Frame, Timing};
@@ -144,7 +144,7 @@ async fn serve(
     };
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(prompt_tokens).await;
-    let hit = counters.prefix_lookup(&ask.prompt, prompt_tokens);
+    let hit = counters.prefix_lookup(&ask.prompt, prompt_tokens, faults::kv_drop(headers));
     if delivery == Delivery::Plain {
         finish_plain(timing, answer.reply.tokens(), guard, reason).await;
         return Ok(with_header(Json(answer.body()).into_response(), hit));

@@ -10,10 +10,17 @@
 //! `[topic, seq (8 bytes big-endian), payload]`, `seq` counting batches from 0.
 //!
 //! Request handlers only queue batches (an unbounded channel, never blocking); one task owns
-//! the PUB socket, numbers and sends them and keeps the last [`REPLAY_BUFFER`]. The ROUTER
-//! socket (`--kv-replay`) takes `[identity, "", start_seq]` and answers every buffered batch
+//! the PUB socket, numbers and sends them and keeps the last [`REPLAY_BUFFER`]. A batch queued
+//! with [`KvSender::publish_dropped`] (`x-sim-kv-drop`) is numbered and kept but not sent, as
+//! if ZMQ had dropped it at its high-water mark. The ROUTER socket (`--kv-replay`, in
+//! `kv_events/replay.rs`) takes `[identity, "", start_seq]` and answers every buffered batch
 //! with `seq >= start_seq` as `[identity, "", topic, seq, payload]`, then the end marker
 //! `[identity, "", "", 0xFFFFFFFFFFFFFFFF, ""]` (vLLM sends an empty topic frame there).
+//!
+//! [`KvPublisher::shutdown`] stops the task and closes both sockets, so their addresses can be
+//! bound again at once (a restarted engine).
+
+mod replay;
 
 use std::collections::VecDeque;
 use std::io;
@@ -24,11 +31,12 @@ use bytes::Bytes;
 use rmpv::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage, ZmqResult};
+use zeromq::{PubSocket, Socket, SocketSend, ZmqMessage};
 
 use super::metrics::BLOCK_TOKENS;
 use super::prefix::CacheChanges;
 use super::tokens::token_ids;
+use replay::Replay;
 
 /// Batches kept for replay (vLLM's default `buffer_steps`).
 pub const REPLAY_BUFFER: usize = 10_000;
@@ -144,14 +152,34 @@ pub fn cache_events(prompt: &str, changes: &CacheChanges) -> Vec<KvEvent> {
     events
 }
 
+/// What the publisher task is asked to do.
+#[derive(Debug)]
+enum Command {
+    /// Number and keep a batch; send it on the PUB socket when `live`.
+    Batch { events: Vec<KvEvent>, live: bool },
+    /// Stop and close the sockets (commands queued before are handled first).
+    Stop,
+}
+
 /// Queues batches for the publisher task; cheap to clone, never blocks.
 #[derive(Clone, Debug)]
-pub struct KvSender(mpsc::UnboundedSender<Vec<KvEvent>>);
+pub struct KvSender(mpsc::UnboundedSender<Command>);
 
 impl KvSender {
     /// Queues `events` as one batch (nothing when empty).
     pub fn publish(&self, events: Vec<KvEvent>) {
-        if !events.is_empty() && self.0.send(events).is_err() {
+        self.queue(events, true);
+    }
+
+    /// Queues `events` as one batch that is numbered and kept for replay but not sent on the
+    /// PUB socket, as if ZMQ had dropped it at its high-water mark (`x-sim-kv-drop`): the next
+    /// batch sent shows the gap. Nothing when empty.
+    pub fn publish_dropped(&self, events: Vec<KvEvent>) {
+        self.queue(events, false);
+    }
+
+    fn queue(&self, events: Vec<KvEvent>, live: bool) {
+        if !events.is_empty() && self.0.send(Command::Batch { events, live }).is_err() {
             tracing::debug!("sim: the KV-event publisher has stopped; batch dropped");
         }
     }
@@ -166,12 +194,14 @@ pub struct KvEndpoints {
     pub replay: Option<String>,
 }
 
-/// A running KV-event publisher: bound sockets and the task that owns them. The task ends
-/// when every [`KvSender`] (this handle's and the router's) is dropped.
+/// A running KV-event publisher: bound sockets and the task that owns them. The task ends on
+/// [`KvPublisher::shutdown`], or once every [`KvSender`] (this handle's and the router's) is
+/// dropped; either way it closes both sockets.
 #[derive(Debug)]
 pub struct KvPublisher {
     sender: KvSender,
     endpoints: KvEndpoints,
+    task: JoinHandle<()>,
 }
 
 impl KvPublisher {
@@ -195,14 +225,23 @@ impl KvPublisher {
         let topic = Bytes::from(args.kv_topic.clone().into_bytes());
         let mut replay = None;
         if let Some(addr) = &args.kv_replay {
-            let mut router = RouterSocket::new();
-            endpoints.replay = Some(bind(&mut router, "--kv-replay", addr).await?);
-            replay = Some(tokio::spawn(serve_replay(router, Arc::clone(&buffer), topic.clone())));
+            match Replay::start(addr, Arc::clone(&buffer), topic.clone()).await {
+                Ok((service, endpoint)) => {
+                    endpoints.replay = Some(endpoint);
+                    replay = Some(service);
+                }
+                Err(error) => {
+                    if let Some(socket) = socket {
+                        close("--kv-events", socket).await;
+                    }
+                    return Err(error);
+                }
+            }
         }
-        let (sender, batches) = mpsc::unbounded_channel();
+        let (sender, commands) = mpsc::unbounded_channel();
         let publisher = Publisher { socket, buffer, topic, positional: args.kv_positional, replay };
-        tokio::spawn(publisher.run(batches));
-        Ok(Some(Self { sender: KvSender(sender), endpoints }))
+        let task = tokio::spawn(publisher.run(commands));
+        Ok(Some(Self { sender: KvSender(sender), endpoints, task }))
     }
 
     /// Where the sockets are bound.
@@ -213,6 +252,17 @@ impl KvPublisher {
     /// A handle that queues batches.
     pub fn sender(&self) -> KvSender {
         self.sender.clone()
+    }
+
+    /// Stops the publisher: batches queued before are still numbered, kept and sent, later
+    /// ones are dropped. Returns once both sockets are closed, so their addresses can be
+    /// bound again right away.
+    pub async fn shutdown(self) {
+        // Fails only when the task has ended already; awaiting it then returns at once.
+        let _ = self.sender.0.send(Command::Stop);
+        if let Err(error) = self.task.await {
+            tracing::warn!(%error, "sim: the KV-event publisher task failed");
+        }
     }
 }
 
@@ -225,6 +275,13 @@ async fn bind<S: Socket>(socket: &mut S, flag: &str, addr: &str) -> io::Result<S
     }
 }
 
+/// Closes `socket`, returning once its bound addresses are released.
+async fn close<S: Socket>(flag: &str, socket: S) {
+    for error in socket.close().await {
+        tracing::debug!(%error, flag, "sim: error while closing a KV-event socket");
+    }
+}
+
 /// The last [`REPLAY_BUFFER`] batches as `(seq, payload)`, oldest first.
 type Buffer = Arc<Mutex<VecDeque<(u64, Bytes)>>>;
 
@@ -234,31 +291,40 @@ struct Publisher {
     buffer: Buffer,
     topic: Bytes,
     positional: bool,
-    replay: Option<JoinHandle<()>>,
+    replay: Option<Replay>,
 }
 
 impl Publisher {
-    /// Numbers, encodes, sends and keeps every batch until the senders are gone; then stops
-    /// the replay service too.
-    async fn run(mut self, mut batches: mpsc::UnboundedReceiver<Vec<KvEvent>>) {
+    /// Numbers, encodes, keeps and (unless dropped) sends every batch until told to stop or
+    /// every sender is gone; then closes the PUB socket and stops the replay service.
+    async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut seq = 0u64;
-        while let Some(events) = batches.recv().await {
+        while let Some(Command::Batch { events, live }) = commands.recv().await {
             let payload = Bytes::from(encode_batch(unix_seconds(), &events, self.positional));
-            if let Some(socket) = &mut self.socket {
-                let frames = message(self.topic.clone(), [seq_frame(seq), payload.clone()]);
-                if let Err(error) = socket.send(frames).await {
-                    tracing::warn!(%error, seq, "sim: KV-event batch not sent");
-                }
+            // Kept first, so a subscriber that sees a batch can always replay it.
+            self.keep(seq, payload.clone());
+            if live {
+                self.send(seq, payload).await;
             }
-            self.keep(seq, payload);
             seq += 1;
         }
+        if let Some(socket) = self.socket.take() {
+            close("--kv-events", socket).await;
+        }
         if let Some(replay) = self.replay.take() {
-            replay.abort();
+            replay.stop().await;
         }
     }
 
-    /// Buffers a sent batch for replay, dropping the oldest beyond [`REPLAY_BUFFER`].
+    /// Sends a batch on the PUB socket, if there is one.
+    async fn send(&mut self, seq: u64, payload: Bytes) {
+        let Some(socket) = &mut self.socket else { return };
+        if let Err(error) = socket.send(message(self.topic.clone(), [seq_frame(seq), payload])).await {
+            tracing::warn!(%error, seq, "sim: KV-event batch not sent");
+        }
+    }
+
+    /// Buffers a batch for replay, dropping the oldest beyond [`REPLAY_BUFFER`].
     fn keep(&self, seq: u64, payload: Bytes) {
         let mut buffer = self.buffer.lock().unwrap_or_else(PoisonError::into_inner);
         if buffer.len() == REPLAY_BUFFER {
@@ -266,59 +332,6 @@ impl Publisher {
         }
         buffer.push_back((seq, payload));
     }
-}
-
-/// Answers replay requests until the socket fails (or the publisher aborts the task).
-async fn serve_replay(mut socket: RouterSocket, buffer: Buffer, topic: Bytes) {
-    loop {
-        let request = match socket.recv().await {
-            Ok(request) => request,
-            Err(error) => {
-                tracing::warn!(%error, "sim: the KV replay socket failed; replay stopped");
-                return;
-            }
-        };
-        let Some((identity, start)) = replay_request(request) else { continue };
-        let batches = since(&buffer, start);
-        if let Err(error) = answer_replay(&mut socket, identity, &topic, batches).await {
-            tracing::debug!(%error, "sim: KV replay answer not delivered");
-        }
-    }
-}
-
-/// `(identity, start_seq)` of a ROUTER-received `[identity, "", start_seq (8 bytes)]`.
-fn replay_request(request: ZmqMessage) -> Option<(Bytes, u64)> {
-    let frames = request.into_vec();
-    let start = match frames.as_slice() {
-        [_, _, start] => <[u8; 8]>::try_from(start.as_ref()).ok(),
-        _ => None,
-    };
-    match (frames.into_iter().next(), start) {
-        (Some(identity), Some(start)) => Some((identity, u64::from_be_bytes(start))),
-        _ => {
-            tracing::debug!("sim: malformed KV replay request ignored");
-            None
-        }
-    }
-}
-
-/// The buffered batches with `seq >= start`.
-fn since(buffer: &Buffer, start: u64) -> Vec<(u64, Bytes)> {
-    let buffer = buffer.lock().unwrap_or_else(PoisonError::into_inner);
-    buffer.iter().filter(|(seq, _)| *seq >= start).cloned().collect()
-}
-
-/// Sends `batches` to `identity`, then the end marker.
-async fn answer_replay(
-    socket: &mut RouterSocket,
-    identity: Bytes,
-    topic: &Bytes,
-    batches: Vec<(u64, Bytes)>,
-) -> ZmqResult<()> {
-    for (seq, payload) in batches {
-        socket.send(message(identity.clone(), [Bytes::new(), topic.clone(), seq_frame(seq), payload])).await?;
-    }
-    socket.send(message(identity, [Bytes::new(), Bytes::new(), seq_frame(END_SEQ), Bytes::new()])).await
 }
 
 /// A multipart message of `first` then `rest`.

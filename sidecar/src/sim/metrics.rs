@@ -83,14 +83,20 @@ impl ModelMetrics {
     }
 
     /// Looks an admitted request's `prompt` up in the prefix cache (which then holds it) and
-    /// counts its `prompt_tokens` as queried, the cached ones as hits.
-    pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32) -> PrefixHit {
+    /// counts its `prompt_tokens` as queried, the cached ones as hits. With `drop_events`
+    /// (`x-sim-kv-drop`) the batch of its cache changes is kept for replay but not sent live.
+    pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32, drop_events: bool) -> PrefixHit {
         let hit = {
             let mut cache = self.prefix.lock().unwrap_or_else(PoisonError::into_inner);
             let (hit, changes) = cache.serve_tracked(prompt);
             // Under the lock, so batches go out in the order the cache changed.
             if let Some(events) = &self.events {
-                events.publish(kv_events::cache_events(prompt, &changes));
+                let batch = kv_events::cache_events(prompt, &changes);
+                if drop_events {
+                    events.publish_dropped(batch);
+                } else {
+                    events.publish(batch);
+                }
             }
             hit
         };
@@ -264,8 +270,8 @@ mod tests {
         let m = Arc::new(ModelMetrics::new(0, 100));
         let models = vec![("m".to_owned(), Arc::clone(&m))];
         let prompt = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-        assert_eq!(m.prefix_lookup(&prompt, 45), PrefixHit { hit: 0, blocks: 2 });
-        assert_eq!(m.prefix_lookup(&prompt, 45), PrefixHit { hit: 2, blocks: 2 });
+        assert_eq!(m.prefix_lookup(&prompt, 45, false), PrefixHit { hit: 0, blocks: 2 });
+        assert_eq!(m.prefix_lookup(&prompt, 45, false), PrefixHit { hit: 2, blocks: 2 });
         let text = render(&models, 100);
         assert!(text.contains("vllm:prefix_cache_queries_total{model_name=\"m\"} 90\n"), "{text}");
         assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"m\"} 32\n"), "{text}");

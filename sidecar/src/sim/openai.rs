@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::SimError;
-use super::faults::ExtraDelay;
+use super::faults::{self, ExtraDelay};
 use super::prefix::with_header;
 use super::reply::{self, Ask, Ending, Reply};
 use super::stream::{finish_plain, sse_response, Timing};
@@ -178,7 +178,7 @@ pub async fn completions(
     };
     let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
-    let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens);
+    let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens, faults::kv_drop(&headers));
     if request.stream.unwrap_or(false) {
         return Ok(with_header(sse_response(timing, completion_chunks(&generation), guard, reason), hit));
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::Router;
 use serde_json::json;
 use tower::ServiceExt as _;
-use zeromq::{DealerSocket, SubSocket};
+use zeromq::{DealerSocket, SocketRecv, SubSocket};
 
 use super::*;
 use crate::sim::{prefix, router_with_events, SimArgs};
@@ -283,3 +283,5 @@ async fn start_binds_what_is_asked_and_reports_bad_addresses() {
     let args = SimArgs { kv: bad, ..SimArgs::default() };
     assert!(crate::sim::run(args, listener, std::future::pending()).await.is_err());
 }
+
+mod lifecycle;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::{parse, stop_sequences, Generation, StreamOptions};
 use crate::sim::error::SimError;
-use crate::sim::faults::ExtraDelay;
+use crate::sim::faults::{self, ExtraDelay};
 use crate::sim::prefix::with_header;
 use crate::sim::reply::{self, Ask, Reply, Turn};
 use crate::sim::stream::{finish_plain, sse_response, Timing};
@@ -143,7 +143,7 @@ pub async fn chat(
     let call_id = state.unique_id("call_");
     let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
-    let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens);
+    let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens, faults::kv_drop(&headers));
     if request.stream.unwrap_or(false) {
         return Ok(with_header(sse_response(timing, chat_chunks(&generation, &call_id), guard, reason), hit));
     }
