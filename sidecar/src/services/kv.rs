@@ -65,6 +65,8 @@ pub struct EndpointStats {
     pub gaps: u64,
     /// Replays asked for.
     pub replays: u64,
+    /// A replay is running (live batches are held until it ends).
+    pub replaying: bool,
     /// Restarts seen (the sequence went back).
     pub restarts: u64,
     #[serde(skip)]
@@ -234,6 +236,31 @@ impl Kv {
         self.steps(src, now_ms, Sequence::replay_done);
     }
 
+    /// `src`'s subscription reconnected by itself (the engine may have restarted).
+    pub fn reconnected(&self, src: Source) {
+        let mut state = self.lock();
+        if state.epoch != src.epoch {
+            return;
+        }
+        if let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) {
+            e.seq.connected();
+            e.stats.connected = true;
+        }
+    }
+
+    /// Where to start a replay for `src`'s new subscription, if it has a replay socket and
+    /// none runs ([`Sequence::resync`]).
+    pub fn resync(&self, src: Source) -> Option<u64> {
+        let mut state = self.lock();
+        if state.epoch != src.epoch {
+            return None;
+        }
+        let e = state.pools.get_mut(src.pool)?.endpoints.get_mut(src.endpoint)?;
+        let from = e.seq.resync()?;
+        e.stats.replays = e.seq.counts.replays;
+        Some(from)
+    }
+
     /// A message from `src` that was not three frames with an 8-byte sequence.
     pub fn malformed(&self, src: Source) {
         let mut state = self.lock();
@@ -255,7 +282,9 @@ impl Kv {
         let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) else { return };
         if e.stats.connected != connected {
             e.stats.connected = connected;
-            if !connected {
+            if connected {
+                e.seq.connected();
+            } else {
                 let mut out = Vec::new();
                 e.seq.disconnected(&mut out);
                 drop(out); // Held batches of an unfinished replay are dropped with the connection.
@@ -305,6 +334,7 @@ impl Kv {
                     .enumerate()
                     .map(|(i, e)| {
                         let mut s = e.stats.clone();
+                        s.replaying = e.seq.replaying();
                         s.blocks = u8::try_from(i).map_or(0, |ep| p.index.held_by(ep));
                         s.last_event_age_ms = s.last_event_ms.map(|t| now_ms.saturating_sub(t));
                         s

@@ -105,33 +105,38 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Answers one replay request with batches `from..=to` of `payload(seq)`, then the end marker.
-async fn serve_replay(mut router: RouterSocket, payload: fn(u64) -> Vec<u8>) -> u64 {
-    let request = router.recv().await.unwrap().into_vec();
-    let [identity, empty, start] = request.as_slice() else { panic!("replay request {request:?}") };
-    assert!(empty.is_empty());
-    let start = u64::from_be_bytes(start.as_ref().try_into().unwrap());
-    for seq in start..3 {
-        let frames = vec![
-            identity.clone(),
-            Bytes::new(),
-            Bytes::new(),
-            Bytes::copy_from_slice(&seq.to_be_bytes()),
-            Bytes::from(payload(seq)),
-        ];
-        router.send(ZmqMessage::try_from(frames).unwrap()).await.unwrap();
+/// Batches the engine published before the subscription: `0..REPLAYABLE`.
+const REPLAYABLE: u64 = 10;
+
+/// The engine's replay buffer: batches `0..=published`.
+type Published = Arc<std::sync::atomic::AtomicU64>;
+
+/// Answers replay requests with the buffered batches from their start, then the end marker,
+/// sending each request's start to `starts`.
+async fn serve_replays(
+    mut router: RouterSocket,
+    published: Published,
+    starts: tokio::sync::mpsc::UnboundedSender<u64>,
+) {
+    loop {
+        let request = router.recv().await.unwrap().into_vec();
+        let [identity, empty, start] = request.as_slice() else { panic!("replay request {request:?}") };
+        assert!(empty.is_empty());
+        let start = u64::from_be_bytes(start.as_ref().try_into().unwrap());
+        let frame = |seq: u64| Bytes::copy_from_slice(&seq.to_be_bytes());
+        for seq in start..=published.load(std::sync::atomic::Ordering::SeqCst) {
+            let frames = vec![identity.clone(), Bytes::new(), Bytes::new(), frame(seq), Bytes::from(chain(seq))];
+            router.send(ZmqMessage::try_from(frames).unwrap()).await.unwrap();
+        }
+        let end = vec![identity.clone(), Bytes::new(), Bytes::new(), frame(u64::MAX), Bytes::new()];
+        router.send(ZmqMessage::try_from(end).unwrap()).await.unwrap();
+        if starts.send(start).is_err() {
+            return;
+        }
     }
-    let end = vec![
-        identity.clone(),
-        Bytes::new(),
-        Bytes::new(),
-        Bytes::copy_from_slice(&u64::MAX.to_be_bytes()),
-        Bytes::new(),
-    ];
-    router.send(ZmqMessage::try_from(end).unwrap()).await.unwrap();
-    start
 }
 
+/// Batch `seq` of a chain of one-block batches, each the parent of the next.
 fn chain(seq: u64) -> Vec<u8> {
     stored(seq + 1, 1, (seq > 0).then_some(seq), 100 + 4 * seq)
 }
@@ -140,27 +145,35 @@ fn chain(seq: u64) -> Vec<u8> {
 async fn a_zmq_publisher_feeds_the_index_and_a_gap_is_replayed() {
     let (mut publisher, mut router) = (PubSocket::new(), RouterSocket::new());
     let (events, replay) = (bound(&mut publisher).await, bound(&mut router).await);
+    let (starts_tx, mut starts) = tokio::sync::mpsc::unbounded_channel();
+    let published: Published = Arc::new((REPLAYABLE - 1).into());
+    tokio::spawn(serve_replays(router, published.clone(), starts_tx));
     let kv = Arc::new(Kv::default());
     let epoch = kv.install(layout(&events, Some(&replay))).unwrap();
     let (_stop, stop_rx) = watch::channel(false);
     let (_shutdown, shutdown_rx) = watch::channel(false);
     zmq::spawn_consumers(kv.clone(), epoch, stop_rx, shutdown_rx);
-    until("connected", || kv.stats(0)[0].1[0].connected).await;
-    // Slow joiner: publish batch 0 until the subscription has it.
+    let stats = || kv.stats(0)[0].1[0].clone();
+    // A new subscription first replays what the engine published before it: batches 0..=4.
+    assert_eq!(tokio::time::timeout(Duration::from_secs(5), starts.recv()).await.unwrap(), Some(0));
+    until("the resync", || stats().last_sequence == Some(REPLAYABLE - 1)).await;
+    assert!(stats().connected);
+    // Live batches go on (published until the subscription has one: slow joiner).
+    published.store(REPLAYABLE, std::sync::atomic::Ordering::SeqCst);
     for _ in 0..200 {
-        publish(&mut publisher, 0, chain(0)).await;
+        publish(&mut publisher, REPLAYABLE, chain(REPLAYABLE)).await;
         tokio::time::sleep(Duration::from_millis(25)).await;
-        if kv.stats(0)[0].1[0].last_sequence == Some(0) {
+        if stats().last_sequence == Some(REPLAYABLE) {
             break;
         }
     }
-    let replayed = tokio::spawn(serve_replay(router, chain));
-    // Batches 1 and 2 are lost; 3 arrives: the consumer asks for 1 onwards.
-    publish(&mut publisher, 3, chain(3)).await;
-    assert_eq!(replayed.await.unwrap(), 1);
-    until("the gap filled", || kv.stats(0)[0].1[0].last_sequence == Some(3)).await;
-    let s = kv.stats(0)[0].1[0].clone();
-    assert_eq!((s.gaps, s.replays, s.blocks, s.events), (1, 1, 4, 4), "{s:?}");
+    // Batch 11 is lost; 12 arrives: the consumer asks for 11 onwards and gets it.
+    published.store(REPLAYABLE + 2, std::sync::atomic::Ordering::SeqCst);
+    publish(&mut publisher, REPLAYABLE + 2, chain(REPLAYABLE + 2)).await;
+    assert_eq!(tokio::time::timeout(Duration::from_secs(5), starts.recv()).await.unwrap(), Some(REPLAYABLE + 1));
+    until("the gap filled", || stats().last_sequence == Some(REPLAYABLE + 2)).await;
+    let s = stats();
+    assert_eq!((s.gaps, s.replays, s.blocks, s.restarts), (1, 2, REPLAYABLE as usize + 3, 0), "{s:?}");
     // The publisher goes away: the endpoint is disconnected.
     drop(publisher);
     until("disconnected", || !kv.stats(0)[0].1[0].connected).await;

@@ -1,15 +1,25 @@
 //! One endpoint's event stream in sequence order: what to do with each batch, by vLLM's
-//! numbering (one sequence number per batch, from 0, per publisher process).
+//! numbering (one sequence number per batch, from 0, per publisher process; a restarted
+//! engine counts from 0 again with an empty cache and new block hashes).
 //!
 //! - The next number: apply it.
-//! - A number already applied: a duplicate (replay overlapping live traffic): drop it.
-//! - A number lower than the last one seen live: the engine restarted (its cache is empty and
-//!   its block hashes changed): clear the endpoint, then apply.
-//! - A number past the next one: batches were lost (high-water mark, reconnect). With a replay
-//!   socket, ask it from the first missing number and hold live batches until it ends; the
-//!   replayed batches fill the gap in order. Without one, or when replay cannot cover the
-//!   gap (the engine no longer buffers it, or it does not answer in time), clear the endpoint
-//!   and go on from the new batch: its index rebuilds from new events.
+//! - The last number again with the same payload: a duplicate (replay overlapping live
+//!   traffic): drop it. Any other number not past the last one: a restarted engine: clear
+//!   the endpoint, then go on as with a new stream.
+//! - A number past the next one: batches were lost (high-water mark). With a replay socket,
+//!   ask it from the first missing number and hold live batches until it ends; the replayed
+//!   batches fill the gap in order. Without one, or when replay cannot cover the gap (the
+//!   engine no longer buffers it, or it does not answer in time), clear the endpoint and go
+//!   on from the new batch: its index rebuilds from new events.
+//! - A new stream (the first batch ever) past 0, with a replay socket: ask for what came
+//!   before it from 0.
+//! - Every (re)connection ([`Sequence::resync`]): a subscription misses what the engine
+//!   published before the subscription reached it, and a reconnection may be to a restarted
+//!   engine whose numbers overlap the old ones. With a replay socket the whole buffer is asked
+//!   for from 0; the replayed batch numbered like the last one applied tells the same engine
+//!   (same payload) from a restarted one, and an engine whose numbers all stay below the last
+//!   one applied has restarted. Without one, the first live batch numbered at or below the
+//!   last one applied is a restart.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +43,7 @@ pub struct Counts {
     pub gaps: u64,
     /// Replays asked for.
     pub replays: u64,
-    /// Restarts seen (the number went back).
+    /// Restarts seen.
     pub restarts: u64,
     /// Duplicates dropped.
     pub duplicates: u64,
@@ -43,9 +53,16 @@ pub struct Counts {
 #[derive(Debug, Default)]
 pub struct Sequence {
     last: Option<u64>,
+    /// A hash of the last payload applied (a restarted engine may repeat its number).
+    last_payload: u64,
     /// While a replay runs: live batches held back, by number.
     held: Option<BTreeMap<u64, Bytes>>,
+    /// While a reconnection's replay has not yet shown whether the engine is the same one:
+    /// the replayed batches numbered below the last one applied.
+    verify: Option<BTreeMap<u64, Bytes>>,
     can_replay: bool,
+    /// The subscription (re)connected and nothing has shown the engine is the same one.
+    fresh: bool,
     /// Counts so far.
     pub counts: Counts,
 }
@@ -72,16 +89,24 @@ impl Sequence {
             held.insert(seq, payload);
             return;
         }
+        self.next(seq, payload, true, out);
+    }
+
+    /// The ordinary rules; `may_replay` is false for batches held during a replay (a gap
+    /// left after a replay is not asked for again).
+    fn next(&mut self, seq: u64, payload: Bytes, may_replay: bool, out: &mut Vec<Step>) {
+        let fresh = std::mem::take(&mut self.fresh);
+        let repeated = |last: u64| seq == last && !fresh && hash(&payload) == self.last_payload;
         match self.last {
-            Some(last) if seq == last => self.counts.duplicates += 1,
-            Some(last) if seq < last => {
-                self.counts.restarts += 1;
-                out.push(Step::Clear);
-                self.apply(seq, payload, out);
+            Some(last) if repeated(last) => self.counts.duplicates += 1,
+            Some(last) if seq <= last => {
+                self.restart(out);
+                self.first(seq, payload, may_replay, out);
             }
+            None => self.first(seq, payload, may_replay, out),
             Some(last) if seq > last + 1 => {
                 self.counts.gaps += 1;
-                if self.can_replay {
+                if self.can_replay && may_replay {
                     self.counts.replays += 1;
                     self.held = Some(BTreeMap::from([(seq, payload)]));
                     out.push(Step::Replay(last + 1));
@@ -94,8 +119,64 @@ impl Sequence {
         }
     }
 
+    /// The first batch of a stream: what came before it is asked for when possible.
+    fn first(&mut self, seq: u64, payload: Bytes, may_replay: bool, out: &mut Vec<Step>) {
+        if seq > 0 && self.can_replay && may_replay {
+            self.counts.replays += 1;
+            self.held = Some(BTreeMap::from([(seq, payload)]));
+            out.push(Step::Replay(0));
+        } else {
+            self.apply(seq, payload, out);
+        }
+    }
+
+    fn restart(&mut self, out: &mut Vec<Step>) {
+        self.counts.restarts += 1;
+        self.last = None;
+        self.fresh = false;
+        out.push(Step::Clear);
+    }
+
+    /// A (new) connection is up ([`Sequence::resync`] follows when there is a replay socket).
+    pub fn connected(&mut self) {
+        self.fresh = true;
+    }
+
+    /// Starts the replay of a (re)connection, from 0, when the engine has a replay socket and
+    /// no replay runs; returns where to start.
+    pub fn resync(&mut self) -> Option<u64> {
+        if !self.can_replay || self.held.is_some() {
+            return None;
+        }
+        self.counts.replays += 1;
+        self.held = Some(BTreeMap::new());
+        if self.last.is_some() {
+            self.verify = Some(BTreeMap::new());
+        }
+        Some(0)
+    }
+
     /// A replayed batch arrived.
     pub fn replayed(&mut self, seq: u64, payload: Bytes, out: &mut Vec<Step>) {
+        if let Some(verify) = &mut self.verify {
+            let last = self.last.unwrap_or(0);
+            if seq < last {
+                verify.insert(seq, payload);
+                return;
+            }
+            let below = self.verify.take().unwrap_or_default();
+            self.fresh = false;
+            if seq == last {
+                if hash(&payload) == self.last_payload {
+                    self.counts.duplicates += 1;
+                } else {
+                    self.restart(out);
+                    self.apply_all(below, out);
+                    self.apply(seq, payload, out);
+                }
+                return;
+            }
+        }
         match self.last {
             Some(last) if seq <= last => self.counts.duplicates += 1,
             Some(last) if seq > last + 1 => {
@@ -107,98 +188,45 @@ impl Sequence {
         }
     }
 
-    /// The replay ended (its end marker, or it failed or timed out): the held live batches go
-    /// through the ordinary rules.
+    /// The replay ended (its end marker, or it failed or timed out): a reconnection's replay
+    /// whose numbers all stayed below the last one applied came from a restarted engine; then
+    /// the held live batches go through the ordinary rules.
     pub fn replay_done(&mut self, out: &mut Vec<Step>) {
+        if let Some(below) = self.verify.take() {
+            if !below.is_empty() {
+                self.restart(out);
+                self.apply_all(below, out);
+            }
+        }
         let Some(held) = self.held.take() else { return };
         for (seq, payload) in held {
-            match self.last {
-                Some(last) if seq > last + 1 => {
-                    out.push(Step::Clear);
-                    self.apply(seq, payload, out);
-                }
-                Some(last) if seq <= last => self.counts.duplicates += 1,
-                _ => self.apply(seq, payload, out),
-            }
+            self.next(seq, payload, false, out);
         }
     }
 
-    /// The connection was lost: a new connection's first batch is compared with the last one.
-    /// Nothing is forgotten, so a gap across the reconnect is noticed.
+    /// The connection was lost: held batches go through, the numbering is kept so a gap or a
+    /// restart across the reconnection is noticed.
     pub fn disconnected(&mut self, out: &mut Vec<Step>) {
         self.replay_done(out);
     }
 
+    fn apply_all(&mut self, batches: BTreeMap<u64, Bytes>, out: &mut Vec<Step>) {
+        for (seq, payload) in batches {
+            self.apply(seq, payload, out);
+        }
+    }
+
     fn apply(&mut self, seq: u64, payload: Bytes, out: &mut Vec<Step>) {
         self.last = Some(seq);
+        self.last_payload = hash(&payload);
         out.push(Step::Apply(seq, payload));
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(n: u8) -> Bytes {
-        Bytes::from(vec![n])
-    }
-
-    fn steps(seq: &mut Sequence, f: impl FnOnce(&mut Sequence, &mut Vec<Step>)) -> Vec<Step> {
-        let mut out = Vec::new();
-        f(seq, &mut out);
-        out
-    }
-
-    #[test]
-    fn in_order_batches_apply_and_duplicates_drop() {
-        let mut s = Sequence::new(true);
-        assert_eq!(steps(&mut s, |s, o| s.live(0, p(0), o)), [Step::Apply(0, p(0))]);
-        assert_eq!(steps(&mut s, |s, o| s.live(1, p(1), o)), [Step::Apply(1, p(1))]);
-        assert_eq!(steps(&mut s, |s, o| s.live(1, p(1), o)), []);
-        assert_eq!(s.counts.duplicates, 1);
-    }
-
-    #[test]
-    fn a_gap_is_replayed_in_order_with_live_batches_held() {
-        let mut s = Sequence::new(true);
-        s.live(7, p(7), &mut Vec::new());
-        assert_eq!(steps(&mut s, |s, o| s.live(9, p(9), o)), [Step::Replay(8)]);
-        assert!(s.replaying());
-        assert_eq!(steps(&mut s, |s, o| s.live(10, p(10), o)), []);
-        assert_eq!(steps(&mut s, |s, o| s.replayed(7, p(7), o)), [], "already applied");
-        assert_eq!(steps(&mut s, |s, o| s.replayed(8, p(8), o)), [Step::Apply(8, p(8))]);
-        assert_eq!(steps(&mut s, |s, o| s.replayed(9, p(9), o)), [Step::Apply(9, p(9))]);
-        assert_eq!(steps(&mut s, |s, o| s.replay_done(o)), [Step::Apply(10, p(10))], "9 held but replayed already");
-        assert_eq!((s.last(), s.counts.gaps, s.counts.replays), (Some(10), 1, 1));
-    }
-
-    #[test]
-    fn a_gap_replay_cannot_fill_clears() {
-        let mut s = Sequence::new(true);
-        s.live(3, p(3), &mut Vec::new());
-        s.live(9, p(9), &mut Vec::new());
-        // The engine's buffer starts at 6: 4 and 5 are gone.
-        assert_eq!(steps(&mut s, |s, o| s.replayed(6, p(6), o)), [Step::Clear, Step::Apply(6, p(6))]);
-        // A replay that times out with nothing: the held batch is past the gap.
-        let mut t = Sequence::new(true);
-        t.live(3, p(3), &mut Vec::new());
-        t.live(9, p(9), &mut Vec::new());
-        assert_eq!(steps(&mut t, |s, o| s.replay_done(o)), [Step::Clear, Step::Apply(9, p(9))]);
-    }
-
-    #[test]
-    fn without_replay_a_gap_clears() {
-        let mut s = Sequence::new(false);
-        s.live(0, p(0), &mut Vec::new());
-        assert_eq!(steps(&mut s, |s, o| s.live(5, p(5), o)), [Step::Clear, Step::Apply(5, p(5))]);
-        assert_eq!(s.counts.gaps, 1);
-    }
-
-    #[test]
-    fn a_number_going_back_is_a_restart() {
-        let mut s = Sequence::new(true);
-        s.live(41, p(1), &mut Vec::new());
-        assert_eq!(steps(&mut s, |s, o| s.live(0, p(0), o)), [Step::Clear, Step::Apply(0, p(0))]);
-        assert_eq!(s.counts.restarts, 1);
-    }
+fn hash(payload: &[u8]) -> u64 {
+    ferrogate_core::balance::hash64(0, payload)
 }
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;

@@ -6,6 +6,10 @@
 //! then scores it neutral) and is retried with backoff from [`RETRY_FIRST`] to [`RETRY_MAX`];
 //! the sequence survives the reconnect, so batches lost meanwhile show up as a gap.
 //!
+//! With a replay socket, each (re)connection is followed after [`RESYNC_AFTER`] by a replay
+//! from the batch after the last one applied, so what the engine published before the
+//! subscription reached it is not lost.
+//!
 //! Replay, vLLM's protocol: send `["", start (u64 big-endian)]`; each reply is
 //! `["", topic, sequence, payload]` (vLLM before 0.26: `["", sequence, payload]`), the last
 //! one a sequence of `u64::MAX` or an empty payload. It runs beside the live stream (whose
@@ -28,6 +32,9 @@ pub const RETRY_FIRST: Duration = Duration::from_millis(100);
 pub const RETRY_MAX: Duration = Duration::from_secs(5);
 /// How long a connection attempt may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long after connecting the first replay is asked for: a PUB socket drops what it
+/// publishes until the subscription has reached it, which takes a few milliseconds.
+pub const RESYNC_AFTER: Duration = Duration::from_millis(100);
 /// A replay that sends nothing for this long is over.
 pub const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -71,6 +78,7 @@ impl Consumer {
                     tracing::info!(events = %self.source.events, "KV events subscribed");
                     (wait, failures) = (RETRY_FIRST, 0);
                     self.kv.connected(self.src, true);
+                    self.resync();
                     self.follow(socket, monitor, &mut stop, &mut shutdown).await;
                     self.kv.connected(self.src, false);
                 }
@@ -109,6 +117,9 @@ impl Consumer {
         stop: &mut watch::Receiver<bool>,
         shutdown: &mut watch::Receiver<bool>,
     ) {
+        // The first Connected is the connection just made; later ones are the socket's own
+        // reconnections, possibly to a restarted engine.
+        let mut connections = 0u32;
         loop {
             tokio::select! {
                 message = socket.recv() => match message {
@@ -123,12 +134,32 @@ impl Consumer {
                         tracing::warn!(events = %self.source.events, "KV events publisher disconnected");
                         return;
                     }
+                    Some(SocketEvent::Connected(..)) => {
+                        connections += 1;
+                        if connections > 1 {
+                            tracing::info!(events = %self.source.events, "KV events publisher reconnected");
+                            self.kv.reconnected(self.src);
+                            self.resync();
+                        }
+                    }
                     Some(_) => {}
                 },
                 _ = stop.changed() => return,
                 _ = shutdown.changed() => return,
             }
         }
+    }
+
+    /// After a (re)connect, once the subscription has reached the engine ([`RESYNC_AFTER`]),
+    /// replays what it published meanwhile.
+    fn resync(&self) {
+        let (Some(address), kv, src) = (self.source.replay.clone(), self.kv.clone(), self.src) else { return };
+        tokio::spawn(async move {
+            tokio::time::sleep(RESYNC_AFTER).await;
+            if let Some(from) = kv.resync(src) {
+                replay(kv, src, address, from).await;
+            }
+        });
     }
 
     fn live(&self, message: ZmqMessage) {

@@ -1,0 +1,84 @@
+//! A `ferrogate sim` publishing KV-cache events on its own free ports, which can be stopped
+//! and started again on the same addresses (an engine restart).
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+use ferrogate_sidecar::sim::SimArgs;
+use tokio::sync::oneshot;
+
+#[derive(Parser)]
+struct SimCli {
+    #[command(flatten)]
+    args: SimArgs,
+}
+
+/// A running sim with KV events.
+pub struct KvSim {
+    /// Its HTTP address.
+    pub addr: SocketAddr,
+    /// Its PUB and replay addresses (`tcp://127.0.0.1:port`).
+    pub events: String,
+    pub replay: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl KvSim {
+    /// Starts a sim serving model `kv` with a 24-block prefix cache, at `addr` when given.
+    pub async fn start(addr: Option<SocketAddr>) -> KvSim {
+        let events = format!("tcp://127.0.0.1:{}", free_port());
+        let replay = format!("tcp://127.0.0.1:{}", free_port());
+        let mut sim =
+            KvSim { addr: addr.unwrap_or(([127, 0, 0, 1], 0).into()), events, replay, stop: None, task: None };
+        sim.run().await;
+        sim
+    }
+
+    async fn run(&mut self) {
+        let argv = [
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--model",
+            "kv",
+            "--kv-blocks",
+            "24",
+            "--kv-events",
+            &self.events,
+            "--kv-replay",
+            &self.replay,
+        ];
+        let args = SimCli::parse_from(argv).args;
+        let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
+        self.addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = ferrogate_sidecar::sim::run(args, listener, async move {
+                let _ = stopped.await;
+            })
+            .await;
+        });
+        (self.stop, self.task) = (Some(stop), Some(task));
+    }
+
+    /// Stops the sim and starts a new one on the same three addresses.
+    pub async fn restart(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.run().await;
+    }
+
+    /// Its entry in a provider's `endpoints`.
+    pub fn endpoint_entry(&self) -> String {
+        format!("{{ address: '{}', kv_events: '{}', kv_replay: '{}' }}", self.addr, self.events, self.replay)
+    }
+}
