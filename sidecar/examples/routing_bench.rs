@@ -27,7 +27,11 @@
 //!
 //! Rows are strategy names; `+session` sends `x-session-id` per conversation, `+sticky` sends
 //! every turn of a conversation from the same client (connection, so worker VM) instead of any
-//! free one, `@N` overrides `--workers` for that row (e.g. `cache_aware@1`).
+//! free one, `@N` overrides `--workers` for that row (e.g. `cache_aware@1`). A
+//! `precise_cache_aware` row runs the sims with KV events (`--kv-events`, `--kv-replay`) and the
+//! pool with `kv_tokenize: true` (the gateway asks a sim's `/tokenize`); `+ids` has the client
+//! send `x-ferrogate-token-ids` instead (asked of a sim's `/tokenize` first, as a client with
+//! the model's tokenizer would compute them).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -56,7 +60,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "round_robin,consistent_hash,consistent_hash+session,cache_aware,cache_aware@1,cache_aware+sticky"
+        default_value = "round_robin,consistent_hash,consistent_hash+session,cache_aware,cache_aware@1,cache_aware+sticky,precise_cache_aware,precise_cache_aware+ids"
     )]
     rows: Vec<String>,
     /// serve's worker VMs, unless a row says `@N`.
@@ -108,6 +112,8 @@ struct Row {
     strategy: String,
     session: bool,
     sticky: bool,
+    /// The client sends `x-ferrogate-token-ids`.
+    ids: bool,
     workers: u32,
 }
 
@@ -119,11 +125,12 @@ impl Row {
         };
         let mut parts = rest.split('+');
         let strategy = parts.next().unwrap_or_default().to_owned();
-        let (mut session, mut sticky) = (false, false);
+        let (mut session, mut sticky, mut ids) = (false, false, false);
         for flag in parts {
             match flag {
                 "session" => session = true,
                 "sticky" => sticky = true,
+                "ids" => ids = true,
                 _ => panic!("unknown row flag {flag:?} in {spec:?}"),
             }
         }
@@ -134,7 +141,10 @@ impl Row {
         if sticky {
             label.push_str(" (sticky clients)");
         }
-        Self { label, strategy, session, sticky, workers }
+        if ids {
+            label.push_str(" + x-ferrogate-token-ids");
+        }
+        Self { label, strategy, session, sticky, ids, workers }
     }
 }
 
@@ -184,18 +194,33 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Starts `n` sims in this process; dropping the senders stops them.
-async fn start_sims(args: &Args) -> (Vec<SocketAddr>, Vec<oneshot::Sender<()>>) {
+/// One sim's KV-event sockets (`tcp://127.0.0.1:port`): PUB and replay.
+type KvSockets = Option<(String, String)>;
+
+/// Starts `n` sims in this process, with KV events when `kv`; dropping the senders stops them.
+async fn start_sims(args: &Args, kv: bool) -> (Vec<SocketAddr>, Vec<KvSockets>, Vec<oneshot::Sender<()>>) {
     let mut addrs = Vec::new();
+    let mut sockets = Vec::new();
     let mut stops = Vec::new();
     for _ in 0..args.replicas {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         addrs.push(listener.local_addr().unwrap());
+        let pair = kv.then(|| {
+            let port = || format!("tcp://127.0.0.1:{}", free_port());
+            (port(), port())
+        });
+        let kv_args = sim::KvEventsArgs {
+            kv_events: pair.as_ref().map(|p| p.0.clone()),
+            kv_replay: pair.as_ref().map(|p| p.1.clone()),
+            ..sim::KvEventsArgs::default()
+        };
+        sockets.push(pair);
         let sim_args = SimArgs {
             ttft_ms: args.ttft_ms,
             itl_ms: args.itl_ms,
             output_tokens: args.output_tokens,
             kv_blocks: args.kv_blocks,
+            kv: kv_args,
             ..SimArgs::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -204,7 +229,7 @@ async fn start_sims(args: &Args) -> (Vec<SocketAddr>, Vec<oneshot::Sender<()>>) 
         }));
         stops.push(stop);
     }
-    (addrs, stops)
+    (addrs, sockets, stops)
 }
 
 /// A `serve` over a pool of `sims` with `strategy`; killed when dropped.
@@ -222,12 +247,22 @@ impl Drop for TempDir {
     }
 }
 
-async fn start_serve(args: &Args, row: &Row, sims: &[SocketAddr]) -> Serve {
+async fn start_serve(args: &Args, row: &Row, sims: &[SocketAddr], kv: &[KvSockets]) -> Serve {
     let dir = std::env::temp_dir().join(format!("routing-bench-{}-{}", std::process::id(), free_port()));
     std::fs::create_dir_all(&dir).unwrap();
-    let endpoints: Vec<String> = sims.iter().map(|a| format!("\"{a}\"")).collect();
+    let endpoints: Vec<String> = sims
+        .iter()
+        .zip(kv)
+        .map(|(a, kv)| match kv {
+            Some((events, replay)) => {
+                format!("{{ address: \"{a}\", kv_events: \"{events}\", kv_replay: \"{replay}\" }}")
+            }
+            None => format!("\"{a}\""),
+        })
+        .collect();
+    let tokenize = if kv.iter().any(Option::is_some) { "    kv_tokenize: true\n" } else { "" };
     let config = format!(
-        "providers:\n  - name: pool\n    kind: openai_compatible\n    base_url: \"http://{}\"\n    endpoints: [{}]\n\
+        "providers:\n  - name: pool\n    kind: openai_compatible\n    base_url: \"http://{}\"\n{tokenize}    endpoints: [{}]\n\
          models:\n  - name: chat\n    targets: [{{ provider: pool, model: sim-small }}]\n    strategy: {}\n",
         sims[0],
         endpoints.join(", "),
@@ -269,6 +304,17 @@ async fn start_serve(args: &Args, row: &Row, sims: &[SocketAddr]) -> Serve {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("serve did not answer; log: {}", std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default());
+}
+
+/// The sim's token ids for a chat `body`, comma-separated (what a client holding the model's
+/// tokenizer would send).
+async fn token_ids(http: &reqwest::Client, url: &str, body: &Value) -> String {
+    let answer: Value = match http.post(url).json(body).send().await {
+        Ok(r) => r.json().await.unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    };
+    let ids = answer["tokens"].as_array().cloned().unwrap_or_default();
+    ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// `vllm:num_requests_running` (all models) and `vllm:request_success_total` of one sim.
@@ -316,8 +362,9 @@ fn max_over_mean(values: &[f64]) -> f64 {
 }
 
 async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
-    let (sims, stops) = start_sims(args).await;
-    let serve = start_serve(args, row, &sims).await;
+    let kv = row.strategy == "precise_cache_aware";
+    let (sims, sockets, stops) = start_sims(args, kv).await;
+    let serve = start_serve(args, row, &sims, &sockets).await;
 
     // Prompts: a tag making each system prompt unique from its first word, then filler.
     let mut rng = StdRng::seed_from_u64(seed);
@@ -386,6 +433,7 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
         );
         let url = format!("{}/v1/chat/completions", serve.base);
         let (session, sticky, turns, output_tokens) = (row.session, row.sticky, args.turns, args.output_tokens);
+        let tokenize = row.ids.then(|| format!("http://{}/tokenize", sims[0]));
         let clients_n = args.clients;
         // Sticky: this client sends only the conversations c with c % clients == me.
         let mine = move |c: usize| !sticky || c % clients_n == me;
@@ -421,6 +469,9 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
                 let mut request = http.post(&url).json(&body);
                 if session {
                     request = request.header("x-session-id", format!("conversation-{c}"));
+                }
+                if let Some(url) = &tokenize {
+                    request = request.header("x-ferrogate-token-ids", token_ids(&http, url, &body).await);
                 }
                 let answer = match request.send().await {
                     Ok(response) if response.status().is_success() => {
