@@ -337,7 +337,7 @@ impl Stream {
             let value = head_map.get(span).unwrap_or_default();
             if let Err(e) = ferrogate_core::kv::parse_token_ids(value, &mut self.token_ids) {
                 self.model_requested = requested_model(&body, api);
-                return self.reply_error(&ApiError::bad_request(&e.to_string()));
+                return self.reply_error(&ApiError::bad_request(e.to_string()));
             }
         }
         let path = head_map.get(self.path.clone()).and_then(|p| std::str::from_utf8(p).ok()).unwrap_or_default();

@@ -43,6 +43,11 @@ impl<V> Lru<V> {
         self.map.len()
     }
 
+    /// True when it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// Entries evicted to make room, since it was made.
     pub fn evictions(&self) -> u64 {
         self.evictions

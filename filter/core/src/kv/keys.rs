@@ -25,7 +25,7 @@ pub fn chain_seed(provider: &str, lora: Option<&str>) -> u64 {
 /// The key of a block whose engine hash also covered `extra` (its encoded extra keys): moved
 /// out of every plain-text chain.
 pub fn extra_seed(key: u64, extra: &[u8]) -> u64 {
-    hash64(key ^ 0x6578_7472_61, extra)
+    hash64(key ^ 0x0065_7874_7261, extra)
 }
 
 /// The key of the block `tokens` following the block keyed `parent` (or a chain's seed).

@@ -91,6 +91,11 @@ impl ProviderIndex {
         self.blocks.len()
     }
 
+    /// True when no endpoint holds a block.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
     /// Blocks endpoint `ep` holds (a pass over the index: for the admin view).
     pub fn held_by(&self, ep: u8) -> usize {
         let bit = bit(ep);
