@@ -165,3 +165,36 @@ async fn a_seeded_api_key_env_is_read_from_the_environment_not_copied() {
     std::env::remove_var(&var);
     assert_eq!(store.load().await.unwrap().1.providers[0].api_key, None);
 }
+
+/// A pool's KV settings and endpoint objects are stored and read back as written.
+#[tokio::test]
+async fn a_pool_s_kv_settings_round_trip() {
+    use ferrogate_core::config::RawEndpoint;
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let endpoints = vec![
+        RawEndpoint::from("10.0.0.1:8000"),
+        RawEndpoint {
+            address: "10.0.0.2:8000".into(),
+            kv_events: Some("tcp://10.0.0.2:5557".into()),
+            kv_replay: Some("tcp://10.0.0.2:5558".into()),
+        },
+    ];
+    let pool = RawProvider {
+        name: "pool".into(),
+        kind: "openai_compatible".into(),
+        base_url: "http://vllm:8000".into(),
+        endpoints,
+        kv_block_size: Some(32),
+        kv_topic: Some("kv@".into()),
+        kv_max_blocks: Some(5000),
+        kv_tokenize: Some(true),
+        ..RawProvider::default()
+    };
+    store.write(Change::Create(Resource::Provider(pool.clone()))).await.unwrap();
+    store.write(provider("plain", None)).await.unwrap();
+    let (_, raw) = store.load().await.unwrap();
+    assert_eq!(raw.providers.iter().find(|p| p.name == "pool"), Some(&pool));
+    let plain = raw.providers.iter().find(|p| p.name == "plain").unwrap();
+    assert_eq!((plain.kv_block_size, plain.kv_tokenize), (None, None));
+}
