@@ -7,6 +7,10 @@
 //! `LIMITS=1` adds one limit (a request rate on the key: one counter per request);
 //! `LIMITS=7` seven (requests, tokens and USD on the key, its group and the org, reserved and
 //! settled per request).
+//! `KV=1` routes by `precise_cache_aware` over a pool of four engines whose KV index (100,000
+//! blocks, fed to the filter as the sidecar's `/v1/kv` answer) holds the request's prompt on
+//! one engine; the request carries its 1,024 token ids (`x-ferrogate-token-ids`). `KV=0`: the
+//! same without the header (no scoring), so the difference is the header's parsing and the pick.
 //! Prints the mean wall time per request: the filter's guest code plus the host's hostcalls.
 
 use std::time::Instant;
@@ -47,6 +51,50 @@ const REF_CONFIG: &str = r#"{"config":{
 const BODY: &[u8] = br#"{"model":"chat","messages":[{"role":"user","content":"ping"}],"max_tokens":4}"#;
 const ANSWER: &[u8] = br#"{"id":"x","object":"chat.completion","created":0,"model":"sim-small","choices":[{"index":0,"message":{"role":"assistant","content":"pong"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#;
 
+/// `KV`: a pool of four engines publishing KV events, and a sidecar to feed the index.
+const KV_CONFIG: &str = r#"{"sidecar_cluster":"ferrogate_sidecar","poll_interval_ms":250,"config":{
+  "providers":[{"name":"pool","kind":"openai_compatible","base_url":"http://pool:8000","endpoints":[
+    {"address":"10.0.0.0:8000","kv_events":"tcp://10.0.0.0:5557"},{"address":"10.0.0.1:8000","kv_events":"tcp://10.0.0.1:5557"},
+    {"address":"10.0.0.2:8000","kv_events":"tcp://10.0.0.2:5557"},{"address":"10.0.0.3:8000","kv_events":"tcp://10.0.0.3:5557"}]}],
+  "models":[{"name":"chat","strategy":"precise_cache_aware","targets":[{"provider":"pool","model":"sim-small"}]}],
+  "groups":[{"name":"dev","models":["chat"]}],
+  "keys":[{"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"]}],
+  "pricing":{"sim-small":{"input_per_mtok":0.1,"output_per_mtok":0.4}}}}"#;
+
+/// Prompt `p`'s 1,024 token ids.
+fn prompt(p: u64) -> Vec<u32> {
+    (0..1024).map(|t| (p * 100_003 + t) as u32).collect()
+}
+
+/// The sidecar's `/v1/kv` answer: 100,000 blocks, 64 per prompt, prompts spread over the four
+/// engines.
+fn kv_feed() -> Vec<u8> {
+    use ferrogate_core::kv::feed::{FeedEndpoint, FeedProvider};
+    use ferrogate_core::kv::{block_keys, chain_seed, KvFeed, KvOp, Tier};
+    let endpoints = (0..4).map(|i| FeedEndpoint { address: format!("10.0.0.{i}:8000"), connected: true }).collect();
+    let seed = chain_seed("pool", None);
+    let mut ops = Vec::new();
+    for p in 0..100_000 / 64 {
+        let endpoint = (p % 4) as u8;
+        ops.extend(block_keys(seed, &prompt(p), 16).map(|key| KvOp::Add { provider: 0, endpoint, key, tier: Tier::Gpu }));
+    }
+    let providers = vec![FeedProvider { name: "pool".into(), endpoints }];
+    KvFeed { epoch: 1, generation: 1, reset: true, providers, ops }.encode()
+}
+
+/// Runs the VM's tick and answers its sidecar calls: the KV feed, 503 for the rest.
+fn feed_kv(vm: &mut ferrogate_host::Vm) -> Result<(), Box<dyn std::error::Error>> {
+    vm.on_tick()?;
+    for call in vm.take_http_calls() {
+        let kv = call.headers.get_str(":path").is_some_and(|p| p.starts_with("/v1/kv"));
+        let (status, body) = if kv { ("200", kv_feed()) } else { ("503", Vec::new()) };
+        let headers = Headers::from_pairs([(":status", status)]);
+        let response = ferrogate_host::HttpCallResponse { headers, body, trailers: Headers::new() };
+        vm.http_call_response(call.token, Some(response))?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -58,9 +106,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let wasm = std::fs::read(path)?;
     let limits = std::env::var("LIMITS").ok();
+    let kv = std::env::var("KV").ok();
     let spec = PluginSpec {
         configuration: match (reference.is_some(), limits.as_deref()) {
             (true, _) => REF_CONFIG,
+            (false, _) if kv.is_some() => KV_CONFIG,
             (false, Some("7")) => LIMITS_CONFIG,
             (false, Some(_)) => ONE_LIMIT_CONFIG,
             (false, None) => CONFIG,
@@ -72,7 +122,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let rt = Runtime::new(&wasm, spec)?;
     let mut vm = rt.new_vm(0)?;
-    let request = Headers::from_pairs([
+    if kv.is_some() {
+        feed_kv(&mut vm)?;
+    }
+    let ids = prompt(7).iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let mut request = Headers::from_pairs([
         (":method", "POST"),
         (":scheme", "http"),
         (":authority", "gw"),
@@ -82,6 +136,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("authorization", "Bearer sk-alice"),
         ("x-request-id", "0b6f4a4e-8d1c-4c1e-9a53-3d7c2a1b9e10"),
     ]);
+    if kv.as_deref() == Some("1") {
+        request.add("x-ferrogate-token-ids", ids.as_str());
+    }
     let response =
         Headers::from_pairs([(":status", "200"), ("content-type", "application/json"), ("content-length", "220")]);
     let mut run = |count: usize| -> Result<f64, Box<dyn std::error::Error>> {
@@ -107,6 +164,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let us = run(n)?;
     let which = match (reference.is_some(), limits.as_deref()) {
         (true, _) => "reference filter",
+        (false, _) if kv.as_deref() == Some("1") => "filter, precise_cache_aware at 100,000 blocks, 1,024 token ids",
+        (false, _) if kv.is_some() => "filter, precise_cache_aware pool, no token ids",
         (false, Some("7")) => "filter with 7 limits",
         (false, Some(_)) => "filter with 1 limit",
         (false, None) => "filter",

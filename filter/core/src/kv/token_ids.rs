@@ -26,7 +26,7 @@ pub enum TokenIdsError {
     },
 }
 
-/// Parses a header value into `out` (cleared first).
+/// Parses a header value into `out` (cleared first), in one pass over its bytes.
 ///
 /// # Errors
 /// The value is too long, has too many items, or an item is not a token id.
@@ -35,31 +35,47 @@ pub fn parse_token_ids(value: &[u8], out: &mut Vec<u32>) -> Result<(), TokenIdsE
     if value.len() > MAX_HEADER_BYTES {
         return Err(TokenIdsError::TooLong(value.len()));
     }
-    for (index, item) in value.split(|&b| b == b',').enumerate() {
-        if index >= MAX_TOKEN_IDS {
-            return Err(TokenIdsError::TooMany);
+    let mut item = Item::default();
+    for &b in value {
+        match b {
+            b'0'..=b'9' if !item.ended => {
+                item.value = item.value * 10 + u64::from(b - b'0');
+                item.digits += 1;
+                if item.digits > 10 {
+                    return Err(TokenIdsError::Malformed { index: out.len() });
+                }
+            }
+            b' ' | b'\t' => item.ended = item.digits > 0,
+            b',' => {
+                push(&item, out)?;
+                item = Item::default();
+            }
+            _ => return Err(TokenIdsError::Malformed { index: out.len() }),
         }
-        out.push(number(item).ok_or(TokenIdsError::Malformed { index })?);
     }
-    Ok(())
+    push(&item, out)
 }
 
-/// A decimal `u32` with optional surrounding spaces or tabs.
-fn number(item: &[u8]) -> Option<u32> {
-    let start = item.iter().position(|b| !matches!(b, b' ' | b'\t'))?;
-    let end = item.iter().rposition(|b| !matches!(b, b' ' | b'\t'))?;
-    let digits = item.get(start..=end)?;
-    if digits.len() > 10 {
-        return None;
+/// The item being read: its value, its digits, and whether spaces followed them.
+#[derive(Default)]
+struct Item {
+    value: u64,
+    digits: u32,
+    ended: bool,
+}
+
+fn push(item: &Item, out: &mut Vec<u32>) -> Result<(), TokenIdsError> {
+    let index = out.len();
+    if index >= MAX_TOKEN_IDS {
+        return Err(TokenIdsError::TooMany);
     }
-    let mut n: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
+    match u32::try_from(item.value) {
+        Ok(id) if item.digits > 0 => {
+            out.push(id);
+            Ok(())
         }
-        n = n * 10 + u64::from(d - b'0');
+        _ => Err(TokenIdsError::Malformed { index }),
     }
-    u32::try_from(n).ok()
 }
 
 #[cfg(test)]
