@@ -309,7 +309,10 @@ async fn start_serve(args: &Args, row: &Row, sims: &[SocketAddr], kv: &[KvSocket
 /// The sim's token ids for a chat `body`, comma-separated (what a client holding the model's
 /// tokenizer would send).
 async fn token_ids(http: &reqwest::Client, url: &str, body: &Value) -> String {
-    let answer: Value = match http.post(url).json(body).send().await {
+    // The engine knows its own model name, not the gateway's.
+    let mut body = body.clone();
+    body["model"] = json!("sim-small");
+    let answer: Value = match http.post(url).json(&body).send().await {
         Ok(r) => r.json().await.unwrap_or(Value::Null),
         Err(_) => Value::Null,
     };
