@@ -2,8 +2,10 @@
 //! keeps its own copy of the engines' block index ([`KvIndex`]) and brings it up to date on
 //! every tick by asking for the changes since its generation, so a pick reads memory of its
 //! own VM and never waits on a call. An event reaches every VM's index within one tick after
-//! the sidecar received it (the tick is at most [`crate::limits_feed::INTERVAL_MS`]). Polled
-//! only while the configuration has a pool that publishes KV events.
+//! the sidecar received it: while the configuration has a pool that publishes KV events, the
+//! root ticks every [`INTERVAL_MS`] (a conversation's next turn often follows its previous
+//! one within a few hundred milliseconds; an unchanged index costs a 304). Without such a pool
+//! nothing is polled and the tick keeps its period.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -15,6 +17,8 @@ use ferrogate_core::plugin::SidecarSettings;
 use crate::sidecar_call;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// The tick period while a pool publishes KV events.
+pub(crate) const INTERVAL_MS: u64 = 100;
 
 /// One VM's side of the feed.
 #[derive(Debug, Default)]

@@ -33,6 +33,8 @@ pub(crate) struct Root {
     limits: LimitsFeed,
     targets: TargetsFeed,
     kv: KvPoll,
+    /// The tick was shortened for the KV feed.
+    kv_ticks: bool,
 }
 
 impl Default for Root {
@@ -56,6 +58,7 @@ impl Default for Root {
             limits: LimitsFeed::default(),
             targets: TargetsFeed::default(),
             kv: KvPoll::default(),
+            kv_ticks: false,
         }
     }
 }
@@ -70,10 +73,14 @@ impl Root {
         self.shared.active.borrow().as_deref().is_some_and(|c| c.redis_url_env.is_some() && c.limit_plans.any)
     }
 
-    /// Builds the balancers of a newly installed configuration (a pointer compare otherwise).
-    fn refresh_routing(&self) {
-        if let Some(config) = self.shared.active.borrow().clone() {
-            self.shared.routing.borrow_mut().for_config(&config);
+    /// Builds the balancers of a newly installed configuration (a pointer compare otherwise),
+    /// and ticks as often as the KV feed needs when a pool publishes KV events.
+    fn refresh_routing(&mut self) {
+        let Some(config) = self.shared.active.borrow().clone() else { return };
+        self.shared.routing.borrow_mut().for_config(&config);
+        if !self.kv_ticks && self.sidecar().is_some() && crate::kv_feed::wanted(&config) {
+            self.kv_ticks = true;
+            self.set_tick_period(Duration::from_millis(crate::kv_feed::INTERVAL_MS));
         }
     }
 }

@@ -6,7 +6,9 @@
 //!   request's blocks it holds, GPU blocks weighing more than offloaded ones.
 //! - Load guard, as `cache_aware`'s: targets more than [`super::BALANCE_ABS_THRESHOLD`]
 //!   requests and [`super::BALANCE_REL_THRESHOLD`] times ahead of the least-loaded one are
-//!   passed over; among the rest the best score wins, the lighter on a tie.
+//!   passed over; among the rest the best score wins. On a tie, the target where the
+//!   conversation went last (`cache_aware`'s record, kept at every pick, so it knows moves the
+//!   engines' events have not reported yet), else the lighter.
 //! - No scores (no token ids, no index), or no target left with a positive score: the
 //!   approximate `cache_aware` decides, and learns every pick either way, so a request without
 //!   token ids still follows its conversation.
@@ -28,18 +30,24 @@ impl PreciseCacheAware {
     }
 
     /// The eligible target with the best positive score that the load guard allows.
-    fn by_score(ctx: &PickContext<'_>, scores: &[u32], eligible: &[usize]) -> Option<usize> {
+    fn by_score(&mut self, ctx: &PickContext<'_>, scores: &[u32], eligible: &[usize]) -> Option<usize> {
         let least = if ctx.has_load() { least_loaded_among(ctx, eligible) } else { None };
         let allowed = |i: usize| least.is_none_or(|l| !imbalanced(ctx.queue(i), ctx.queue(l)));
         let score = |i: usize| scores.get(i).copied().unwrap_or(0);
         let best = eligible.iter().copied().filter(|&i| allowed(i)).map(score).max().filter(|&s| s > 0)?;
-        scan_best(eligible, ctx.random, |i| allowed(i) && score(i) == best, |a, b| lighter(ctx, a, b))
+        let tied = |i: usize| allowed(i) && score(i) == best;
+        if eligible.iter().filter(|&&i| tied(i)).nth(1).is_some() {
+            if let Some(warm) = self.approximate.warm(ctx, eligible).filter(|&w| tied(w)) {
+                return Some(warm);
+            }
+        }
+        scan_best(eligible, ctx.random, tied, |a, b| lighter(ctx, a, b))
     }
 }
 
 impl Strategy for PreciseCacheAware {
     fn pick(&mut self, ctx: &PickContext<'_>, eligible: &[usize]) -> Option<usize> {
-        let chosen = match ctx.kv.and_then(|scores| Self::by_score(ctx, scores, eligible)) {
+        let chosen = match ctx.kv.and_then(|scores| self.by_score(ctx, scores, eligible)) {
             Some(target) => target,
             None => self.approximate.choose(ctx, eligible)?,
         };
@@ -71,6 +79,16 @@ mod tests {
         assert_eq!(pick(Some(&[10, 30, 20]), &loads, &[0, 1, 2]), Some(2), "next best within the guard");
         let close = [Load::in_flight(1), Load::in_flight(2), Load::in_flight(1)];
         assert_eq!(pick(Some(&[10, 30, 20]), &close, &[0, 1, 2]), Some(1), "within both margins");
+    }
+
+    #[test]
+    fn a_tie_goes_where_the_conversation_went_last() {
+        let mut s = PreciseCacheAware::with_names(["a", "b", "c"], 64);
+        let ctx = |kv| PickContext { kv, conversation: b"a conversation", ..PickContext::default() };
+        // The conversation went to c (the engines had not reported it yet: no scores).
+        s.approximate.record(&ctx(None), 2);
+        assert_eq!(s.pick(&ctx(Some(&[20, 0, 20])), &[0, 1, 2]), Some(2));
+        assert_eq!(s.pick(&ctx(Some(&[20, 0, 10])), &[0, 1, 2]), Some(0), "a longer run still wins");
     }
 
     #[test]
