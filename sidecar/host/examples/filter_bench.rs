@@ -10,7 +10,8 @@
 //! `KV=1` routes by `precise_cache_aware` over a pool of four engines whose KV index (100,000
 //! blocks, fed to the filter as the sidecar's `/v1/kv` answer) holds the request's prompt on
 //! one engine; the request carries its 1,024 token ids (`x-ferrogate-token-ids`). `KV=0`: the
-//! same without the header (no scoring), so the difference is the header's parsing and the pick.
+//! same without the header (no scoring), so the difference is the header's parsing and the pick;
+//! `IDS=n` sends only the first n ids (a shorter prompt: n/16 blocks).
 //! Prints the mean wall time per request: the filter's guest code plus the host's hostcalls.
 
 use std::time::Instant;
@@ -66,6 +67,12 @@ fn prompt(p: u64) -> Vec<u32> {
     (0..1024).map(|t| (p * 100_003 + t) as u32).collect()
 }
 
+/// The ids a request sends: the first `IDS` (default all 1,024) of prompt 7.
+fn request_ids() -> String {
+    let n = std::env::var("IDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    prompt(7).iter().take(n).map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// The sidecar's `/v1/kv` answer: 100,000 blocks, 64 per prompt, prompts spread over the four
 /// engines.
 fn kv_feed() -> Vec<u8> {
@@ -76,7 +83,12 @@ fn kv_feed() -> Vec<u8> {
     let mut ops = Vec::new();
     for p in 0..100_000 / 64 {
         let endpoint = (p % 4) as u8;
-        ops.extend(block_keys(seed, &prompt(p), 16).map(|key| KvOp::Add { provider: 0, endpoint, key, tier: Tier::Gpu }));
+        ops.extend(block_keys(seed, &prompt(p), 16).map(|key| KvOp::Add {
+            provider: 0,
+            endpoint,
+            key,
+            tier: Tier::Gpu,
+        }));
     }
     let providers = vec![FeedProvider { name: "pool".into(), endpoints }];
     KvFeed { epoch: 1, generation: 1, reset: true, providers, ops }.encode()
@@ -125,7 +137,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if kv.is_some() {
         feed_kv(&mut vm)?;
     }
-    let ids = prompt(7).iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let ids = request_ids();
     let mut request = Headers::from_pairs([
         (":method", "POST"),
         (":scheme", "http"),
@@ -162,9 +174,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     run(n / 10)?; // warm-up
     let us = run(n)?;
+    let with_ids = format!("filter, precise_cache_aware at 100,000 blocks, {} token ids", ids.split(',').count());
     let which = match (reference.is_some(), limits.as_deref()) {
         (true, _) => "reference filter",
-        (false, _) if kv.as_deref() == Some("1") => "filter, precise_cache_aware at 100,000 blocks, 1,024 token ids",
+        (false, _) if kv.as_deref() == Some("1") => with_ids.as_str(),
         (false, _) if kv.is_some() => "filter, precise_cache_aware pool, no token ids",
         (false, Some("7")) => "filter with 7 limits",
         (false, Some(_)) => "filter with 1 limit",

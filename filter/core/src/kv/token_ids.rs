@@ -35,47 +35,52 @@ pub fn parse_token_ids(value: &[u8], out: &mut Vec<u32>) -> Result<(), TokenIdsE
     if value.len() > MAX_HEADER_BYTES {
         return Err(TokenIdsError::TooLong(value.len()));
     }
-    let mut item = Item::default();
-    for &b in value {
-        match b {
-            b'0'..=b'9' if !item.ended => {
-                item.value = item.value * 10 + u64::from(b - b'0');
-                item.digits += 1;
-                if item.digits > 10 {
-                    return Err(TokenIdsError::Malformed { index: out.len() });
-                }
-            }
-            b' ' | b'\t' => item.ended = item.digits > 0,
-            b',' => {
-                push(&item, out)?;
-                item = Item::default();
-            }
-            _ => return Err(TokenIdsError::Malformed { index: out.len() }),
+    // An id takes at least two bytes with its comma: one allocation for the whole list.
+    out.reserve(value.len() / 2 + 1);
+    let mut at = 0;
+    loop {
+        let index = out.len();
+        if index >= MAX_TOKEN_IDS {
+            return Err(TokenIdsError::TooMany);
+        }
+        at = skip_blanks(value, at);
+        let (id, end) = number(value, at).ok_or(TokenIdsError::Malformed { index })?;
+        out.push(id);
+        at = skip_blanks(value, end);
+        match value.get(at) {
+            None => return Ok(()),
+            Some(b',') => at += 1,
+            Some(_) => return Err(TokenIdsError::Malformed { index }),
         }
     }
-    push(&item, out)
 }
 
-/// The item being read: its value, its digits, and whether spaces followed them.
-#[derive(Default)]
-struct Item {
-    value: u64,
-    digits: u32,
-    ended: bool,
-}
-
-fn push(item: &Item, out: &mut Vec<u32>) -> Result<(), TokenIdsError> {
-    let index = out.len();
-    if index >= MAX_TOKEN_IDS {
-        return Err(TokenIdsError::TooMany);
+fn skip_blanks(value: &[u8], mut at: usize) -> usize {
+    while matches!(value.get(at), Some(b' ' | b'\t')) {
+        at += 1;
     }
-    match u32::try_from(item.value) {
-        Ok(id) if item.digits > 0 => {
-            out.push(id);
-            Ok(())
+    at
+}
+
+/// The decimal `u32` starting at `at` (1 to 10 digits), and where it ends.
+fn number(value: &[u8], at: usize) -> Option<(u32, usize)> {
+    let mut n: u64 = 0;
+    let mut end = at;
+    while let Some(&b) = value.get(end) {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
         }
-        _ => Err(TokenIdsError::Malformed { index }),
+        n = n * 10 + u64::from(digit);
+        end += 1;
+        if end - at > 10 {
+            return None;
+        }
     }
+    if end == at {
+        return None;
+    }
+    Some((u32::try_from(n).ok()?, end))
 }
 
 #[cfg(test)]
