@@ -58,7 +58,13 @@ fn layout(max_blocks: u64) -> Layout {
         })
         .collect();
     Layout {
-        pools: vec![PoolLayout { provider: "pool".into(), block_size: BLOCK, topic: String::new(), max_blocks, endpoints }],
+        pools: vec![PoolLayout {
+            provider: "pool".into(),
+            block_size: BLOCK,
+            topic: String::new(),
+            max_blocks,
+            endpoints,
+        }],
     }
 }
 
@@ -143,7 +149,12 @@ fn score() {
     let mut ops = Vec::new();
     for p in 0..BLOCKS / 64 {
         let endpoint = (p % ENDPOINTS as u64) as u8;
-        ops.extend(block_keys(seed, &prompt(p), BLOCK).map(|key| KvOp::Add { provider: 0, endpoint, key, tier: Tier::Gpu }));
+        ops.extend(block_keys(seed, &prompt(p), BLOCK).map(|key| KvOp::Add {
+            provider: 0,
+            endpoint,
+            key,
+            tier: Tier::Gpu,
+        }));
     }
     let mut index = KvIndex::default();
     index.apply(&KvFeed { epoch: 1, generation: 1, reset: true, providers, ops });
@@ -153,7 +164,12 @@ fn score() {
     let n = 200_000;
     let start = Instant::now();
     for _ in 0..n {
-        std::hint::black_box(index.score("pool", &slots, block_keys(seed, std::hint::black_box(&tokens), BLOCK), &mut out));
+        std::hint::black_box(index.score(
+            "pool",
+            &slots,
+            block_keys(seed, std::hint::black_box(&tokens), BLOCK),
+            &mut out,
+        ));
     }
     let ns = start.elapsed().as_nanos() as f64 / f64::from(n);
     let header = tokens.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
@@ -164,7 +180,11 @@ fn score() {
     }
     let parse_ns = start.elapsed().as_nanos() as f64 / f64::from(n);
     println!("header: {} bytes, 1,024 ids parsed in {parse_ns:.0} ns", header.len());
-    println!("score: {} blocks indexed, a 1,024-token request held whole by one endpoint: {ns:.0} ns per score ({:?})", index.len(), out);
+    println!(
+        "score: {} blocks indexed, a 1,024-token request held whole by one endpoint: {ns:.0} ns per score ({:?})",
+        index.len(),
+        out
+    );
 }
 
 fn main() {
