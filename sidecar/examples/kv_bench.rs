@@ -72,7 +72,7 @@ fn layout(max_blocks: u64) -> Layout {
 /// batch's last block (a new chain every 64 batches), map form.
 fn batch(seq: u64, blocks: u64) -> Vec<u8> {
     let first = seq * blocks + 1;
-    let parent = if seq % 64 == 0 { Value::Nil } else { Value::from(first - 1) };
+    let parent = if seq.is_multiple_of(64) { Value::Nil } else { Value::from(first - 1) };
     let tokens = (0..blocks * u64::from(BLOCK)).map(|t| Value::from((seq * 7919 + t) % 150_000)).collect();
     let event = Value::Map(vec![
         ("type".into(), "BlockStored".into()),
