@@ -49,10 +49,11 @@ const MEDIUM: &str = "GPU";
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct KvEventsArgs {
     /// Publish vLLM KV-cache events on a ZMQ PUB socket bound to ADDR, e.g.
-    /// `tcp://127.0.0.1:5557` (`tcp://*:5557` binds every interface).
+    /// `tcp://127.0.0.1:5557` (`tcp://*:5557` binds every interface); default: no events.
     #[arg(long, value_name = "ADDR")]
     pub kv_events: Option<String>,
-    /// Answer vLLM's KV-event replay requests on a ZMQ ROUTER socket bound to ADDR.
+    /// Answer vLLM's KV-event replay requests on a ZMQ ROUTER socket bound to ADDR; default:
+    /// no replay.
     #[arg(long, value_name = "ADDR")]
     pub kv_replay: Option<String>,
     /// Encode events as tagged positional arrays (older vLLM) instead of tagged maps.
