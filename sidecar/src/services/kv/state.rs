@@ -1,0 +1,143 @@
+//! The state behind [`super::Kv`]: one index and the streams' states per pool of a layout,
+//! the log of index changes with its generations, the feed answers built from them, and the
+//! application of one decoded batch.
+
+use std::collections::VecDeque;
+
+use ferrogate_core::kv::events::{self as decode, Event};
+use ferrogate_core::kv::feed::{FeedEndpoint, FeedProvider};
+use ferrogate_core::kv::{KvFeed, KvOp};
+
+use super::index::ProviderIndex;
+use super::stream::Sequence;
+use super::{Answer, EndpointStats, Layout, PoolLayout, LOG_OPS};
+
+pub(super) struct Endpoint {
+    pub(super) seq: Sequence,
+    pub(super) stats: EndpointStats,
+}
+
+pub(super) struct Pool {
+    pub(super) index: ProviderIndex,
+    pub(super) endpoints: Vec<Endpoint>,
+}
+
+/// The indexes of one layout, and the log of their changes.
+pub(super) struct State {
+    pub(super) epoch: u64,
+    pub(super) layout: Layout,
+    pub(super) pools: Vec<Pool>,
+    pub(super) generation: u64,
+    /// Readers at or after this generation can be answered with changes.
+    pub(super) floor: u64,
+    pub(super) log: VecDeque<(u64, KvOp)>,
+}
+
+impl State {
+    pub(super) fn new(layout: Layout) -> Self {
+        let pools = layout.pools.iter().enumerate().map(|(i, p)| pool(i, p)).collect();
+        let epoch = rand::random::<u64>() | 1;
+        Self { epoch, layout, pools, generation: 0, floor: 0, log: VecDeque::new() }
+    }
+
+    pub(super) fn log(&mut self, ops: Vec<KvOp>) {
+        for op in ops {
+            self.generation += 1;
+            self.log.push_back((self.generation, op));
+        }
+        while self.log.len() > LOG_OPS {
+            if let Some((g, _)) = self.log.pop_front() {
+                self.floor = g;
+            }
+        }
+    }
+
+    pub(super) fn feed(&self, reader: Option<(u64, u64)>) -> Answer {
+        let current = |g: u64| reader == Some((self.epoch, g));
+        if current(self.generation) {
+            return Answer::NotModified;
+        }
+        let providers = self.pools.iter().map(feed_provider).collect();
+        let mut feed = KvFeed { epoch: self.epoch, generation: self.generation, providers, ..KvFeed::default() };
+        match reader {
+            Some((epoch, since)) if epoch == self.epoch && since >= self.floor && since < self.generation => {
+                feed.ops = self.log.iter().filter(|(g, _)| *g > since).map(|(_, op)| *op).collect();
+            }
+            _ => {
+                feed.reset = true;
+                for p in &self.pools {
+                    p.index.snapshot(&mut feed.ops);
+                }
+            }
+        }
+        Answer::Feed(feed.encode())
+    }
+}
+
+fn pool(i: usize, p: &PoolLayout) -> Pool {
+    let id = u16::try_from(i).unwrap_or(u16::MAX);
+    let index = ProviderIndex::new(id, &p.provider, p.endpoints.len(), p.block_size, p.max_blocks);
+    let endpoints = p
+        .endpoints
+        .iter()
+        .map(|(address, source)| {
+            let stats = EndpointStats {
+                endpoint: address.clone(),
+                kv_events: source.as_ref().map(|s| s.events.clone()),
+                ..EndpointStats::default()
+            };
+            Endpoint { seq: Sequence::new(source.as_ref().is_some_and(|s| s.replay.is_some())), stats }
+        })
+        .collect();
+    Pool { index, endpoints }
+}
+
+fn feed_provider(p: &Pool) -> FeedProvider {
+    let endpoints = p
+        .endpoints
+        .iter()
+        .map(|e| FeedEndpoint { address: e.stats.endpoint.clone(), connected: e.stats.connected })
+        .collect();
+    FeedProvider { name: p.index.name().to_string(), endpoints }
+}
+
+/// Decodes a batch of endpoint `ep` and applies its events.
+pub(super) fn apply(pool: &mut Pool, ep: u8, payload: &[u8], now_ms: u64, ops: &mut Vec<KvOp>) {
+    let Some(endpoint) = pool.endpoints.get_mut(usize::from(ep)) else { return };
+    endpoint.stats.last_event_ms = Some(now_ms);
+    let batch = match decode::decode(payload) {
+        Ok(batch) => batch,
+        Err(e) => {
+            if endpoint.stats.malformed.is_power_of_two() || endpoint.stats.malformed == 0 {
+                tracing::warn!(endpoint = %endpoint.stats.endpoint, "KV event payload dropped: {e}");
+            }
+            endpoint.stats.malformed += 1;
+            return;
+        }
+    };
+    let (mut applied, mut skipped) = (0, 0);
+    for event in &batch.events {
+        let done = match event {
+            Event::Stored(s) => pool.index.stored(ep, s, ops).is_ok(),
+            Event::Removed { group: Some(g), .. } if *g != 0 => false,
+            Event::Removed { hashes, tier, .. } => {
+                pool.index.removed(ep, hashes, *tier, ops);
+                true
+            }
+            Event::Cleared => {
+                pool.index.clear(ep, ops);
+                true
+            }
+        };
+        if done {
+            applied += 1
+        } else {
+            skipped += 1
+        }
+    }
+    if let Some(e) = pool.endpoints.get_mut(usize::from(ep)) {
+        e.stats.events += applied;
+        e.stats.skipped += skipped;
+        e.stats.malformed += batch.unknown as u64;
+    }
+}
