@@ -3,8 +3,10 @@
 //! The host's scenario tests and the gateway's end-to-end tests run real filter modules
 //! (`ferrogate_filter.wasm`, `ferrogate_testfilter.wasm`), which cargo cannot build as a
 //! dependency of a native test (another target). So that `cargo test` works from a fresh
-//! clone, the first test that needs one runs the workspace's `cargo wasm` build once (cargo's
-//! own lock serialises test binaries that ask at the same time). Not used by `serve`.
+//! clone, and never runs a module older than the code it is built from, the first test that
+//! needs one runs the workspace's `cargo wasm` build when the module is missing or older than
+//! a source of the filters (cargo's own lock serialises test binaries that ask at the same
+//! time). Not used by `serve`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -12,7 +14,7 @@ use std::sync::Mutex;
 /// The wasm packages `cargo wasm` (`.cargo/config.toml`) builds, release profile.
 const PACKAGES: [&str; 2] = ["ferrogate-filter", "ferrogate-testfilter"];
 
-/// `<target dir>/wasm32-unknown-unknown/release/<file>`, built first when it does not exist.
+/// `<target dir>/wasm32-unknown-unknown/release/<file>`, built first when it does not exist or is older than a source.
 /// `env` names a variable that, when set, gives the file instead (no build).
 ///
 /// # Panics
@@ -25,7 +27,7 @@ pub fn workspace_wasm(file: &str, env: &str) -> PathBuf {
     let path = target_dir().join("wasm32-unknown-unknown/release").join(file);
     static BUILD: Mutex<()> = Mutex::new(());
     let _one_at_a_time = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if !path.is_file() {
+    if !path.is_file() || stale(&path) {
         if let Err(e) = build() {
             panic!(
                 "{} is missing and building it failed ({e}); run `cargo wasm` (or `make wasm`) in the workspace",
@@ -44,9 +46,34 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
 }
 
+/// Where the filters' sources are: a change to any file under them makes the modules stale.
+const SOURCES: [&str; 6] = [
+    "filter/src",
+    "filter/core/src",
+    "filter/Cargo.toml",
+    "filter/core/Cargo.toml",
+    "sidecar/host/testfilter",
+    "Cargo.lock",
+];
+
+/// Whether some source of the filters changed after `module` was written.
+fn stale(module: &Path) -> bool {
+    let Ok(built) = std::fs::metadata(module).and_then(|m| m.modified()) else { return true };
+    SOURCES.iter().any(|s| newer_than(&workspace().join(s), built))
+}
+
+fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else { return false };
+    if meta.is_file() {
+        return meta.modified().is_ok_and(|m| m > time);
+    }
+    let Ok(entries) = std::fs::read_dir(path) else { return false };
+    entries.flatten().any(|e| newer_than(&e.path(), time))
+}
+
 fn build() -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("building the filter wasm once for the tests (cargo wasm) ...");
+    eprintln!("building the filter wasm for the tests (cargo wasm): missing or older than its sources ...");
     let mut cmd = std::process::Command::new(cargo);
     cmd.current_dir(workspace()).args(["build", "--release", "--target", "wasm32-unknown-unknown"]);
     for p in PACKAGES {
