@@ -152,7 +152,12 @@ impl Row {
 struct Conversation {
     messages: Vec<Value>,
     turn: usize,
+    /// Failed attempts of the current turn in a row.
+    failures: u32,
 }
+
+/// A turn failing this many times in a row ends the run: the row is broken, not slow.
+const MAX_FAILURES: u32 = 20;
 
 /// What one request found.
 #[derive(Debug, Clone)]
@@ -374,7 +379,11 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
     let conversations: Vec<Mutex<Conversation>> = (0..args.conversations)
         .map(|c| {
             let system = format!("conversation-{c}-{seed} {}", words(&mut rng, args.prefix_bytes));
-            Mutex::new(Conversation { messages: vec![json!({"role": "system", "content": system})], turn: 0 })
+            Mutex::new(Conversation {
+                messages: vec![json!({"role": "system", "content": system})],
+                turn: 0,
+                failures: 0,
+            })
         })
         .collect();
     let user_texts: Vec<Vec<String>> = (0..args.conversations)
@@ -499,11 +508,19 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
                         Some(text) => {
                             conv.messages.push(json!({"role": "assistant", "content": text}));
                             conv.turn += 1;
+                            conv.failures = 0;
                         }
                         None => {
                             // Retry the same turn later.
                             conv.messages.pop();
                             *errors.lock().unwrap() += 1;
+                            conv.failures += 1;
+                            assert!(
+                                conv.failures < MAX_FAILURES,
+                                "conversation {c}, turn {}: {MAX_FAILURES} failures in a row (the gateway \
+                                 answered no 2xx); this row cannot run",
+                                conv.turn
+                            );
                         }
                     }
                     let mut s = schedule.lock().unwrap();
