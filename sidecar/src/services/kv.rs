@@ -190,12 +190,10 @@ impl Kv {
         let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) else { return };
         if e.stats.connected != connected {
             e.stats.connected = connected;
+            // A replay under way goes on (its own socket) and releases the held batches when
+            // it ends; the numbering is kept so a gap across the reconnection is noticed.
             if connected {
                 e.seq.connected();
-            } else {
-                let mut out = Vec::new();
-                e.seq.disconnected(&mut out);
-                drop(out); // Held batches of an unfinished replay are dropped with the connection.
             }
             state.generation += 1;
         }

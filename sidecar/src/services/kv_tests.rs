@@ -77,6 +77,22 @@ fn the_feed_answers_changes_since_a_generation_or_everything() {
     assert_eq!(kv.blocks()[0].1, 0, "a batch of the old epoch is dropped");
 }
 
+/// A replay running when the subscription drops still delivers, and the batches held for it
+/// are applied when it ends.
+#[test]
+fn a_disconnect_during_a_replay_loses_no_batch() {
+    let kv = Kv::default();
+    let epoch = kv.install(layout("tcp://127.0.0.1:1", Some("tcp://127.0.0.1:2"))).unwrap();
+    let src = Source { epoch, pool: 0, endpoint: 0 };
+    kv.connected(src, true);
+    kv.live(src, 0, chain(0).into(), 0);
+    assert_eq!(kv.live(src, 2, chain(2).into(), 0), Some(1), "a gap: batch 2 held, 1 asked for");
+    kv.connected(src, false);
+    kv.replayed(src, 1, chain(1).into(), 0);
+    kv.replay_done(src, 0);
+    assert_eq!((kv.blocks()[0].1, kv.stats(0)[0].1[0].last_sequence), (3, Some(2)));
+}
+
 #[test]
 fn garbage_is_counted_and_changes_nothing() {
     let kv = Kv::default();

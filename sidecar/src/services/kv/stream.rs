@@ -204,12 +204,6 @@ impl Sequence {
         }
     }
 
-    /// The connection was lost: held batches go through, the numbering is kept so a gap or a
-    /// restart across the reconnection is noticed.
-    pub fn disconnected(&mut self, out: &mut Vec<Step>) {
-        self.replay_done(out);
-    }
-
     fn apply_all(&mut self, batches: BTreeMap<u64, Bytes>, out: &mut Vec<Step>) {
         for (seq, payload) in batches {
             self.apply(seq, payload, out);
