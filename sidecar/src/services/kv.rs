@@ -34,7 +34,9 @@ use stream::{Sequence, Step};
 /// Feed operations kept for readers that ask for changes (about 6 MiB).
 pub const LOG_OPS: usize = 1 << 18;
 
-/// What one endpoint's stream did (the admin view and metrics).
+/// What one endpoint's stream did (the admin view and metrics). The sequence figures
+/// (`last_sequence`, `gaps`, `replays`, `replaying`, `restarts`) and `blocks` are read from
+/// the stream's state and the index when the view is taken ([`Kv::stats`]).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EndpointStats {
     /// `host:port` of the engine's HTTP API.
@@ -163,10 +165,7 @@ impl Kv {
         if state.epoch != src.epoch {
             return None;
         }
-        let e = state.pools.get_mut(src.pool)?.endpoints.get_mut(src.endpoint)?;
-        let from = e.seq.resync()?;
-        e.stats.replays = e.seq.counts.replays;
-        Some(from)
+        state.pools.get_mut(src.pool)?.endpoints.get_mut(src.endpoint)?.seq.resync()
     }
 
     /// A message from `src` that was not three frames with an 8-byte sequence.
@@ -218,11 +217,6 @@ impl Kv {
                 Step::Replay(from) => replay = Some(from),
             }
         }
-        if let Some(e) = pool.endpoints.get_mut(src.endpoint) {
-            let c = e.seq.counts;
-            (e.stats.gaps, e.stats.replays, e.stats.restarts) = (c.gaps, c.replays, c.restarts);
-            e.stats.last_sequence = e.seq.last();
-        }
         state.log(ops);
         replay
     }
@@ -234,14 +228,16 @@ impl Kv {
             .pools
             .iter()
             .map(|p| {
+                let held = p.index.held_counts();
                 let endpoints = p
                     .endpoints
                     .iter()
-                    .enumerate()
-                    .map(|(i, e)| {
+                    .zip(held)
+                    .map(|(e, blocks)| {
                         let mut s = e.stats.clone();
-                        s.replaying = e.seq.replaying();
-                        s.blocks = u8::try_from(i).map_or(0, |ep| p.index.held_by(ep));
+                        let c = e.seq.counts;
+                        (s.gaps, s.replays, s.restarts) = (c.gaps, c.replays, c.restarts);
+                        (s.last_sequence, s.replaying, s.blocks) = (e.seq.last(), e.seq.replaying(), blocks);
                         s.last_event_age_ms = s.last_event_ms.map(|t| now_ms.saturating_sub(t));
                         s
                     })

@@ -96,10 +96,18 @@ impl ProviderIndex {
         self.blocks.is_empty()
     }
 
-    /// Blocks endpoint `ep` holds (a pass over the index: for the admin view).
-    pub fn held_by(&self, ep: u8) -> usize {
-        let bit = bit(ep);
-        self.blocks.iter().filter(|(_, h)| (h.gpu | h.cpu) & bit != 0).count()
+    /// Blocks each endpoint holds, by endpoint position, counted in one pass over the index
+    /// (for the admin view and metrics).
+    pub fn held_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.engines.len()];
+        for (_, h) in self.blocks.iter() {
+            for ep in bits(h.gpu | h.cpu) {
+                if let Some(n) = counts.get_mut(usize::from(ep)) {
+                    *n += 1;
+                }
+            }
+        }
+        counts
     }
 
     /// Every holder, as `Add` operations (a reset feed).

@@ -48,7 +48,7 @@ fn events_become_the_scores_of_a_request() {
     // B clears its cache.
     index.clear(1, &mut ops);
     assert_eq!(scores(&ops, 1000..1058).1, [20, 0, 0]);
-    assert_eq!((index.held_by(0), index.held_by(1)), (2, 0));
+    assert_eq!(index.held_counts(), [2, 0, 0]);
 }
 
 #[test]
