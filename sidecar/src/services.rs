@@ -17,3 +17,10 @@ pub mod source;
 pub mod store;
 pub mod targets;
 pub mod usage;
+
+/// Unix milliseconds now (0 before 1970, saturating far ahead): the clock the services stamp
+/// and compare with.
+pub(crate) fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -18,6 +18,7 @@ use ferrogate_host::Runtime;
 use super::auth::{bearer_ok, unauthorized};
 use super::crud;
 use super::limits::{self, Ledger};
+use super::now_ms;
 use super::snapshot::Snapshots;
 use super::source::Database;
 use super::targets::{self, Targets};
@@ -172,11 +173,6 @@ async fn kv_query(State(admin): State<Admin>, headers: HeaderMap) -> Response {
         return unauthorized().into_response();
     }
     Json(serde_json::json!({"providers": super::kv::report::report(&admin.kv, now_ms())})).into_response()
-}
-
-fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 async fn usage_query(State(admin): State<Admin>, headers: HeaderMap, Query(q): Query<usage::Query>) -> Response {

@@ -36,6 +36,7 @@ pub mod probe;
 pub mod prom;
 mod report;
 
+use super::now_ms;
 pub use health::{Health, FAILURES_TO_UNHEALTHY, SUCCESSES_TO_HEALTHY};
 use probe::{Prober, Scrape, Target};
 pub use report::{prometheus, Report, TargetReport};
@@ -305,11 +306,6 @@ fn count(v: f64) -> u32 {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.map_or(0, millis)
 }
 
 /// Starts following `snapshots` and the probe and scrape loops, until `shutdown`.

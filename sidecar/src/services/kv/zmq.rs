@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use zeromq::{DealerSocket, Socket, SocketEvent, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
 use super::{Kv, Source};
+use crate::services::now_ms;
 
 /// First wait before reconnecting.
 pub const RETRY_FIRST: Duration = Duration::from_millis(100);
@@ -50,12 +51,6 @@ pub fn spawn_consumers(kv: Arc<Kv>, epoch: u64, stop: watch::Receiver<bool>, shu
             tokio::spawn(consumer.run(stop.clone(), shutdown.clone()));
         }
     }
-}
-
-/// Unix milliseconds now.
-fn now_ms() -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
 }
 
 struct Consumer {

@@ -12,7 +12,7 @@
 //!   the current and previous bucket (the filter's feed) and every replica's (the admin view).
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ferrogate_core::limits::feed::Feed;
@@ -21,6 +21,7 @@ use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
 use super::{add_to, window_of, Ledger, View, FLUSH_EVERY, READ_EVERY};
+use crate::services::now_ms;
 
 /// Sorted set of the active hashes, scored by expiry (Unix ms).
 const ACTIVE: &str = "fg:limits:active";
@@ -198,8 +199,4 @@ fn parse_hash(hash: &str) -> Option<(&str, u64)> {
     let rest = hash.strip_prefix(PREFIX)?;
     let (counter, bucket) = rest.rsplit_once(':')?;
     Some((counter, bucket.parse().ok()?))
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
