@@ -24,7 +24,7 @@ pub(crate) const INTERVAL_MS: u64 = 100;
 #[derive(Debug, Default)]
 pub(crate) struct KvPoll {
     in_flight: Option<u32>,
-    failures: u32,
+    failures: sidecar_call::Failures,
 }
 
 /// Whether `config` has a pool whose endpoints publish KV events.
@@ -57,10 +57,10 @@ impl KvPoll {
     pub(crate) fn on_response(&mut self, status: Option<u16>, body: Option<Vec<u8>>, index: &RefCell<KvIndex>) {
         self.in_flight = None;
         match (status, body) {
-            (Some(304), _) => self.failures = 0,
+            (Some(304), _) => self.failures.reset(),
             (Some(200), Some(body)) => match KvFeed::decode(&body) {
                 Ok(feed) => {
-                    self.failures = 0;
+                    self.failures.reset();
                     index.borrow_mut().apply(&feed);
                 }
                 Err(e) => self.failed(&format!("unreadable answer: {e}")),
@@ -70,9 +70,6 @@ impl KvPoll {
     }
 
     fn failed(&mut self, what: &str) {
-        if self.failures.is_multiple_of(60) {
-            log::warn!("KV feed poll: {what} (failure {} in a row); keeping the last index", self.failures + 1);
-        }
-        self.failures = self.failures.saturating_add(1);
+        self.failures.record("KV feed", what, "; keeping the last index");
     }
 }

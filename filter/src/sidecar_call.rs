@@ -38,3 +38,23 @@ pub(crate) fn call(
     }
     hostcalls::dispatch_http_call(&sidecar.cluster, headers, body, vec![], timeout)
 }
+
+/// Consecutive failed polls of a feed; the first of a run and every 60th after it are logged,
+/// so an outage is reported without flooding the log.
+#[derive(Debug, Default)]
+pub(crate) struct Failures(u32);
+
+impl Failures {
+    /// Counts a failure of `feed`'s poll: `what` happened, `keeping` says what is used meanwhile.
+    pub(crate) fn record(&mut self, feed: &str, what: &str, keeping: &str) {
+        if self.0.is_multiple_of(60) {
+            log::warn!("{feed} poll: {what} (failure {} in a row){keeping}", self.0 + 1);
+        }
+        self.0 = self.0.saturating_add(1);
+    }
+
+    /// A poll succeeded.
+    pub(crate) fn reset(&mut self) {
+        self.0 = 0;
+    }
+}

@@ -44,7 +44,7 @@ pub(crate) struct SnapshotFeed {
     /// Token of this VM's poll in flight.
     in_flight: Option<u32>,
     /// Failed polls in a row (logged on the first and then every 60th).
-    failures: u32,
+    failures: sidecar_call::Failures,
 }
 
 impl SnapshotFeed {
@@ -99,10 +99,10 @@ impl SnapshotFeed {
         }
         self.in_flight = None;
         match (status, body) {
-            (Some(304), _) => self.failures = 0,
+            (Some(304), _) => self.failures.reset(),
             (Some(200), Some(body)) => match Snapshot::receive(&body) {
                 Ok(doc) => {
-                    self.failures = 0;
+                    self.failures.reset();
                     // Body before version: whoever sees the version finds a body as new.
                     let shared = hostcalls::set_shared_data(BODY, Some(&body), None)
                         .and_then(|()| hostcalls::set_shared_data(VERSION, Some(doc.version.as_bytes()), None));
@@ -135,10 +135,7 @@ impl SnapshotFeed {
     }
 
     fn failed(&mut self, what: &str) {
-        if self.failures.is_multiple_of(60) {
-            log::warn!("snapshot poll: {what} (failure {} in a row)", self.failures + 1);
-        }
-        self.failures = self.failures.saturating_add(1);
+        self.failures.record("snapshot", what, "");
     }
 }
 

@@ -34,7 +34,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) struct TargetsFeed {
     version: Option<u64>,
     in_flight: Option<u32>,
-    failures: u32,
+    failures: sidecar_call::Failures,
 }
 
 impl TargetsFeed {
@@ -80,10 +80,10 @@ impl TargetsFeed {
     pub(crate) fn on_response(&mut self, status: Option<u16>, body: Option<Vec<u8>>, routing: &RefCell<RoutingCell>) {
         self.in_flight = None;
         match (status, body) {
-            (Some(304), _) => self.failures = 0,
+            (Some(304), _) => self.failures.reset(),
             (Some(200), Some(body)) => match TargetFeed::parse(&body) {
                 Ok(feed) => {
-                    self.failures = 0;
+                    self.failures.reset();
                     let version = feed.version.to_le_bytes();
                     let shared = hostcalls::set_shared_data(BODY, Some(&body), None)
                         .and_then(|()| hostcalls::set_shared_data(VERSION, Some(&version), None));
@@ -104,9 +104,6 @@ impl TargetsFeed {
     }
 
     fn failed(&mut self, what: &str) {
-        if self.failures.is_multiple_of(60) {
-            log::warn!("targets feed poll: {what} (failure {} in a row); keeping the last feed", self.failures + 1);
-        }
-        self.failures = self.failures.saturating_add(1);
+        self.failures.record("targets feed", what, "; keeping the last feed");
     }
 }
