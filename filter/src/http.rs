@@ -18,6 +18,7 @@ mod dialects;
 mod failover;
 mod head;
 mod known_keys;
+mod lease_wait;
 mod reply;
 mod report;
 mod response;
@@ -72,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) keys: Rc<RefCell<KnownKeys>>,
     /// The VM's copy of the engines' KV block index (see `kv_feed`).
     pub(crate) kv: Rc<RefCell<ferrogate_core::kv::KvIndex>>,
+    /// Lease asks of this VM's requests not yet sent (see `leases`).
+    pub(crate) lease_asks: Rc<RefCell<Vec<ferrogate_core::limits::lease::Ask>>>,
 }
 
 /// Where a routed request went.
@@ -125,6 +128,10 @@ pub(crate) struct Stream {
     translation: Option<(Pair, translate::Context)>,
     /// What the request holds on its limits until it ends.
     reservation: Option<Reservation>,
+    /// The reservation was taken from leases (settled with charges beyond them).
+    leased: bool,
+    /// Set while the request waits for a lease top-up.
+    lease_wait: Option<lease_wait::LeaseWait>,
     /// Set when the key cuts streams that overrun its limits.
     overrun: Option<cut::Guard>,
     /// The client's and the upstream's stream dialects, for an API that streams text.
@@ -181,6 +188,8 @@ impl Stream {
             translation: None,
             stream_translator: None,
             reservation: None,
+            leased: false,
+            lease_wait: None,
             overrun: None,
             shapes: None,
             meter: None,
@@ -345,13 +354,20 @@ impl Stream {
         match self.route_balanced(&config, api, (path, ct), &body) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
-                if let Err(action) = self.admit(&config, &decision, &body) {
-                    return action;
-                }
+                let admission = match self.admit(&config, &decision, &body) {
+                    Ok(admission) => admission,
+                    Err(action) => return action,
+                };
                 self.shapes = cut::stream_shapes(api, decision.translation.as_ref());
-                self.arm_overrun(&config, &decision, &body);
+                if admission == admission::Admission::Now {
+                    self.arm_overrun(&config, (decision.provider, &decision.upstream_model), &body);
+                }
                 self.apply(plugin, api, &body, decision);
-                Action::Continue
+                match admission {
+                    admission::Admission::Now => Action::Continue,
+                    // Forwarded as routed once a grant lets it in (`lease_wait`).
+                    admission::Admission::Wait => Action::Pause,
+                }
             }
             Err(e) => {
                 self.model_requested = requested_model(&body, api);
@@ -402,7 +418,11 @@ impl Stream {
 
 impl Context for Stream {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
-        self.on_tokenized(token_id, num_headers, body_size);
+        if self.lease_wait.as_ref().is_some_and(|w| w.token == token_id) {
+            self.on_lease_answer(num_headers, body_size);
+        } else {
+            self.on_tokenized(token_id, num_headers, body_size);
+        }
     }
 }
 

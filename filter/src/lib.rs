@@ -8,6 +8,7 @@
 mod http;
 mod inflight;
 mod kv_feed;
+mod leases;
 mod limits;
 mod limits_feed;
 mod metrics;

@@ -25,7 +25,8 @@ use crate::sidecar_call;
 pub(crate) const INTERVAL_MS: u64 = 250;
 /// A view older than this is stale (`redis.fail_closed` then refuses).
 pub(crate) const STALE_MS: u64 = 3_000;
-/// Shared-data key: Unix ms of the last synced feed (u64 little-endian).
+/// Shared-data key: Unix ms of the last synced feed (u64 little-endian), then one byte: 1 when
+/// that feed said admission takes from leases.
 pub(crate) const SYNCED: &str = "ferrogate.limits.synced";
 /// Shared-data key of the next poll's due time (u64 ns, little-endian).
 const LEASE: &str = "ferrogate.limits.lease";
@@ -75,7 +76,10 @@ impl LimitsFeed {
             });
         }
         if feed.synced {
-            let _ = hostcalls::set_shared_data(SYNCED, Some(&now_ms.to_le_bytes()), None);
+            let mut value = [0u8; 9];
+            value[..8].copy_from_slice(&now_ms.to_le_bytes());
+            value[8] = u8::from(feed.leases);
+            let _ = hostcalls::set_shared_data(SYNCED, Some(&value), None);
         }
         self.note_sync(feed.synced, "the sidecar cannot reach the shared store (Redis)");
     }
@@ -99,11 +103,21 @@ impl LimitsFeed {
     }
 }
 
-/// Whether the global view is older than [`STALE_MS`] at `now_ms` (never synced: stale).
-pub(crate) fn is_stale(now_ms: u64) -> bool {
-    let synced = match hostcalls::get_shared_data(SYNCED) {
-        Ok((Some(b), _)) => b.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes),
-        _ => 0,
+/// What admission needs of the cross-replica view at `now_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct View {
+    /// Older than [`STALE_MS`], or never synced.
+    pub(crate) stale: bool,
+    /// The last synced feed said admission takes from leases.
+    pub(crate) leases: bool,
+}
+
+/// The cross-replica view as of the last synced feed (one shared-data read).
+pub(crate) fn view(now_ms: u64) -> View {
+    let value = match hostcalls::get_shared_data(SYNCED) {
+        Ok((Some(b), _)) => b,
+        _ => Vec::new(),
     };
-    now_ms.saturating_sub(synced) > STALE_MS
+    let synced = value.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+    View { stale: now_ms.saturating_sub(synced) > STALE_MS, leases: value.get(8) == Some(&1) }
 }

@@ -64,6 +64,9 @@ pub(crate) struct Metrics {
     /// `precise_cache_aware` decisions since the last tick: hit, miss, neutral, tokenize
     /// fallback (`ferrogate.kv_decisions.<outcome>`).
     kv: [u64; 4],
+    /// Requests that waited for a lease top-up since the last tick: admitted, refused
+    /// (`ferrogate.lease_waits.<outcome>`).
+    lease_waits: [u64; 2],
 }
 
 /// How a `precise_cache_aware` pick went.
@@ -129,6 +132,13 @@ impl Metrics {
         }
     }
 
+    /// Counts a request that waited for a lease top-up, by how it ended.
+    pub(crate) fn lease_wait(&mut self, admitted: bool) {
+        if let Some(n) = self.lease_waits.get_mut(usize::from(!admitted)) {
+            *n += 1;
+        }
+    }
+
     /// Counts an attempt the host abandoned to retry elsewhere.
     pub(crate) fn retried(&mut self) {
         self.retries += 1;
@@ -173,6 +183,10 @@ impl Metrics {
         let kv = std::mem::take(&mut self.kv);
         for (outcome, n) in ["hit", "miss", "neutral", "tokenize_fallback"].into_iter().zip(kv) {
             self.count(&format!("ferrogate.kv_decisions.{outcome}"), n);
+        }
+        let waits = std::mem::take(&mut self.lease_waits);
+        for (outcome, n) in ["admitted", "refused"].into_iter().zip(waits) {
+            self.count(&format!("ferrogate.lease_waits.{outcome}"), n);
         }
         for t in std::mem::take(&mut self.tallies) {
             let (model, provider) = (segment(&t.model), segment(&t.provider));

@@ -33,6 +33,8 @@ pub(crate) struct Root {
     limits: LimitsFeed,
     targets: TargetsFeed,
     kv: KvPoll,
+    /// This VM's lease asks on their way to the sidecar.
+    leases: crate::leases::LeaseFlush,
     /// The tick was shortened for the KV feed.
     kv_ticks: bool,
 }
@@ -50,6 +52,7 @@ impl Default for Root {
             metrics: Rc::new(RefCell::new(Metrics::default())),
             keys: Rc::new(RefCell::new(KnownKeys::default())),
             kv: Rc::new(RefCell::new(ferrogate_core::kv::KvIndex::default())),
+            lease_asks: Rc::default(),
         };
         Self {
             shared,
@@ -58,6 +61,7 @@ impl Default for Root {
             limits: LimitsFeed::default(),
             targets: TargetsFeed::default(),
             kv: KvPoll::default(),
+            leases: crate::leases::LeaseFlush::default(),
             kv_ticks: false,
         }
     }
@@ -91,6 +95,12 @@ impl Context for Root {
             .then(|| self.get_http_call_response_header(":status"))
             .flatten()
             .and_then(|s| s.parse::<u16>().ok());
+        if self.leases.is_waiting_for(token_id) {
+            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let now_ms = crate::raw::now_nanos() / 1_000_000;
+            self.leases.on_response(status, body.as_deref(), now_ms, &self.shared.lease_asks);
+            return;
+        }
         if self.limits.is_waiting_for(token_id) {
             let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
             let now_ms = crate::raw::now_nanos() / 1_000_000;
@@ -174,6 +184,7 @@ impl RootContext for Root {
             self.targets.on_tick(now_ns, sidecar, &self.shared.routing);
             if self.cross_replica_limits() {
                 self.limits.on_tick(now_ns, sidecar);
+                self.leases.on_tick(sidecar, &self.shared.lease_asks);
             }
             if self.shared.active.borrow().as_deref().is_some_and(crate::kv_feed::wanted) {
                 self.kv.on_tick(sidecar, &self.shared.kv);

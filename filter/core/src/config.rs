@@ -202,6 +202,9 @@ pub struct Limits {
     pub cost_usd_per_month: Option<f64>,
     /// What a streamed answer overrunning these limits does (set on keys only).
     pub overrun: crate::limits::cut::Overrun,
+    /// With limits shared through Redis, the longest a request waits for a lease top-up
+    /// before it is refused ([`crate::limits::lease`]); default 250.
+    pub max_wait_ms: u64,
 }
 
 /// A validated group of keys.

@@ -18,11 +18,12 @@
 pub mod cut;
 pub mod estimate;
 pub mod feed;
+pub mod lease;
 mod plan;
 mod window;
 
 pub use plan::{build_plans, LimitSpec, Metric, Plans, Scope};
-pub use window::{Counter, Tally, Window, COUNTER_BYTES};
+pub use window::{Counter, Lease, Tally, Window, COUNTER_BYTES};
 
 /// Where counters live. `update` runs `f` on the counter under `key` and stores the result
 /// atomically with respect to other updaters (the filter retries a CAS until it sticks).

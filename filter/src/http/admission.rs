@@ -3,6 +3,12 @@
 //! used when the stream ends, whatever the outcome (success, error, client gone). A failover
 //! replay (`ferrogate serve`'s later attempts) reserves tokens and cost again but is not
 //! counted as another request ([`ferrogate_core::limits::readmit`]).
+//!
+//! With limits shared through Redis and the sidecar granting leases, the reservation is taken
+//! from this proxy's leases instead ([`ferrogate_core::limits::lease`]); a request whose lease
+//! is short waits for a top-up ([`super::lease_wait`]). While the shared view is stale the
+//! documented fallbacks hold: 503 with `redis.fail_closed`, else this proxy's own counts plus
+//! the last view of the others'.
 
 use ferrogate_core::config::{Config, Unpriced};
 use ferrogate_core::limits::{self, estimate, Amounts, LimitSpec, Metric, Refusal};
@@ -15,23 +21,46 @@ use proxy_wasm::types::Action;
 use super::Stream;
 use crate::limits::SharedCounters;
 
+/// Whether an admitted request goes on now or waits for a lease top-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// Admitted (or under no limit).
+    Now,
+    /// Held until the sidecar answers the lease call, or the wait ends.
+    Wait,
+}
+
 impl Stream {
     /// Reserves the request's amounts on its limits; on refusal answers 429 (with
     /// `Retry-After`) or 402 and returns the action to take.
-    pub(super) fn admit(&mut self, config: &Config, d: &RouteDecision<'_>, body: &[u8]) -> Result<(), Action> {
+    pub(super) fn admit(&mut self, config: &Config, d: &RouteDecision<'_>, body: &[u8]) -> Result<Admission, Action> {
         let plan = config.limit_plans.for_key(self.caller.key_index());
         if plan.is_empty() {
-            return Ok(());
+            return Ok(Admission::Now);
         }
         let now_ms = self.started_ns / 1_000_000;
-        if config.limits_fail_closed && config.redis_url_env.is_some() && crate::limits_feed::is_stale(now_ms) {
-            let msg = "Limits cannot be checked across replicas right now (redis.fail_closed); retry shortly.";
-            return Err(self.reply_error(&ApiError::unavailable(msg)));
+        let view = config.redis_url_env.as_ref().map(|_| crate::limits_feed::view(now_ms));
+        if config.limits_fail_closed && view.is_some_and(|v| v.stale) {
+            return Err(self.unavailable());
         }
-        let amounts = amounts(config, plan, d, body);
+        let amounts = amounts(config, plan, (d.provider, &d.upstream_model), body);
         if amounts.micro_usd.is_none() && plan.iter().any(|s| s.metric == Metric::MicroUsd) {
             self.unpriced(config.unpriced, &d.upstream_model)?;
         }
+        if view.is_some_and(|v| v.leases && !v.stale) {
+            return self.admit_leased(config, amounts, now_ms);
+        }
+        self.admit_local(plan, amounts, now_ms).map(|()| Admission::Now)
+    }
+
+    /// 503: the shared counters cannot be checked and `redis.fail_closed` is set.
+    pub(super) fn unavailable(&mut self) -> Action {
+        let msg = "Limits cannot be checked across replicas right now (redis.fail_closed); retry shortly.";
+        self.reply_error(&ApiError::unavailable(msg))
+    }
+
+    /// Admission by this proxy's own counts plus the last view of the other replicas'.
+    pub(super) fn admit_local(&mut self, plan: &[LimitSpec], amounts: Amounts, now_ms: u64) -> Result<(), Action> {
         let admitted = if self.attempt.replay {
             // A failover replay: the client request was counted at its first attempt.
             limits::readmit(plan, amounts, now_ms, &mut SharedCounters)
@@ -68,7 +97,7 @@ impl Stream {
         }
     }
 
-    fn refuse(&mut self, plan: &[LimitSpec], refusal: &Refusal) -> Action {
+    pub(super) fn refuse(&mut self, plan: &[LimitSpec], refusal: &Refusal) -> Action {
         let what = plan.get(refusal.spec).map_or_else(String::new, LimitSpec::describe);
         self.shared.metrics.borrow_mut().refused(refusal.metric);
         if refusal.status() == 402 {
@@ -84,13 +113,19 @@ impl Stream {
         let Some(reservation) = self.reservation.take() else { return };
         let plan = config.limit_plans.for_key(self.caller.key_index());
         let used = Amounts { tokens: usage.total_tokens(), micro_usd: cost };
-        reservation.settle(plan, used, now_ms, &mut SharedCounters);
+        if self.leased {
+            let mut out = Vec::new();
+            reservation.settle_leased(plan, used, now_ms, &mut SharedCounters, &mut out);
+            crate::leases::queue(&self.shared.lease_asks, out);
+        } else {
+            reservation.settle(plan, used, now_ms, &mut SharedCounters);
+        }
     }
 }
 
 /// What the request reserves: tokens and their price only when a limit counts them (the
 /// estimate parses the body once more).
-fn amounts(config: &Config, plan: &[LimitSpec], d: &RouteDecision<'_>, body: &[u8]) -> Amounts {
+fn amounts(config: &Config, plan: &[LimitSpec], (provider, model): (&str, &str), body: &[u8]) -> Amounts {
     if plan.iter().all(|s| s.metric == Metric::Requests) {
         return Amounts::default();
     }
@@ -98,6 +133,6 @@ fn amounts(config: &Config, plan: &[LimitSpec], d: &RouteDecision<'_>, body: &[u
     let usage = Usage { prompt_tokens: prompt, completion_tokens: completion, cached_tokens: 0 };
     Amounts {
         tokens: prompt.saturating_add(completion),
-        micro_usd: cost_micro_usd(&config.pricing, d.provider, &d.upstream_model, &usage),
+        micro_usd: cost_micro_usd(&config.pricing, provider, model, &usage),
     }
 }

@@ -12,7 +12,7 @@
 use ferrogate_core::config::Config;
 use ferrogate_core::limits::cut::{self, Allowance, Meter, Overrun, Room};
 use ferrogate_core::limits::estimate;
-use ferrogate_core::route::{Api, RouteDecision};
+use ferrogate_core::route::Api;
 use ferrogate_core::translate::{Context, Inbound, Outbound, Pair};
 use ferrogate_core::usage::price_of;
 
@@ -28,7 +28,7 @@ pub(super) struct Guard {
 impl Stream {
     /// Arms the cut for an admitted request of a key whose policy is `cut`, when a token or
     /// USD limit bounds its answer (and the API streams text: `shapes` is set).
-    pub(super) fn arm_overrun(&mut self, config: &Config, d: &RouteDecision<'_>, body: &[u8]) {
+    pub(super) fn arm_overrun(&mut self, config: &Config, (provider, upstream_model): (&str, &str), body: &[u8]) {
         let Some(reservation) = self.reservation else { return };
         let Some(key) = config.key(self.caller).filter(|k| k.limits.overrun == Overrun::Cut) else { return };
         if self.shapes.is_none() {
@@ -37,7 +37,7 @@ impl Stream {
         let plan = config.limit_plans.for_key(self.caller.key_index());
         let room = Room::read(plan, reservation.amounts, self.started_ns / 1_000_000, &mut SharedCounters);
         let (_, completion) = estimate::estimate(body);
-        let price = price_of(&config.pricing, d.provider, &d.upstream_model).map(|p| p.output_per_mtok);
+        let price = price_of(&config.pricing, provider, upstream_model).map(|p| p.output_per_mtok);
         let Some(allowance) = cut::allowance(completion, room, price) else { return };
         log::debug!("#{} key {}: the answer may stream {} tokens", self.id, key.name, allowance.completion_tokens);
         self.overrun = Some(Guard { allowance, cut: false });

@@ -136,6 +136,7 @@ async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
         let all = admin.ledger.consumption(&served.config, &limits::Filter::default(), now_ms());
         limits::prometheus(&all, admin.ledger.synced(), &mut text);
     }
+    admin.ledger.leases.prometheus(&mut text);
     targets::prometheus(&admin.targets.report(), &mut text);
     super::kv::report::prometheus(&super::kv::report::report(&admin.kv, now_ms()), &mut text);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)

@@ -11,6 +11,8 @@
 //!   sends it again on its next tick). A stored batch is folded into the limits ledger.
 //! - `GET /v1/limits`: other replicas' consumption per limit counter (`services::limits`),
 //!   polled by the filter when limits are shared through Redis.
+//! - `POST /v1/limits/lease`: grants of capacity from the shared counters, give-backs and
+//!   charges (`services::limits::lease`); `{"synced": false}` when Redis cannot be reached.
 //! - `GET /v1/targets`: health and engine load of every routing target (`services::targets`),
 //!   with `ETag`; `If-None-Match` with the current version → 304.
 
@@ -55,6 +57,7 @@ pub fn router(state: FilterApi) -> Router {
         .route("/v1/usage", post(ingest))
         .route("/v1/snapshot", get(snapshot))
         .route("/v1/limits", get(limits))
+        .route("/v1/limits/lease", post(lease))
         .route("/v1/targets", get(targets))
         .route("/v1/kv", get(kv_feed))
         .with_state(state)
@@ -65,6 +68,24 @@ async fn limits(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
         return unauthorized().into_response();
     }
     (StatusCode::OK, [(CONTENT_TYPE, "application/json")], api.ledger.feed()).into_response()
+}
+
+async fn lease(State(api): State<FilterApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let request: ferrogate_core::limits::lease::LeaseRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            let body = Json(serde_json::json!({"error": format!("not a lease request: {e}")}));
+            return (StatusCode::BAD_REQUEST, body).into_response();
+        }
+    };
+    let Some(served) = api.snapshots.current() else {
+        return Json(ferrogate_core::limits::lease::LeaseAnswer::default()).into_response();
+    };
+    let ledger = &api.ledger;
+    Json(ledger.leases.grant(&ledger.replica, &request, &served.version, &served.config).await).into_response()
 }
 
 async fn targets(State(api): State<FilterApi>, headers: HeaderMap) -> Response {

@@ -27,6 +27,7 @@ use ferrogate_core::limits::{Amounts, LimitSpec, Tally, Window};
 use ferrogate_core::usage::Record;
 use serde::Serialize;
 
+pub mod lease;
 pub mod redis;
 
 /// How often folded increments are written to Redis.
@@ -52,6 +53,8 @@ pub struct Ledger {
     keys: Mutex<Option<KeyIndex>>,
     /// Whether Redis holds the shared counters.
     shared: bool,
+    /// Grants of capacity from the shared counters (`POST /v1/limits/lease`).
+    pub leases: lease::Leases,
 }
 
 /// This replica's amounts: absolute per bucket, so writing them to Redis (`HSET` of this
@@ -77,10 +80,15 @@ pub struct View {
 impl Ledger {
     /// A ledger for `replica`; `shared` when Redis holds the counters (start [`redis::run`]).
     pub fn new(replica: String, shared: bool) -> Ledger {
-        let feed = Feed { replica: replica.clone(), synced: !shared, counters: Vec::new() };
+        Ledger::with_leases(replica, shared, lease::Leases::default())
+    }
+
+    /// A ledger whose filter admits against `leases` when they are enabled.
+    pub fn with_leases(replica: String, shared: bool, leases: lease::Leases) -> Ledger {
+        let feed = Feed { replica: replica.clone(), synced: !shared, counters: Vec::new(), leases: leases.enabled() };
         let feed = Bytes::from(serde_json::to_vec(&feed).unwrap_or_default());
         let view = View { feed, synced: !shared, ..View::default() };
-        Ledger { replica, own: Mutex::default(), view: RwLock::new(view), keys: Mutex::default(), shared }
+        Ledger { replica, own: Mutex::default(), view: RwLock::new(view), keys: Mutex::default(), shared, leases }
     }
 
     /// Folds a stored batch of usage lines into the counters of `config`'s plans. Records
@@ -308,7 +316,9 @@ pub fn start(config: &Config, replica: Option<String>, shutdown: tokio::sync::wa
         }
         url
     });
-    let ledger = Arc::new(Ledger::new(replica, url.is_some()));
+    let client = url.as_deref().and_then(|u| ::redis::Client::open(u).ok());
+    let leases = client.map_or_else(lease::Leases::default, lease::Leases::new);
+    let ledger = Arc::new(Ledger::with_leases(replica, url.is_some(), leases));
     if let Some(url) = url {
         tracing::info!(replica = %ledger.replica, "limits: shared across replicas through Redis");
         tokio::spawn(redis::run(ledger.clone(), url, shutdown));

@@ -241,6 +241,10 @@ pub struct RawLimits {
     /// run to their end) or `cut` (stopped with a final error event). Keys only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overrun: Option<String>,
+    /// With `redis:`, the longest a request waits for its lease to be topped up before it is
+    /// refused, in milliseconds (default 250, at most 10,000; 0 refuses at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u64>,
 }
 
 /// Prices of one model, USD per million tokens.

@@ -66,6 +66,7 @@ fn parse_full() {
     assert_eq!(c.keys[1].expires_at, Some(1_893_456_000));
     assert_eq!(c.keys[0].limits.cost_usd_per_month, Some(50.0));
     assert_eq!(c.keys[0].limits.overrun, crate::limits::cut::Overrun::Cut);
+    assert_eq!(c.keys[0].limits.max_wait_ms, 250, "the default");
     assert_eq!(c.groups[1].limits.tokens_per_day, Some(5_000_000));
     assert_eq!(c.pricing["gpt-4o-mini"].cached_input_per_mtok, 0.075);
     assert_eq!(c.pricing["sim-small"].cached_input_per_mtok, 0.1, "defaults to the input price");
@@ -161,6 +162,7 @@ fn rejects_each_invalid_value() {
         ("groups: [{name: g, models: ['ghost']}]", "groups[0].models[0]"),
         ("groups: [{name: g}, {name: g}]", "groups[1].name"),
         ("groups: [{name: g, limits: {cost_usd_per_day: -1}}]", "groups[0].limits.cost_usd_per_day"),
+        ("groups: [{name: g, limits: {requests_per_day: 1, max_wait_ms: 10001}}]", "groups[0].limits.max_wait_ms"),
         ("keys: [{name: k, digest: 'sha256:00', groups: []}]", "keys[0].digest"),
         ("keys: [{name: k, digest: 'sha256:00', expires_at: tomorrow}]", "keys[0].expires_at"),
         ("pricing: {m: {input_per_mtok: -0.1, output_per_mtok: 1}}", "pricing.m.input_per_mtok"),

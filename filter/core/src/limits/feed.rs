@@ -25,6 +25,10 @@ pub struct Feed {
     /// Other replicas' consumption per counter: `(counter, bucket, current, previous)`.
     #[serde(default)]
     pub counters: Vec<(String, u64, u64, u64)>,
+    /// Whether admission takes from leases granted by `POST /v1/limits/lease`
+    /// ([`super::lease`]); false: the proxy counts own plus others against each limit.
+    #[serde(default)]
+    pub leases: bool,
 }
 
 impl Feed {
@@ -63,14 +67,16 @@ mod tests {
             metric,
             window: Window::Day,
             limit: 10,
+            max_wait_ms: 250,
         }
     }
 
     #[test]
     fn a_feed_round_trips_and_yields_tallies() {
-        let feed = Feed { replica: "r1".into(), synced: true, counters: vec![("c".into(), 5, 7, 2)] };
+        let feed = Feed { replica: "r1".into(), synced: true, counters: vec![("c".into(), 5, 7, 2)], leases: true };
         let bytes = serde_json::to_vec(&feed).unwrap();
-        assert_eq!(std::str::from_utf8(&bytes).unwrap(), r#"{"replica":"r1","synced":true,"counters":[["c",5,7,2]]}"#);
+        let text = r#"{"replica":"r1","synced":true,"counters":[["c",5,7,2]],"leases":true}"#;
+        assert_eq!(std::str::from_utf8(&bytes).unwrap(), text);
         let back = Feed::parse(&bytes).unwrap();
         assert_eq!(back.tallies().collect::<Vec<_>>(), [("c", Tally { bucket: 5, current: 7, previous: 2 })]);
         assert!(Feed::parse(b"{\"replica\": 1}").is_err());

@@ -66,6 +66,9 @@ pub struct LimitSpec {
     pub window: Window,
     /// The most the window may hold (micro-USD for budgets).
     pub limit: u64,
+    /// With leases (limits shared through Redis), how long a request may wait for a grant
+    /// when this limit's lease is short.
+    pub max_wait_ms: u64,
 }
 
 impl LimitSpec {
@@ -136,7 +139,15 @@ fn specs(scope: Scope, name: &str, l: &Limits) -> Vec<LimitSpec> {
         .filter_map(|(metric, window, limit)| {
             let limit = limit?;
             let counter = format!("ferrogate.limit.{}.{name}.{}.{}", scope.as_str(), metric.as_str(), window.as_str());
-            Some(LimitSpec { counter, scope, name: name.to_string(), metric, window, limit })
+            Some(LimitSpec {
+                counter,
+                scope,
+                name: name.to_string(),
+                metric,
+                window,
+                limit,
+                max_wait_ms: l.max_wait_ms,
+            })
         })
         .collect()
 }

@@ -59,6 +59,9 @@ fn counters_round_trip_their_bytes() {
     let c = Counter {
         own: Tally { bucket: 7, current: u64::MAX, previous: 3 },
         others: Tally { bucket: 6, current: 9, previous: 1 },
+        lease: Lease { bucket: 7, granted: 12 },
+        next: Lease { bucket: 8, granted: 4 },
+        asked_ms: 99,
     };
     assert_eq!(Counter::decode(&c.encode()), c);
     assert_eq!(Counter::decode(b"junk"), Counter::default());

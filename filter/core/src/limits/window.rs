@@ -10,8 +10,9 @@
 //! - **Month windows are UTC calendar months** (billing months): the count resets on the 1st
 //!   at 00:00 UTC.
 //!
-//! A counter is 48 bytes (bucket number, current, previous, for this proxy and then for the
-//! other replicas; little-endian), the form it has in proxy-wasm shared data, so every worker
+//! A counter is 88 bytes (bucket number, current, previous, for this proxy and then for the
+//! other replicas; then the leases held for this bucket and the next, and when one was last
+//! asked for; little-endian words), the form it has in proxy-wasm shared data, so every worker
 //! VM of a proxy shares it through CAS. Everything here
 //! is arithmetic on integers: no allocation, no clock (time is passed in, in milliseconds).
 
@@ -63,6 +64,19 @@ impl Window {
         }
     }
 
+    /// Milliseconds from `now_ms` to the start of the next bucket.
+    pub fn ms_to_bucket_end(self, now_ms: u64) -> u64 {
+        match self {
+            Window::Month => ms_to_next_month(now_ms),
+            w => w.bucket_ms() - now_ms % w.bucket_ms(),
+        }
+    }
+
+    /// The bucket's length in milliseconds; 0 for months (they do not slide).
+    pub fn slide_ms(self) -> u64 {
+        self.bucket_ms()
+    }
+
     /// The bucket `now_ms` falls in: a bucket count, or for months `year × 12 + month`.
     pub fn bucket(self, now_ms: u64) -> u64 {
         match self {
@@ -110,7 +124,7 @@ pub struct Tally {
 
 impl Tally {
     /// Moves the tally to the bucket of `now_ms`.
-    fn roll(&mut self, window: Window, now_ms: u64) {
+    pub(crate) fn roll(&mut self, window: Window, now_ms: u64) {
         let bucket = window.bucket(now_ms);
         if bucket == self.bucket {
             return;
@@ -139,19 +153,37 @@ impl Tally {
     }
 }
 
-/// A limit counter: what this proxy counted itself (exact, updated by every request) and what
+/// Capacity of one bucket granted to this proxy from the shared store (see
+/// [`super::lease`]): its requests may take up to `granted` in that bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lease {
+    /// The bucket the grant is for.
+    pub bucket: u64,
+    /// The amount granted so far.
+    pub granted: u64,
+}
+
+/// A limit counter: what this proxy counted itself (exact, updated by every request), what
 /// the other replicas of the gateway used, as last fed by the sidecar (see the crate's
-/// limits feed). A request fits when both together leave room for it.
+/// limits feed), and the leases this proxy holds when limits are shared through Redis. A
+/// request fits when its lease has room for it (shared limits) or when own and others'
+/// consumption together leave room for it (this proxy alone, or the shared store away).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counter {
     /// This proxy's own count.
     pub own: Tally,
     /// Other replicas' consumption, as of the last feed.
     pub others: Tally,
+    /// The lease for the current bucket.
+    pub lease: Lease,
+    /// A lease taken ahead for the bucket after it.
+    pub next: Lease,
+    /// When a top-up was last asked for (Unix ms), so one VM asks, not all.
+    pub asked_ms: u64,
 }
 
 /// Bytes of an encoded [`Counter`].
-pub const COUNTER_BYTES: usize = 48;
+pub const COUNTER_BYTES: usize = 88;
 
 impl Counter {
     /// Decodes shared-data bytes; anything that is not a counter reads as empty.
@@ -163,14 +195,30 @@ impl Counter {
         Counter {
             own: Tally { bucket: word(0), current: word(1), previous: word(2) },
             others: Tally { bucket: word(3), current: word(4), previous: word(5) },
+            lease: Lease { bucket: word(6), granted: word(7) },
+            next: Lease { bucket: word(8), granted: word(9) },
+            asked_ms: word(10),
         }
     }
 
     /// The shared-data form.
     pub fn encode(&self) -> [u8; COUNTER_BYTES] {
         let mut out = [0u8; COUNTER_BYTES];
-        let (o, t) = (self.own, self.others);
-        for (i, w) in [o.bucket, o.current, o.previous, t.bucket, t.current, t.previous].into_iter().enumerate() {
+        let (o, t, l, n) = (self.own, self.others, self.lease, self.next);
+        let words = [
+            o.bucket,
+            o.current,
+            o.previous,
+            t.bucket,
+            t.current,
+            t.previous,
+            l.bucket,
+            l.granted,
+            n.bucket,
+            n.granted,
+            self.asked_ms,
+        ];
+        for (i, w) in words.into_iter().enumerate() {
             out[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
         }
         out
@@ -204,6 +252,18 @@ impl Counter {
             return Ok(());
         }
         Err((amount <= limit).then(|| wait_ms(&all, window, now_ms, amount, limit)))
+    }
+
+    /// How long until `amount` fits under `limit` by own and others' counts, in milliseconds
+    /// (at least 1; `None`: it never fits, `amount > limit`). Used for `Retry-After`.
+    pub fn wait_for(&self, window: Window, now_ms: u64, amount: u64, limit: u64) -> Option<u64> {
+        let mut c = *self;
+        let all = c.combined(window, now_ms);
+        let used = all.current.saturating_add(previous_share(&all, window, now_ms));
+        if used.saturating_add(amount) <= limit {
+            return Some(1);
+        }
+        (amount <= limit).then(|| wait_ms(&all, window, now_ms, amount, limit))
     }
 
     /// Corrects this proxy's current bucket by `delta` (a reservation replaced by what was

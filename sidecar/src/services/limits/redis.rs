@@ -154,7 +154,13 @@ async fn read_view(ledger: &Ledger, link: &mut Link) -> RedisResult<()> {
     pipe.cmd("ZREMRANGEBYSCORE").arg(ACTIVE).arg("-inf").arg(now).ignore();
     pipe.cmd("ZRANGEBYSCORE").arg(ACTIVE).arg(now).arg("+inf");
     pipe.exists(format!("{MARKER}{}", ledger.replica));
-    let (hashes, marked): (Vec<String>, bool) = query(&pipe, link).await?;
+    // This replica's heartbeat, and how many replicas beat recently (lease sizes).
+    pipe.zadd(super::lease::REPLICAS, &ledger.replica, now).ignore();
+    let gone = now.saturating_sub(super::lease::ACTIVE_MS);
+    pipe.cmd("ZREMRANGEBYSCORE").arg(super::lease::REPLICAS).arg("-inf").arg(gone).ignore();
+    pipe.zcard(super::lease::REPLICAS);
+    let (hashes, marked, active): (Vec<String>, bool, u64) = query(&pipe, link).await?;
+    ledger.leases.set_active(active);
     if !marked {
         // Redis lost this replica's amounts (restarted empty, or flushed): write them again.
         link.rewrite = true;
@@ -164,13 +170,19 @@ async fn read_view(ledger: &Ledger, link: &mut Link) -> RedisResult<()> {
         pipe.hgetall(h);
     }
     let fields: Vec<HashMap<String, u64>> = if hashes.is_empty() { Vec::new() } else { query(&pipe, link).await? };
-    ledger.set_view(build_view(&ledger.replica, &hashes, &fields, now));
+    ledger.set_view(build_view(&ledger.replica, &hashes, &fields, now, ledger.leases.enabled()));
     Ok(())
 }
 
 /// The feed and totals from the hashes read: per counter, the current and previous bucket of
 /// its window at `now_ms`, summed over other replicas (feed) and over all (totals).
-pub(super) fn build_view(replica: &str, hashes: &[String], fields: &[HashMap<String, u64>], now_ms: u64) -> View {
+pub(super) fn build_view(
+    replica: &str,
+    hashes: &[String],
+    fields: &[HashMap<String, u64>],
+    now_ms: u64,
+    leases: bool,
+) -> View {
     let mut others: HashMap<&str, Tally> = HashMap::new();
     let mut totals: HashMap<String, Tally> = HashMap::new();
     for (hash, by_replica) in hashes.iter().zip(fields) {
@@ -190,7 +202,7 @@ pub(super) fn build_view(replica: &str, hashes: &[String], fields: &[HashMap<Str
         .filter(|(_, t)| t.current + t.previous > 0)
         .map(|(c, t)| (c.to_string(), t.bucket, t.current, t.previous))
         .collect();
-    let feed = Feed { replica: replica.to_string(), synced: true, counters };
+    let feed = Feed { replica: replica.to_string(), synced: true, counters, leases };
     View { feed: Bytes::from(serde_json::to_vec(&feed).unwrap_or_default()), totals, synced: true }
 }
 

@@ -64,7 +64,7 @@ fn the_view_sums_other_replicas_for_the_feed_and_all_for_totals() {
         HashMap::from([("other".to_string(), 2)]),
         HashMap::from([("other".to_string(), 100)]),
     ];
-    let view = redis::build_view("me", &hashes, &fields, NOW);
+    let view = redis::build_view("me", &hashes, &fields, NOW, false);
     let feed = Feed::parse(&view.feed).unwrap();
     assert_eq!(feed.counters, [(c.to_string(), day, 4, 2)], "own amounts and stale buckets left out");
     assert_eq!(view.totals[c], Tally { bucket: day, current: 7, previous: 2 });

@@ -32,6 +32,21 @@ pub(super) fn limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> L
         cost_usd_per_day: money(format!("{path}.cost_usd_per_day"), raw.cost_usd_per_day, p),
         cost_usd_per_month: money(format!("{path}.cost_usd_per_month"), raw.cost_usd_per_month, p),
         overrun: overrun(path, raw.overrun.as_deref(), p),
+        max_wait_ms: max_wait(path, raw.max_wait_ms, p),
+    }
+}
+
+/// The default of `max_wait_ms`.
+pub const DEFAULT_MAX_WAIT_MS: u64 = 250;
+
+fn max_wait(path: &str, raw: Option<u64>, p: &mut Problems) -> u64 {
+    match raw {
+        None => DEFAULT_MAX_WAIT_MS,
+        Some(ms) if ms <= 10_000 => ms,
+        Some(ms) => {
+            p.add(format!("{path}.max_wait_ms"), format!("{ms} is over the most a request may wait (10000)"));
+            DEFAULT_MAX_WAIT_MS
+        }
     }
 }
 

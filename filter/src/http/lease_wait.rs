@@ -1,0 +1,170 @@
+//! Leased admission on the data path (`ferrogate_core::limits::lease`): a request takes its
+//! amounts from this proxy's leases; when one is short, the request is routed and its headers
+//! and body rewritten as usual, then held while it asks the sidecar for what it lacks
+//! (`POST /v1/limits/lease`, its own call, timed out at the limit's `max_wait_ms`). The answer's
+//! grants go into the shared counters (every VM sees them) and admission runs again: admitted,
+//! the request is forwarded; still short after a grant another request took, it asks once more
+//! within the same wait; otherwise it gets the refusal it would have had (429 with
+//! `Retry-After`, or 402). When the sidecar cannot reach Redis the documented fallback applies
+//! at once: 503 with `redis.fail_closed`, else this proxy's own counts.
+
+use std::time::Duration;
+
+use ferrogate_core::config::Config;
+use ferrogate_core::limits::lease::{self, Denied, LeaseAnswer};
+use ferrogate_core::limits::{Amounts, Refusal};
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::Action;
+
+use super::admission::Admission;
+use super::Stream;
+use crate::limits::SharedCounters;
+use crate::{leases, sidecar_call};
+
+/// A request waiting for a lease top-up.
+pub(crate) struct LeaseWait {
+    /// The lease call's token.
+    pub(crate) token: u32,
+    /// When the wait ends (Unix ms).
+    deadline_ms: u64,
+    /// What the request reserves.
+    amounts: Amounts,
+    /// The refusal it gets if no room comes.
+    refusal: Refusal,
+}
+
+impl Stream {
+    /// Takes the request's amounts from the leases, or starts waiting for a top-up.
+    pub(super) fn admit_leased(&mut self, config: &Config, amounts: Amounts, now_ms: u64) -> Result<Admission, Action> {
+        let plan = config.limit_plans.for_key(self.caller.key_index());
+        let mut out = Vec::new();
+        let result = lease::admit_leased(plan, amounts, now_ms, &mut SharedCounters, self.attempt.replay, &mut out);
+        leases::queue(&self.shared.lease_asks, out);
+        match result {
+            Ok(reservation) => {
+                self.reservation = Some(reservation);
+                self.leased = true;
+                Ok(Admission::Now)
+            }
+            Err(Denied::Refused(refusal)) => Err(self.refuse(plan, &refusal)),
+            Err(Denied::Short { asks, refusal, wait_ms }) => {
+                if wait_ms == 0 {
+                    return Err(self.refuse(plan, &refusal));
+                }
+                let wait = LeaseWait { token: 0, deadline_ms: now_ms.saturating_add(wait_ms), amounts, refusal };
+                if self.ask_lease(asks, wait, now_ms) {
+                    return Ok(Admission::Wait);
+                }
+                // No way to ask: as if the store were away.
+                if config.limits_fail_closed {
+                    return Err(self.unavailable());
+                }
+                self.admit_local(plan, amounts, now_ms).map(|()| Admission::Now)
+            }
+        }
+    }
+
+    /// Sends the asks; true when the request now waits for the answer.
+    fn ask_lease(&mut self, asks: Vec<lease::Ask>, mut wait: LeaseWait, now_ms: u64) -> bool {
+        let Some(sidecar) = self.shared.plugin.as_ref().and_then(|p| p.sidecar.clone()) else { return false };
+        let timeout = Duration::from_millis(wait.deadline_ms.saturating_sub(now_ms).max(1));
+        let body = leases::body(asks);
+        let headers = [("content-type", "application/json")];
+        match sidecar_call::call(&sidecar, "POST", leases::PATH, &headers, Some(&body), timeout) {
+            Ok(token) => {
+                wait.token = token;
+                self.lease_wait = Some(wait);
+                true
+            }
+            Err(e) => {
+                log::debug!("#{} lease call not sent: {e:?}", self.id);
+                false
+            }
+        }
+    }
+
+    /// The lease call's answer (or its timeout): apply the grants, admit or refuse.
+    pub(super) fn on_lease_answer(&mut self, num_headers: usize, body_size: usize) {
+        let Some(wait) = self.lease_wait.take() else { return };
+        let status = (num_headers > 0)
+            .then(|| self.get_http_call_response_header(":status"))
+            .flatten()
+            .and_then(|s| s.parse::<u16>().ok());
+        let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+        let now_ms = crate::raw::now_nanos() / 1_000_000;
+        let answer = leases::apply(status, body.as_deref(), now_ms, &self.shared.lease_asks);
+        if self.timed(|s| s.after_lease_answer(wait, answer, now_ms)) == Action::Continue {
+            self.resume_http_request();
+        }
+    }
+
+    fn after_lease_answer(&mut self, wait: LeaseWait, answer: Option<LeaseAnswer>, now_ms: u64) -> Action {
+        let Some(config) = self.config.clone() else { return Action::Continue };
+        let plan = config.limit_plans.for_key(self.caller.key_index());
+        let Some(answer) = answer.filter(|a| a.synced) else {
+            // The shared store (or the sidecar) is away: the documented fallback.
+            if config.limits_fail_closed {
+                let action = self.unavailable();
+                return self.rejected(action);
+            }
+            return match self.admit_local(plan, wait.amounts, now_ms) {
+                Ok(()) => self.admitted_after_wait(&config),
+                Err(action) => self.rejected(action),
+            };
+        };
+        let mut out = Vec::new();
+        let result =
+            lease::admit_leased(plan, wait.amounts, now_ms, &mut SharedCounters, self.attempt.replay, &mut out);
+        leases::queue(&self.shared.lease_asks, out);
+        let granted = answer.grants.iter().any(|g| g.granted > 0);
+        match result {
+            Ok(reservation) => {
+                self.reservation = Some(reservation);
+                self.leased = true;
+                self.admitted_after_wait(&config)
+            }
+            Err(Denied::Short { asks, .. }) if granted && now_ms < wait.deadline_ms => {
+                // Another request took the grant first: ask again within the same wait.
+                let refusal = wait.refusal;
+                if self.ask_lease(asks, wait, now_ms) {
+                    return Action::Pause;
+                }
+                let action = self.refuse(plan, &refusal);
+                self.rejected(action)
+            }
+            Err(Denied::Refused(refusal)) => {
+                let action = self.refuse(plan, &refusal);
+                self.rejected(action)
+            }
+            Err(Denied::Short { .. }) => {
+                let action = self.refuse(plan, &wait.refusal);
+                self.rejected(action)
+            }
+        }
+    }
+
+    /// Admitted after waiting: arm the overrun cut the routing step left for now.
+    fn admitted_after_wait(&mut self, config: &Config) -> Action {
+        self.shared.metrics.borrow_mut().lease_wait(true);
+        let cuts =
+            config.key(self.caller).is_some_and(|k| k.limits.overrun == ferrogate_core::limits::cut::Overrun::Cut);
+        if let (true, Some(routed)) = (cuts, self.routed.as_ref()) {
+            let provider = config.providers.get(routed.provider).map(|p| p.name.clone()).unwrap_or_default();
+            let model = routed.upstream_model.clone();
+            let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
+            self.arm_overrun(config, (&provider, &model), &body);
+        }
+        Action::Continue
+    }
+
+    /// Refused after waiting: the request was routed but never goes upstream, so its record
+    /// names no provider (as for any refusal).
+    fn rejected(&mut self, action: Action) -> Action {
+        self.shared.metrics.borrow_mut().lease_wait(false);
+        self.routed = None;
+        self.translation = None;
+        self.shapes = None;
+        self.hide_usage = false;
+        action
+    }
+}
