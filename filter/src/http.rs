@@ -16,6 +16,7 @@ mod cut;
 mod delivery;
 mod dialects;
 mod failover;
+mod flow_wait;
 mod head;
 mod known_keys;
 mod lease_wait;
@@ -44,6 +45,7 @@ use proxy_wasm::types::{Action, MapType};
 
 use crate::metrics::Metrics;
 use crate::usage_sink::Outbox;
+pub(crate) use flow_wait::FlowEvent;
 use head::{requested_model, usable_request_id, Head, Present};
 pub(crate) use known_keys::KnownKeys;
 
@@ -132,6 +134,12 @@ pub(crate) struct Stream {
     leased: bool,
     /// Set while the request waits for a lease top-up.
     lease_wait: Option<lease_wait::LeaseWait>,
+    /// Set while the request waits in a flow-control queue.
+    flow: Option<flow_wait::FlowWait>,
+    /// What the last routing's flow-control gate said, when it held the request.
+    flow_pending: Option<flow_wait::FlowOutcome>,
+    /// Time spent in flow-control queues, ns.
+    queued_ns: u64,
     /// Set when the key cuts streams that overrun its limits.
     overrun: Option<cut::Guard>,
     /// The client's and the upstream's stream dialects, for an API that streams text.
@@ -190,6 +198,9 @@ impl Stream {
             reservation: None,
             leased: false,
             lease_wait: None,
+            flow: None,
+            flow_pending: None,
+            queued_ns: 0,
             overrun: None,
             shapes: None,
             meter: None,
@@ -350,7 +361,7 @@ impl Stream {
             }
         }
         let path = head_map.get(self.path.clone()).and_then(|p| std::str::from_utf8(p).ok()).unwrap_or_default();
-        let ct = self.content_type.take().and_then(|c| head_map.get(c));
+        let ct = self.content_type.clone().and_then(|c| head_map.get(c));
         match self.route_balanced(&config, api, (path, ct), &body) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
@@ -371,6 +382,12 @@ impl Stream {
             }
             Err(e) => {
                 self.model_requested = requested_model(&body, api);
+                if let Some(outcome) = self.flow_pending.take() {
+                    // Held at a flow-control gate: keep what routing it again needs.
+                    self.api = Some(api);
+                    self.head_map = head_map;
+                    return self.flow_hold(outcome);
+                }
                 self.reply_error(&e)
             }
         }
@@ -420,6 +437,8 @@ impl Context for Stream {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
         if self.lease_wait.as_ref().is_some_and(|w| w.token == token_id) {
             self.on_lease_answer(num_headers, body_size);
+        } else if self.is_flow_timer(token_id) {
+            self.on_flow_timer();
         } else {
             self.on_tokenized(token_id, num_headers, body_size);
         }
@@ -454,6 +473,7 @@ impl HttpContext for Stream {
     fn on_log(&mut self) {
         // Timed too, so the total in `ferrogate.filter_us` includes building the record.
         let start = self.now_nanos();
+        self.leave_queue();
         self.release_pick(start);
         if !self.end_abandoned(start) {
             self.report_with_overhead(start);

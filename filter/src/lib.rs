@@ -5,6 +5,7 @@
 //! decision with hostcalls. Body-based routing needs the host to deliver body callbacks while
 //! request headers are held (Envoy ≥ 1.35 `allow_on_headers_stop_iteration: true`).
 
+mod flow_gate;
 mod http;
 mod inflight;
 mod kv_feed;

@@ -67,6 +67,12 @@ pub(crate) struct Metrics {
     /// Requests that waited for a lease top-up since the last tick: admitted, refused
     /// (`ferrogate.lease_waits.<outcome>`).
     lease_waits: [u64; 2],
+    /// Flow control since the last tick: requests queued, refused on a full band, expired
+    /// (`ferrogate.flow.<queued|full|expired>`).
+    flow: [u64; 3],
+    queue_ms: Option<u32>,
+    /// Queue-depth gauges set so far, by name, so an emptied band goes back to 0.
+    depths: Vec<(String, u32)>,
 }
 
 /// How a `precise_cache_aware` pick went.
@@ -132,6 +138,54 @@ impl Metrics {
         }
     }
 
+    /// Counts a flow-control event.
+    pub(crate) fn flow(&mut self, event: crate::http::FlowEvent) {
+        if let Some(n) = self.flow.get_mut(event as usize) {
+            *n += 1;
+        }
+    }
+
+    /// Records how long a request waited in a flow-control queue (`ferrogate.queue_ms`).
+    pub(crate) fn queued(&mut self, ms: u64) {
+        if let Some(id) = cached(&mut self.ids, &mut self.queue_ms, "ferrogate.queue_ms") {
+            let _ = hostcalls::record_metric(id, ms);
+        }
+    }
+
+    /// Sets the queue-depth gauges of `model` (`ferrogate.queue_depth.<model>.<band>`; a
+    /// negative band is written `n<band>`), zeroing bands that emptied.
+    pub(crate) fn depths(&mut self, model: &str, bands: &[(i32, usize)]) {
+        let prefix = format!("ferrogate.queue_depth.{}.", segment(model));
+        let mut seen: Vec<String> = Vec::with_capacity(bands.len());
+        for &(band, n) in bands {
+            let band = if band < 0 { format!("n{}", band.unsigned_abs()) } else { band.to_string() };
+            let name = format!("{prefix}{band}");
+            self.gauge(&name, n as u64);
+            seen.push(name);
+        }
+        let stale: Vec<String> = self
+            .depths
+            .iter()
+            .filter(|(n, _)| n.starts_with(&prefix) && !seen.contains(n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in stale {
+            self.gauge(&name, 0);
+        }
+    }
+
+    fn gauge(&mut self, name: &str, value: u64) {
+        let id = match self.depths.iter().find(|(n, _)| n == name) {
+            Some((_, id)) => *id,
+            None => {
+                let Ok(id) = hostcalls::define_metric(MetricType::Gauge, name) else { return };
+                self.depths.push((name.to_string(), id));
+                id
+            }
+        };
+        let _ = hostcalls::record_metric(id, value);
+    }
+
     /// Counts a request that waited for a lease top-up, by how it ended.
     pub(crate) fn lease_wait(&mut self, admitted: bool) {
         if let Some(n) = self.lease_waits.get_mut(usize::from(!admitted)) {
@@ -183,6 +237,10 @@ impl Metrics {
         let kv = std::mem::take(&mut self.kv);
         for (outcome, n) in ["hit", "miss", "neutral", "tokenize_fallback"].into_iter().zip(kv) {
             self.count(&format!("ferrogate.kv_decisions.{outcome}"), n);
+        }
+        let flow = std::mem::take(&mut self.flow);
+        for (event, n) in ["queued", "full", "expired"].into_iter().zip(flow) {
+            self.count(&format!("ferrogate.flow.{event}"), n);
         }
         let waits = std::mem::take(&mut self.lease_waits);
         for (outcome, n) in ["admitted", "refused"].into_iter().zip(waits) {

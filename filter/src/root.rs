@@ -89,6 +89,17 @@ impl Root {
     }
 }
 
+impl Root {
+    /// Sets the queue-depth gauges of every flow-controlled model (one shared-data read each).
+    fn flow_depths(&self) {
+        let Some(config) = self.shared.active.borrow().clone() else { return };
+        let mut metrics = self.shared.metrics.borrow_mut();
+        for m in config.models.iter().filter(|m| m.flow.is_some()) {
+            metrics.depths(&m.name, &crate::flow_gate::depths(&m.name));
+        }
+    }
+}
+
 impl Context for Root {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
         let status = (num_headers > 0)
@@ -191,6 +202,7 @@ impl RootContext for Root {
             }
         }
         self.sink.on_tick(sidecar.as_ref());
+        self.flow_depths();
         self.shared.metrics.borrow_mut().flush();
     }
 

@@ -70,6 +70,14 @@ async fn burst_over_two(limits: &str, extra: &str) -> (usize, Vec<(u16, Option<S
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let all = burst(&[&a, &b], 40).await;
     let admitted = all.iter().filter(|(s, _)| *s == 200).count();
+    // Every admission waited for a grant: no lease was held before the burst.
+    let mut waits = 0;
+    for s in [&a, &b] {
+        let text = reqwest::get(format!("{}/metrics", s.admin)).await.unwrap().text().await.unwrap();
+        let line = text.lines().find(|l| l.starts_with("ferrogate_lease_asks_total{kind=\"wait\"}"));
+        waits += line.and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).unwrap_or(0);
+    }
+    assert!(waits >= admitted as u64, "{waits} lease waits answered for {admitted} admitted");
     let _ = std::fs::remove_dir_all(dir);
     (admitted, all)
 }

@@ -20,7 +20,8 @@ use crate::auth::DigestIndex;
 use crate::grants::Grants;
 
 pub use raw::{
-    RawConfig, RawEndpoint, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawRedis, RawStore, RawTarget,
+    RawBand, RawConfig, RawEndpoint, RawFlowControl, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider,
+    RawRedis, RawStore, RawTarget,
 };
 pub use syntax::{BaseUrl, Scheme};
 
@@ -114,6 +115,8 @@ pub struct Provider {
     /// KV-cache events and tokenization of the pool, when an endpoint publishes events or
     /// `kv_tokenize` is on.
     pub kv: Option<KvPool>,
+    /// Most requests in flight per endpoint for flow-controlled models (`None`: no bound).
+    pub max_concurrency: Option<u32>,
 }
 
 /// A pool's KV-cache settings (`precise_cache_aware`).
@@ -169,6 +172,8 @@ pub struct Model {
     pub strategy: Strategy,
     /// Indexes into [`Config::models`], in order.
     pub fallbacks: Vec<usize>,
+    /// The proxy-wide queue that holds requests while every target is saturated.
+    pub flow: Option<crate::flow::FlowControl>,
 }
 
 /// What a USD budget does with a model that has no price (its cost cannot be counted).
@@ -216,6 +221,8 @@ pub struct Group {
     pub models: Vec<String>,
     /// Shared limits.
     pub limits: Limits,
+    /// Flow-control priority of its keys, when set.
+    pub priority: Option<i32>,
 }
 
 /// A validated virtual key.
@@ -236,6 +243,8 @@ pub struct Key {
     pub expires_at: Option<i64>,
     /// The key's own limits.
     pub limits: Limits,
+    /// Flow-control priority: its own, else the highest of its groups', else 0.
+    pub priority: i32,
 }
 
 /// Prices in USD per million tokens.

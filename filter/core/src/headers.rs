@@ -14,6 +14,9 @@ pub const PROVIDER: &str = "x-ferrogate-provider";
 pub const MODEL: &str = "x-ferrogate-model";
 /// Response header: filter CPU time spent on this request, in microseconds.
 pub const OVERHEAD_US: &str = "x-ferrogate-overhead-us";
+/// Response header: milliseconds the request waited in a flow-control queue (sent only by
+/// requests that waited).
+pub const QUEUED_MS: &str = "x-ferrogate-queued-ms";
 /// Response header: the provider's own `x-request-id`, kept when ours replaces it.
 pub const UPSTREAM_REQUEST_ID: &str = "x-ferrogate-upstream-request-id";
 /// Client credential headers: read for authentication, never forwarded upstream.

@@ -11,6 +11,7 @@ pub mod decimal;
 pub mod dialect;
 pub mod error;
 pub mod failover;
+pub mod flow;
 pub mod grants;
 pub mod header_map;
 pub mod headers;

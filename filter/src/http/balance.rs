@@ -11,11 +11,13 @@ use ferrogate_core::config::Config;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::{route_request_with, Api, Choose, Rotation, RouteDecision};
 
+use super::flow_wait::FlowOutcome;
 use super::Stream;
-use crate::inflight;
 use crate::metrics::KvDecision;
 use crate::prefix_table::SharedPrefixTable;
 use crate::routing::next_random;
+use crate::{flow_gate, inflight};
+use ferrogate_core::flow::{Caller, Entry, FlowControl, Gate};
 use ferrogate_core::kv::{score_model, KvIndex, Score};
 
 /// A request counted in flight on a slot of a model.
@@ -47,6 +49,19 @@ struct Chooser<'a> {
     kv_decision: Option<KvDecision>,
     /// The request's `kv_tokenize` call failed.
     tokenize_failed: bool,
+    /// Flow control: who asks, its queue entry and deadline when it waits already, each
+    /// slot's room, and what the gate said when it did not let the request go.
+    flow: FlowAsk,
+}
+
+/// A request's side of flow control's gate during one routing.
+struct FlowAsk {
+    caller: Caller,
+    ticket: Option<(u64, u64)>,
+    room: Vec<u32>,
+    outcome: Option<FlowOutcome>,
+    /// The request held an entry and the gate let it go.
+    went: bool,
 }
 
 impl Chooser<'_> {
@@ -72,19 +87,76 @@ impl Chooser<'_> {
     }
 }
 
+impl Chooser<'_> {
+    /// Flow control's gate for model `model`: true when the request may pick now (saturated
+    /// slots are added to `excluded`); otherwise the outcome says whether it waits or is refused.
+    fn flow_gate(&mut self, config: &Config, model: usize, fc: &FlowControl, excluded: &mut Vec<usize>) -> bool {
+        let free = self.routing.room(config, model, &self.counts, self.now_ms, excluded, fc, &mut self.flow.room);
+        for (i, &r) in self.flow.room.iter().enumerate() {
+            if r == 0 && !excluded.contains(&i) {
+                excluded.push(i);
+            }
+        }
+        let Some(name) = config.models.get(model).map(|m| m.name.as_str()) else { return false };
+        let limits = fc.band(self.flow.caller.band);
+        let me = self.flow.ticket.map(|(seq, _)| seq);
+        match flow_gate::gate(name, me, self.flow.caller, limits, free, self.now_ms) {
+            Gate::Go => {
+                self.flow.went = me.is_some();
+                true
+            }
+            gate => {
+                self.hold(name, gate, limits.1);
+                false
+            }
+        }
+    }
+
+    fn hold(&mut self, model: &str, gate: Gate, ttl_ms: u64) {
+        let deadline_ms = self.flow.ticket.map_or(self.now_ms.saturating_add(ttl_ms), |(_, d)| d);
+        self.flow.outcome = Some(FlowOutcome { model: model.to_string(), gate, deadline_ms });
+    }
+
+    /// The gate let the request go but its slot filled in between: back in its place (a
+    /// newcomer queues at the end).
+    fn flow_lost_race(&mut self, config: &Config, model: usize, fc: &FlowControl) {
+        let Some(name) = config.models.get(model).map(|m| m.name.as_str()) else { return };
+        let caller = self.flow.caller;
+        let limits = fc.band(caller.band);
+        let gate = match self.flow.ticket {
+            Some((seq, deadline_ms)) => {
+                let entry = Entry { seq, band: caller.band, fair: caller.fair, deadline_ms, alive_ms: self.now_ms };
+                flow_gate::requeue(name, entry);
+                self.flow.went = false;
+                Gate::Wait(seq)
+            }
+            None => flow_gate::gate(name, None, caller, limits, 0, self.now_ms),
+        };
+        self.hold(name, gate, limits.1);
+    }
+}
+
 impl Choose for Chooser<'_> {
     fn target(&mut self, config: &Config, model: usize) -> Option<(usize, Option<usize>)> {
         let Some(m) = self.routing.model(model) else {
             return Rotation(self.request.random).target(config, model);
         };
         let (fingerprint, slots) = (m.fingerprint(), m.slots().len());
+        let flow = config.models.get(model)?.flow.as_ref();
         // With one slot there is nothing to compare: no shared in-flight count (three
-        // shared-data calls and a key per request saved); exclusions and parking still apply.
-        let key = if slots > 1 { Some(inflight::key(&config.models.get(model)?.name)) } else { None };
+        // shared-data calls and a key per request saved), unless flow control bounds it;
+        // exclusions and parking still apply.
+        let counted = slots > 1 || flow.is_some();
+        let key = if counted { Some(inflight::key(&config.models.get(model)?.name)) } else { None };
         if let Some(key) = &key {
             inflight::read(key, fingerprint, &mut self.counts);
         }
-        let excluded = Stream::excluded(self.tried, config, model, slots);
+        let mut excluded = Stream::excluded(self.tried, config, model, slots);
+        if let Some(fc) = flow {
+            if !self.flow_gate(config, model, fc, &mut excluded) {
+                return None;
+            }
+        }
         // The LoRA adapter is the routed model's (a fallback is another model), from the config.
         let mut request = Request { adapter: self.routing.adapter(config, model), ..self.request };
         let scored = self.kv_scores(config, model, request.adapter);
@@ -92,7 +164,13 @@ impl Choose for Chooser<'_> {
             request.kv = Some(&self.scores);
         }
         let p = self.routing.pick_excluding(config, model, &request, &self.counts, self.now_ms, &excluded)?;
-        if let Some(key) = &key {
+        if let (Some(key), Some(fc)) = (&key, flow) {
+            let cap = self.routing.slot_cap(config, model, p.slot);
+            if !inflight::try_add(key, fingerprint, slots, p.slot, cap) {
+                self.flow_lost_race(config, model, fc);
+                return None;
+            }
+        } else if let Some(key) = &key {
             inflight::add(key, fingerprint, slots, p.slot, 1);
         }
         let (queue_depth, prompt_tokens) = (p.queue_depth, p.prompt_tokens);
@@ -128,7 +206,9 @@ impl Stream {
             adapter: None, // per model: see `Chooser::target`
             kv: None,      // per model too
         };
-        let now_ms = self.started_ns / 1_000_000;
+        // The running callback's time: a request routed again after waiting (a flow-control
+        // queue, a tokenize call) sees health, parking and its queue as they are now.
+        let now_ms = self.callback_start_ns.max(self.started_ns) / 1_000_000;
         let tried = std::mem::take(&mut self.attempt.tried);
         let index = self.shared.kv.clone();
         let index = index.borrow();
@@ -143,10 +223,19 @@ impl Stream {
             scores: Vec::new(),
             kv_decision: None,
             tokenize_failed: self.tokenize == Some(super::tokenize::Tokenize::Failed),
+            flow: FlowAsk {
+                caller: self.flow_caller(config),
+                ticket: self.flow.as_ref().map(|w| (w.seq, w.deadline_ms)),
+                room: Vec::new(),
+                outcome: None,
+                went: false,
+            },
         };
         let result = route_request_with(config, self.caller, api, path, content_type, body, &mut chooser);
         self.pick = chooser.picked.take();
-        if let Some(decision) = chooser.kv_decision {
+        let (went, outcome, kv_decision) = (chooser.flow.went, chooser.flow.outcome.take(), chooser.kv_decision);
+        drop(chooser);
+        if let Some(decision) = kv_decision {
             self.shared.metrics.borrow_mut().kv_decision(decision);
         }
         self.attempt.tried = tried;
@@ -155,7 +244,33 @@ impl Stream {
             let (model, slot) = (pick.model, pick.slot);
             self.announce(&routing, config, model, slot, now_ms);
         }
+        drop(routing);
+        self.after_flow_gate(result.is_ok(), went, outcome);
         result
+    }
+
+    /// Who the request is at flow control's gate: its key's priority and index.
+    fn flow_caller(&self, config: &Config) -> Caller {
+        let index = self.caller.key_index();
+        let band = index.and_then(|i| config.keys.get(i)).map_or(0, |k| k.priority);
+        Caller { band, fair: index.and_then(|i| u32::try_from(i).ok()).unwrap_or(u32::MAX) }
+    }
+
+    /// What routing did at a gate: the request left the queue, waits, or went elsewhere (a
+    /// fallback model took it, so an entry it holds is given up).
+    fn after_flow_gate(&mut self, routed: bool, went: bool, outcome: Option<FlowOutcome>) {
+        if went {
+            self.flow_left_queue();
+        }
+        match outcome {
+            Some(o) if routed => {
+                if let Gate::Wait(seq) = o.gate {
+                    flow_gate::leave(&o.model, seq);
+                }
+                self.flow_left_queue();
+            }
+            o => self.flow_pending = o,
+        }
     }
 
     /// At the end of the stream: the request leaves the in-flight count and the balancer

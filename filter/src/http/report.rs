@@ -68,6 +68,7 @@ impl Stream {
             admitted: self.reservation.is_some(),
             cut: self.was_cut(),
             partial: self.partial(),
+            queued_ms: self.queued_ns / 1_000_000,
             ..RecordView::default()
         };
         record.set_usage(usage);

@@ -36,6 +36,10 @@ impl Stream {
         self.response_complete = end_of_stream;
         let overhead_us = Decimal::new(self.overhead_ns / 1_000);
         self.set_http_response_header(headers::OVERHEAD_US, Some(overhead_us.as_str()));
+        if self.queued_ns > 0 {
+            let queued_ms = Decimal::new(self.queued_ns / 1_000_000);
+            self.set_http_response_header(headers::QUEUED_MS, Some(queued_ms.as_str()));
+        }
         if let Some(routed) = &self.routed {
             self.set_http_response_header(headers::PROVIDER, Some(self.provider_name()));
             self.set_http_response_header(headers::MODEL, Some(&routed.upstream_model));

@@ -155,6 +155,14 @@ impl Driver {
                 self.body_deadline = self.worker.body_timeout().map(|t| tokio::time::Instant::now() + t);
                 self.on_request_frame(frame);
             }
+            () = client_gone(&mut self.head_tx), if self.head_tx.is_some() => {
+                // As Envoy resets a stream whose downstream closed: the filter's `on_log` runs
+                // (a request held by the filter, queued say, leaves at once).
+                tracing::debug!(stream = self.id, "client went away before the response");
+                self.head_tx = None;
+                self.request_body = None;
+                self.reset = true;
+            }
             () = sleep_until(self.body_deadline), if self.request_body.is_some() => {
                 tracing::info!(stream = self.id, timeout = ?self.worker.body_timeout(), "request body stalled; stream reset (--body-timeout-ms)");
                 self.request_body = None;
@@ -407,6 +415,14 @@ impl Driver {
 }
 
 /// Sleeps until `deadline`, or forever without one.
+/// Resolves when the client side of the stream is gone (hyper dropped the service future).
+async fn client_gone(head_tx: &mut Option<oneshot::Sender<Response<ChannelBody>>>) {
+    match head_tx {
+        Some(tx) => tx.closed().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,

@@ -13,6 +13,9 @@
 //!   polled by the filter when limits are shared through Redis.
 //! - `POST /v1/limits/lease`: grants of capacity from the shared counters, give-backs and
 //!   charges (`services::limits::lease`); `{"synced": false}` when Redis cannot be reached.
+//! - `GET /v1/flow/wait?ms=N`: answers 204 after `N` ms (at most 1,000): the timer a request
+//!   waiting in a flow-control queue keeps running, since proxy-wasm wakes a paused request
+//!   only through a callback of its own.
 //! - `GET /v1/targets`: health and engine load of every routing target (`services::targets`),
 //!   with `ETag`; `If-None-Match` with the current version → 304.
 
@@ -60,6 +63,7 @@ pub fn router(state: FilterApi) -> Router {
         .route("/v1/limits/lease", post(lease))
         .route("/v1/targets", get(targets))
         .route("/v1/kv", get(kv_feed))
+        .route("/v1/flow/wait", get(flow_wait))
         .with_state(state)
 }
 
@@ -86,6 +90,19 @@ async fn lease(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bod
     };
     let ledger = &api.ledger;
     Json(ledger.leases.grant(&ledger.replica, &request, &served.version, &served.config).await).into_response()
+}
+
+/// Longest a flow-control timer may run.
+const MAX_WAIT_MS: u64 = 1_000;
+
+async fn flow_wait(State(api): State<FilterApi>, headers: HeaderMap, query: axum::extract::RawQuery) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let q = query.0.unwrap_or_default();
+    let ms = q.split('&').find_map(|kv| kv.strip_prefix("ms=")?.parse::<u64>().ok()).unwrap_or(10);
+    tokio::time::sleep(std::time::Duration::from_millis(ms.min(MAX_WAIT_MS))).await;
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn targets(State(api): State<FilterApi>, headers: HeaderMap) -> Response {

@@ -32,6 +32,8 @@ pub const BLOCK_TOKENS: u64 = 16;
 pub struct ModelMetrics {
     running: AtomicU64,
     waiting: AtomicU64,
+    /// The most requests held at once (running plus waiting) since the start.
+    peak: AtomicU64,
     kv_tokens: AtomicU64,
     prompt_tokens: AtomicU64,
     generation_tokens: AtomicU64,
@@ -112,6 +114,7 @@ impl ModelMetrics {
         let permit = match &self.limiter {
             Some(limiter) => {
                 self.waiting.fetch_add(1, Ordering::Relaxed);
+                self.note_peak();
                 let _waiting = WaitingGuard(&self.waiting);
                 // The semaphore is never closed, so an error cannot happen; running unlimited
                 // would be the harmless fallback anyway.
@@ -121,9 +124,19 @@ impl ModelMetrics {
         };
         let kv_tokens = u64::from(prompt_tokens);
         self.running.fetch_add(1, Ordering::Relaxed);
+        self.note_peak();
         self.kv_tokens.fetch_add(kv_tokens, Ordering::Relaxed);
         self.prompt_tokens.fetch_add(kv_tokens, Ordering::Relaxed);
         RunningGuard { model: Arc::clone(self), kv_tokens, _permit: permit }
+    }
+}
+
+impl ModelMetrics {
+    /// Raises the peak to what is held now (a waiting request counted once: it moves from
+    /// waiting to running before the running count is read again).
+    fn note_peak(&self) {
+        let held = self.running.load(Ordering::Relaxed) + self.waiting.load(Ordering::Relaxed);
+        self.peak.fetch_max(held, Ordering::Relaxed);
     }
 }
 
@@ -180,6 +193,14 @@ pub fn render(models: &[(String, Arc<ModelMetrics>)], kv_blocks: u32) -> String 
         for (model, m) in models {
             let _ = writeln!(out, "{name}{{model_name=\"{model}\"}} {}", gauge(m)[index]);
         }
+    }
+    let name = "sim:peak_requests";
+    let _ = writeln!(
+        out,
+        "# HELP {name} The most requests held at once (running plus waiting), a sim extra.\n# TYPE {name} gauge"
+    );
+    for (model, m) in models {
+        let _ = writeln!(out, "{name}{{model_name=\"{model}\"}} {}", m.peak.load(Ordering::Relaxed));
     }
     render_counters(&mut out, models);
     out

@@ -113,6 +113,11 @@ pub fn config_with(
 }
 
 pub fn serve(config: &std::path::Path, redis: &Redis) -> Serve {
+    serve_env(config, &[("FERROGATE_REDIS_URL", &redis.url())])
+}
+
+/// `ferrogate serve` (two worker VMs) on free ports with `config` and `env` set.
+pub fn serve_env(config: &std::path::Path, env: &[(&str, &str)]) -> Serve {
     let (listen, sidecar, admin) = (free_port(), free_port(), free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_ferrogate"))
         .arg("serve")
@@ -122,7 +127,7 @@ pub fn serve(config: &std::path::Path, redis: &Redis) -> Serve {
         .args(["--admin-listen", &format!("127.0.0.1:{admin}")])
         .args(["--workers", "2", "--poll-interval-ms", "200"])
         .args(["--filter", wasm::filter_wasm().to_str().unwrap()])
-        .env("FERROGATE_REDIS_URL", redis.url())
+        .envs(env.iter().copied())
         .env_remove("FERROGATE_ADMIN_TOKEN")
         .env_remove("FERROGATE_INTERNAL_TOKEN")
         .stdout(Stdio::null())

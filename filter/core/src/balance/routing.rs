@@ -19,6 +19,8 @@ use crate::config::Config;
 use crate::passive::PassiveTable;
 use crate::targets::TargetFeed;
 
+mod room;
+
 /// One balancing unit of a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {

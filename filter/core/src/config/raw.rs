@@ -73,6 +73,10 @@ pub struct RawProvider {
     /// Ask a replica's `POST /tokenize` for a request's token ids when the client sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_tokenize: Option<bool>,
+    /// Most requests in flight on each endpoint (or on the provider without endpoints) for
+    /// models with `flow_control`; more wait in the model's queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
     /// Name of the environment variable that holds the provider's API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
@@ -161,6 +165,47 @@ pub struct RawModel {
     /// Other public model names, tried in order when every target fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// Hold requests in a proxy-wide queue while every target is saturated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_control: Option<RawFlowControl>,
+}
+
+/// `models[i].flow_control`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFlowControl {
+    /// Most requests a priority band may hold (default 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<u32>,
+    /// Longest a request may wait, in milliseconds (default 30,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ttl_ms: Option<u64>,
+    /// An engine with at least this many queued requests is saturated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_waiting: Option<u32>,
+    /// An engine running at least this many requests is saturated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running: Option<u32>,
+    /// An engine whose KV cache is at least this full (0 to 1) is saturated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_kv_usage: Option<f32>,
+    /// Per-priority overrides of `max_queue` and `queue_ttl_ms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bands: Vec<RawBand>,
+}
+
+/// One entry of `flow_control.bands`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBand {
+    /// The priority it applies to.
+    pub priority: i32,
+    /// Most requests the band may hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<u32>,
+    /// Longest a request may wait in the band, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ttl_ms: Option<u64>,
 }
 
 /// One target of a model: a provider and the model id that provider knows.
@@ -188,6 +233,9 @@ pub struct RawGroup {
     /// Limits shared by the group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<RawLimits>,
+    /// Flow-control priority of the group's keys (higher first; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// A virtual key.
@@ -210,6 +258,9 @@ pub struct RawKey {
     /// Limits of this key alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<RawLimits>,
+    /// Flow-control priority (higher first); default the highest of its groups', else 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// Request, token and cost limits; every field is optional (absent = unlimited).

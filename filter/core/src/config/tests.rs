@@ -170,15 +170,55 @@ fn rejects_each_invalid_value() {
         ("store: {kind: file, url_env: X}", "store.url_env"),
         ("store: {kind: sqlite}", "store.kind"),
         ("redis: {url_env: 'not a var'}", "redis.url_env"),
+        ("models: [{name: m, targets: [{provider: a, model: x}], flow_control: {}}]", "models[0].flow_control"),
+        (
+            "models: [{name: m, targets: [{provider: a, model: x}], flow_control: {max_waiting: 1, max_queue: 0}}]",
+            "models[0].flow_control.max_queue",
+        ),
+        (
+            "models: [{name: m, targets: [{provider: a, model: x}], flow_control: {max_kv_usage: 1.5}}]",
+            "models[0].flow_control.max_kv_usage",
+        ),
+        (
+            "models: [{name: m, targets: [{provider: a, model: x}], flow_control: {max_waiting: 2, bands: [{priority: 1}, {priority: 1}]}}]",
+            "models[0].flow_control.bands[1].priority",
+        ),
+        (
+            "models: [{name: m, targets: [{provider: a, model: x}], flow_control: {max_waiting: 2, queue_ttl_ms: 0}}]",
+            "models[0].flow_control.queue_ttl_ms",
+        ),
     ];
     for (yaml, path) in cases {
         let paths = problem_paths(&format!("{base}{yaml}"));
         assert!(paths.iter().any(|p| p == path), "{yaml}: expected {path}, got {paths:?}");
     }
+    let paths = problem_paths("providers: [{name: a, kind: openai, base_url: 'http://h', max_concurrency: 0}]");
+    assert_eq!(paths, ["providers[0].max_concurrency"]);
     let paths = problem_paths(
         "providers: [{name: a, kind: openai, base_url: 'http://h', api_key_env: '9X', endpoints: ['h:1', 'H:1']}]",
     );
     assert_eq!(paths, ["providers[0].endpoints[1]", "providers[0].api_key_env"]);
+}
+
+#[test]
+fn flow_control_and_priorities_are_read() {
+    let d = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+    let yaml = format!(
+        "providers: [{{name: a, kind: openai_compatible, base_url: 'http://h', max_concurrency: 4}}]\n\
+         models: [{{name: m, targets: [{{provider: a, model: x}}], flow_control: {{queue_ttl_ms: 500, bands: [{{priority: 9, max_queue: 3}}]}}}}]\n\
+         groups: [{{name: lo, priority: -1}}, {{name: hi, priority: 7}}]\n\
+         keys: [{{name: k1, digest: '{}', groups: [lo, hi]}}, {{name: k2, digest: '{}', groups: [hi], priority: 2}}, {{name: k3, digest: '{}'}}]",
+        d('a'),
+        d('b'),
+        d('c')
+    );
+    let c = Config::try_from(serde_saphyr::from_str::<RawConfig>(&yaml).unwrap()).unwrap();
+    assert_eq!(c.providers[0].max_concurrency, Some(4));
+    let fc = c.models[0].flow.as_ref().unwrap();
+    assert_eq!((fc.max_queue, fc.ttl_ms), (crate::flow::DEFAULT_MAX_QUEUE, 500));
+    assert_eq!((fc.band(9), fc.band(0)), ((3, 500), (crate::flow::DEFAULT_MAX_QUEUE, 500)));
+    let priorities: Vec<i32> = c.keys.iter().map(|k| k.priority).collect();
+    assert_eq!(priorities, [7, 2, 0], "the highest group's, the key's own, the default");
 }
 
 #[test]

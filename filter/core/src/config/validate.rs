@@ -16,6 +16,7 @@ use super::{
     Unpriced,
 };
 
+mod flow;
 mod kv;
 mod sections;
 
@@ -68,8 +69,9 @@ impl TryFrom<RawConfig> for Config {
             raw.models.iter().enumerate().filter_map(|(i, m)| model(i, m, &refs, &mut p)).collect();
         let aliases = aliases(&raw.aliases, &model_index, &mut p);
         let group_index = index_names("groups", raw.groups.iter().map(|x| x.name.as_str()), &mut p);
-        let groups = raw.groups.iter().enumerate().map(|(i, g)| group(i, g, &refs, &mut p)).collect();
-        let (keys, digest_index) = keys(&raw.keys, &group_index, &refs, &mut p);
+        let groups: Vec<Group> = raw.groups.iter().enumerate().map(|(i, g)| group(i, g, &refs, &mut p)).collect();
+        let (mut keys, digest_index) = keys(&raw.keys, &group_index, &refs, &mut p);
+        flow::priorities(&raw.keys, &mut keys, &groups);
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
@@ -143,6 +145,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         endpoints.push(e);
     }
     let kv = kv::pool(i, raw, p);
+    let max_concurrency = flow::max_concurrency(i, raw, p);
     if let Some(var) = &raw.api_key_env {
         p.check(at("api_key_env"), syntax::check_env_name(var));
     }
@@ -161,6 +164,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         api_key_env: raw.api_key_env.clone(),
         credential,
         kv,
+        max_concurrency,
     })
 }
 
@@ -202,7 +206,8 @@ fn model(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Option<
     if strategy == Some(Strategy::PreciseCacheAware) {
         kv::check_precise(i, raw, refs, p);
     }
-    Some(Model { name: raw.name.clone(), targets, strategy: strategy?, fallbacks })
+    let flow = flow::model(i, raw, refs, p);
+    Some(Model { name: raw.name.clone(), targets, strategy: strategy?, fallbacks, flow })
 }
 
 fn target(i: usize, j: usize, t: &RawTarget, refs: &Refs<'_>, p: &mut Problems) -> Option<Target> {
@@ -286,6 +291,7 @@ fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
         name: raw.name.clone(),
         models: grants(&format!("groups[{i}].models"), &raw.models, refs, p),
         limits: shared_limits(&format!("groups[{i}].limits"), raw.limits.as_ref(), p),
+        priority: raw.priority,
     }
 }
 
@@ -344,5 +350,6 @@ fn key(
         None => Limits::default(),
         Some(l) => limits(&format!("keys[{i}].limits"), Some(l), p),
     };
-    Key { name: k.name.clone(), digest: k.digest.clone(), groups, group_names, models, expires_at, limits }
+    // The priority is resolved once every group is known (`flow::priorities`).
+    Key { name: k.name.clone(), digest: k.digest.clone(), groups, group_names, models, expires_at, limits, priority: 0 }
 }

@@ -63,6 +63,13 @@ pub struct Record {
     /// them, else estimated. Written only when true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// Milliseconds the request waited in a flow-control queue. Written only when not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Record {
@@ -119,6 +126,7 @@ impl Record {
             admitted: self.admitted,
             cut: self.cut,
             partial: self.partial,
+            queued_ms: self.queued_ms,
         }
     }
 }
@@ -146,6 +154,7 @@ pub struct RecordView<'a> {
     pub admitted: bool,
     pub cut: bool,
     pub partial: bool,
+    pub queued_ms: u64,
 }
 
 impl RecordView<'_> {
@@ -193,8 +202,14 @@ impl RecordView<'_> {
         out.extend_from_slice(if self.streamed { b",\"streamed\":true" } else { b",\"streamed\":false" });
         out.extend_from_slice(if self.admitted { b",\"admitted\":true" } else { b",\"admitted\":false" });
         out.extend_from_slice(if self.cut { b",\"cut\":true" } else { b",\"cut\":false" });
-        // Only an incomplete answer says so: the common line stays as it was.
-        out.extend_from_slice(if self.partial { b",\"partial\":true}\n" } else { b"}\n" });
+        // Only an incomplete or a queued answer says so: the common line stays as it was.
+        if self.partial {
+            out.extend_from_slice(b",\"partial\":true");
+        }
+        if self.queued_ms > 0 {
+            push_field(out, b",\"queued_ms\":", Some(self.queued_ms));
+        }
+        out.extend_from_slice(b"}\n");
     }
 }
 

@@ -155,7 +155,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let mut raw = RawConfig::default();
     for r in c
         .query(
-            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv FROM fg_providers ORDER BY name",
+            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency FROM fg_providers ORDER BY name",
             &[],
         )
         .await?
@@ -168,6 +168,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             endpoints: addresses.iter().map(|a| RawEndpoint::from(a.as_str())).collect(),
             api_key_env: r.get(4),
             api_key: r.get(5),
+            max_concurrency: r.get::<_, Option<i32>>(7).and_then(|n| u32::try_from(n).ok()),
             ..RawProvider::default()
         };
         raw.providers.push(with_kv(provider, r.get(6)));
@@ -175,22 +176,30 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let targets = c
         .query("SELECT model, provider, upstream_model, weight FROM fg_model_targets ORDER BY model, position", &[])
         .await?;
-    for r in c.query("SELECT name, strategy, fallbacks FROM fg_models ORDER BY name", &[]).await? {
+    for r in c.query("SELECT name, strategy, fallbacks, flow_control FROM fg_models ORDER BY name", &[]).await? {
         let name: String = r.get(0);
         let targets = targets.iter().filter(|t| t.get::<_, String>(0) == name).map(|t| RawTarget {
             provider: t.get(1),
             model: t.get(2),
             weight: t.get::<_, Option<i32>>(3).and_then(|w| u32::try_from(w).ok()),
         });
-        raw.models.push(RawModel { targets: targets.collect(), name, strategy: r.get(1), fallbacks: r.get(2) });
+        let flow_control = r.get::<_, Option<Value>>(3).and_then(|v| serde_json::from_value(v).ok());
+        raw.models.push(RawModel {
+            targets: targets.collect(),
+            name,
+            strategy: r.get(1),
+            fallbacks: r.get(2),
+            flow_control,
+        });
     }
     for r in c.query("SELECT name, model FROM fg_aliases ORDER BY name", &[]).await? {
         raw.aliases.insert(r.get(0), r.get(1));
     }
-    for r in c.query("SELECT name, models, limits FROM fg_groups ORDER BY name", &[]).await? {
-        raw.groups.push(RawGroup { name: r.get(0), models: r.get(1), limits: limits(r.get(2)) });
+    for r in c.query("SELECT name, models, limits, priority FROM fg_groups ORDER BY name", &[]).await? {
+        raw.groups.push(RawGroup { name: r.get(0), models: r.get(1), limits: limits(r.get(2)), priority: r.get(3) });
     }
-    for r in c.query("SELECT name, digest, groups, models, expires_at, limits FROM fg_keys ORDER BY name", &[]).await? {
+    let keys = "SELECT name, digest, groups, models, expires_at, limits, priority FROM fg_keys ORDER BY name";
+    for r in c.query(keys, &[]).await? {
         raw.keys.push(RawKey {
             name: r.get(0),
             digest: r.get(1),
@@ -198,6 +207,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             models: r.get(3),
             expires_at: r.get(4),
             limits: limits(r.get(5)),
+            priority: r.get(6),
         });
     }
     for r in c
@@ -260,15 +270,29 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
     match resource {
         Resource::Provider(p) => {
             c.execute(
-                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[&p.name, &p.kind, &p.base_url, &addresses(p), &p.api_key_env, &p.api_key, &kv_column(p)],
+                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &p.name,
+                    &p.kind,
+                    &p.base_url,
+                    &addresses(p),
+                    &p.api_key_env,
+                    &p.api_key,
+                    &kv_column(p),
+                    &p.max_concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+                ],
             )
             .await?;
         }
         Resource::Model(m) => {
             c.execute(
-                "INSERT INTO fg_models (name, strategy, fallbacks) VALUES ($1, $2, $3)",
-                &[&m.name, &m.strategy, &m.fallbacks],
+                "INSERT INTO fg_models (name, strategy, fallbacks, flow_control) VALUES ($1, $2, $3, $4)",
+                &[
+                    &m.name,
+                    &m.strategy,
+                    &m.fallbacks,
+                    &m.flow_control.as_ref().and_then(|f| serde_json::to_value(f).ok()),
+                ],
             )
             .await?;
             for (i, t) in m.targets.iter().enumerate() {
@@ -287,16 +311,16 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         Resource::Group(g) => {
             let limits = limits_json(g.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_groups (name, models, limits) VALUES ($1, $2, $3)",
-                &[&g.name, &g.models, &limits],
+                "INSERT INTO fg_groups (name, models, limits, priority) VALUES ($1, $2, $3, $4)",
+                &[&g.name, &g.models, &limits, &g.priority],
             )
             .await?;
         }
         Resource::Key(k) => {
             let limits = limits_json(k.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits) VALUES ($1, $2, $3, $4, $5, $6)",
-                &[&k.name, &k.digest, &k.groups, &k.models, &k.expires_at, &limits],
+                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[&k.name, &k.digest, &k.groups, &k.models, &k.expires_at, &limits, &k.priority],
             )
             .await?;
         }

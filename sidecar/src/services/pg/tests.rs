@@ -198,3 +198,50 @@ async fn a_pool_s_kv_settings_round_trip() {
     let plain = raw.providers.iter().find(|p| p.name == "plain").unwrap();
     assert_eq!((plain.kv_block_size, plain.kv_tokenize), (None, None));
 }
+
+/// Flow control's settings (a provider's bound, a model's queue, priorities) are stored and
+/// read back as written.
+#[tokio::test]
+async fn flow_control_settings_round_trip() {
+    use ferrogate_core::config::{RawBand, RawFlowControl, RawGroup, RawKey, RawModel, RawTarget};
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let pool = RawProvider {
+        name: "pool".into(),
+        kind: "openai_compatible".into(),
+        base_url: "http://vllm:8000".into(),
+        max_concurrency: Some(6),
+        ..RawProvider::default()
+    };
+    let flow = RawFlowControl {
+        max_queue: Some(10),
+        queue_ttl_ms: Some(900),
+        max_waiting: Some(3),
+        max_running: Some(9),
+        max_kv_usage: Some(0.5),
+        bands: vec![RawBand { priority: -2, max_queue: Some(1), queue_ttl_ms: None }],
+    };
+    let model = RawModel {
+        name: "chat".into(),
+        targets: vec![RawTarget { provider: "pool".into(), model: "m".into(), weight: None }],
+        flow_control: Some(flow),
+        ..RawModel::default()
+    };
+    let group = RawGroup { name: "g".into(), priority: Some(4), ..RawGroup::default() };
+    let key = RawKey {
+        name: "k".into(),
+        digest: format!("sha256:{}", "e".repeat(64)),
+        groups: vec!["g".into()],
+        priority: Some(-3),
+        ..RawKey::default()
+    };
+    store.write(Change::Create(Resource::Provider(pool.clone()))).await.unwrap();
+    store.write(Change::Create(Resource::Model(model.clone()))).await.unwrap();
+    store.write(Change::Create(Resource::Group(group.clone()))).await.unwrap();
+    store.write(Change::Create(Resource::Key(key.clone()))).await.unwrap();
+    let (_, raw) = store.load().await.unwrap();
+    assert_eq!(raw.providers, [pool]);
+    assert_eq!(raw.models, [model]);
+    assert_eq!(raw.groups, [group]);
+    assert_eq!(raw.keys, [key]);
+}

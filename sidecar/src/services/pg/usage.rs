@@ -30,17 +30,17 @@ const MAX_MS: u64 = 253_402_300_799_999;
 
 const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, model_requested, provider, \
     upstream_model, status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, \
-    started_at, streamed, cut, partial) \
-    SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa \
+    started_at, streamed, cut, partial, queued_ms) \
+    SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q \
     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::int4[], \
     $9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[], $16::bool[], $17::bool[], \
-    $18::bool[]) \
-    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, n) \
+    $18::bool[], $19::int8[]) \
+    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, n) \
     ORDER BY n \
     ON CONFLICT (digest) DO NOTHING";
 
 const COLUMNS: &str = "request_id, key, groups, model_requested, provider, upstream_model, status, prompt_tokens, \
-    completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, partial";
+    completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, partial, queued_ms";
 
 /// One record ready for the table, identified by the digest of the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +78,7 @@ impl PgStore {
         }
         let c = Columns::of(rows);
         let client = self.pool.get().await?;
-        let params: [&(dyn ToSql + Sync); 18] = [
+        let params: [&(dyn ToSql + Sync); 19] = [
             &c.digest,
             &c.request_id,
             &c.key,
@@ -97,6 +97,7 @@ impl PgStore {
             &c.streamed,
             &c.cut,
             &c.partial,
+            &c.queued_ms,
         ];
         Ok(client.execute(INSERT, &params).await?)
     }
@@ -162,6 +163,7 @@ struct Columns<'a> {
     streamed: Vec<bool>,
     cut: Vec<bool>,
     partial: Vec<bool>,
+    queued_ms: Vec<i64>,
 }
 
 impl<'a> Columns<'a> {
@@ -188,6 +190,7 @@ impl<'a> Columns<'a> {
             streamed: rows.iter().map(|r| r.record.streamed).collect(),
             cut: rows.iter().map(|r| r.record.cut).collect(),
             partial: rows.iter().map(|r| r.record.partial).collect(),
+            queued_ms: num(|r| r.queued_ms),
         }
     }
 }
@@ -254,6 +257,7 @@ fn record_of(row: &Row) -> Result<Record, StoreError> {
         admitted: false,
         cut: row.try_get(15)?,
         partial: row.try_get(16)?,
+        queued_ms: num(17)?,
     })
 }
 

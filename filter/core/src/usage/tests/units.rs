@@ -67,7 +67,9 @@ fn hand_written_record_json_matches_serde() {
             admitted: true,
             cut: true,
             partial: true,
+            queued_ms: 1_234,
         },
+        Record { queued_ms: 7, ..Record::default() },
     ];
     for r in records {
         assert_eq!(r.to_json_line(), format!("{}\n", serde_json::to_string(&r).unwrap()));

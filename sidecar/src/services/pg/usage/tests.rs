@@ -37,6 +37,7 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         admitted: false,
         cut: cost.is_none(),
         partial: cost.is_none(),
+        queued_ms: prompt % 7,
     };
     record.to_json_line()
 }

@@ -1,0 +1,90 @@
+//! The flow-control queues in proxy-wasm shared data (`ferrogate_core::flow`): one entry per
+//! model, `ferrogate.flow.<model>`, read and written with CAS so every worker VM of the proxy
+//! shares one queue. A request that finds nobody waiting and room on the targets reads the
+//! entry once and writes nothing.
+
+use ferrogate_core::flow::{self, Caller, Entry, Gate, Queue};
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::Status;
+
+/// CAS conflicts tolerated per update.
+const RETRIES: usize = 32;
+/// A CAS token no entry can have (see `crate::limits`).
+const ABSENT: u32 = u32::MAX;
+
+/// The shared-data key of `model`'s queue.
+pub(crate) fn key(model: &str) -> String {
+    format!("ferrogate.flow.{model}")
+}
+
+/// [`flow::gate`] on `model`'s shared queue. After too many conflicts a newcomer goes (the
+/// in-flight bound still holds at the pick) and a waiting request keeps waiting.
+pub(crate) fn gate(model: &str, me: Option<u64>, caller: Caller, limits: (u32, u64), free: u64, now_ms: u64) -> Gate {
+    let key = key(model);
+    let outcome = update(&key, |q| {
+        let was_empty = q.is_empty();
+        let gate = flow::gate(q, me, caller, limits, free, now_ms);
+        // A newcomer that went straight through changed nothing worth writing.
+        let write = !(gate == Gate::Go && me.is_none() && was_empty);
+        (gate, write)
+    });
+    outcome.unwrap_or(match me {
+        Some(seq) => Gate::Wait(seq),
+        None => Gate::Go,
+    })
+}
+
+/// Takes entry `seq` out of `model`'s queue without serving it (its request went away).
+pub(crate) fn leave(model: &str, seq: u64) {
+    let _ = update(&key(model), |q| (q.remove(seq).is_some(), true));
+}
+
+/// Puts `entry` back in its place: its request was let go but lost its target to another
+/// request in between.
+pub(crate) fn requeue(model: &str, entry: Entry) {
+    let _ = update(&key(model), |q| {
+        q.restore(entry);
+        ((), true)
+    });
+}
+
+/// The number of requests waiting in each band of `model`'s queue, highest band first.
+pub(crate) fn depths(model: &str) -> Vec<(i32, usize)> {
+    let q = match hostcalls::get_shared_data(&key(model)) {
+        Ok((Some(bytes), _)) => Queue::decode(&bytes),
+        _ => return Vec::new(),
+    };
+    let mut out: Vec<(i32, usize)> = Vec::new();
+    for e in q.entries() {
+        match out.iter_mut().find(|(b, _)| *b == e.band) {
+            Some((_, n)) => *n += 1,
+            None => out.push((e.band, 1)),
+        }
+    }
+    out.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+    out
+}
+
+/// Applies `f` to the queue at `key` and writes it back (when `f` says so) under CAS, retried
+/// on conflicts; `None` when the host kept refusing.
+fn update<T>(key: &str, mut f: impl FnMut(&mut Queue) -> (T, bool)) -> Option<T> {
+    for _ in 0..RETRIES {
+        let Ok((bytes, cas)) = hostcalls::get_shared_data(key) else { return None };
+        let mut queue = bytes.as_deref().map(Queue::decode).unwrap_or_default();
+        let (out, write) = f(&mut queue);
+        if !write {
+            return Some(out);
+        }
+        let token = if bytes.is_some() { cas } else { Some(ABSENT) };
+        match hostcalls::set_shared_data(key, Some(&queue.encode()), token) {
+            Ok(()) => return Some(out),
+            Err(Status::CasMismatch) => continue,
+            Err(e) => {
+                log::warn!("flow-control queue {key} not updated: {e:?}");
+                return None;
+            }
+        }
+    }
+    log::warn!("flow-control queue {key}: {RETRIES} concurrent updates in a row");
+    None
+}

@@ -1,0 +1,199 @@
+//! Flow control end to end: `ferrogate serve` (two worker VMs, one shared queue) in front of
+//! in-process sims that run at most `--max-running` requests each. The engines never hold more
+//! than the configured concurrency while 50 requests arrive at once; a high-priority key's
+//! request overtakes a queued batch; two keys of one band alternate; a full band is refused
+//! with 429 and a request past its time to live with 503, both with `Retry-After`; a client
+//! that goes away while queued leaves its place.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+#[path = "common/replicas.rs"]
+mod replicas;
+#[path = "common/sim.rs"]
+mod sim_helper;
+
+use replicas::{serve_env, tmpdir, Serve};
+
+/// Keys: (name, secret, priority).
+const KEYS: [(&str, &str, i32); 3] =
+    [("batch", "fg-flow-batch", 0), ("batch2", "fg-flow-batch2", 0), ("interactive", "fg-flow-interactive", 10)];
+
+/// A pool of `sims` with `max_concurrency` per endpoint, and `flow_control`.
+fn config(dir: &std::path::Path, sims: &[SocketAddr], max_concurrency: u32, flow: &str) -> std::path::PathBuf {
+    use sha2::Digest;
+    let endpoints: Vec<String> = sims.iter().map(|s| format!("'{s}'")).collect();
+    let keys: Vec<String> = KEYS
+        .iter()
+        .map(|(name, secret, priority)| {
+            let digest = hex::encode(sha2::Sha256::digest(secret.as_bytes()));
+            format!("  - {{ name: {name}, digest: 'sha256:{digest}', models: ['*'], priority: {priority} }}\n")
+        })
+        .collect();
+    let yaml = format!(
+        "providers:\n  - {{ name: pool, kind: openai_compatible, base_url: 'http://{}', endpoints: [{}], max_concurrency: {max_concurrency} }}\n\
+         models:\n  - name: chat\n    strategy: least_loaded\n    targets: [{{ provider: pool, model: sim-small }}]\n    flow_control: {flow}\n\
+         keys:\n{}",
+        sims[0],
+        endpoints.join(", "),
+        keys.concat()
+    );
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// The answer of one request: status, `Retry-After`, `x-ferrogate-queued-ms`, when it ended.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    queued_ms: Option<u64>,
+    done: Instant,
+}
+
+/// One chat request as `key` (an index into [`KEYS`]) that the sim holds for `hold_ms`.
+async fn chat(client: &reqwest::Client, s: &Serve, key: usize, hold_ms: u64) -> Answer {
+    let body = json!({"model": "chat", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
+    let resp = client
+        .post(format!("{}/v1/chat/completions", s.base))
+        .bearer_auth(KEYS[key].1)
+        .header("x-sim-ttft-ms", hold_ms.to_string())
+        .json(&body)
+        .send()
+        .await;
+    let header =
+        |r: &reqwest::Response, name: &str| r.headers().get(name).and_then(|v| v.to_str().ok()).map(String::from);
+    match resp {
+        Ok(r) => {
+            let (retry_after, queued) = (header(&r, "retry-after"), header(&r, "x-ferrogate-queued-ms"));
+            let status = r.status().as_u16();
+            let _ = r.bytes().await;
+            Answer { status, retry_after, queued_ms: queued.and_then(|q| q.parse().ok()), done: Instant::now() }
+        }
+        Err(_) => Answer { status: 0, retry_after: None, queued_ms: None, done: Instant::now() },
+    }
+}
+
+/// The most requests the sim at `addr` held at once (running plus waiting).
+async fn peak(addr: SocketAddr) -> u64 {
+    let text = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+    let peaks = text.lines().filter(|l| l.starts_with("sim:peak_requests{"));
+    peaks.map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap()).max().unwrap_or_else(|| panic!("{text}"))
+}
+
+async fn setup(sims: usize, max_concurrency: u32, flow: &str) -> (Vec<SocketAddr>, Serve, std::path::PathBuf) {
+    let mut addrs = Vec::new();
+    for _ in 0..sims {
+        addrs.push(sim_helper::start_sim(&["--max-running", &max_concurrency.to_string()]).await);
+    }
+    let dir = tmpdir();
+    let cfg = config(&dir, &addrs, max_concurrency, flow);
+    let s = serve_env(&cfg, &[]);
+    (addrs, s, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_at_once_never_put_more_than_the_bound_on_the_engines() {
+    let (sims, s, dir) = setup(2, 2, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
+    let client = reqwest::Client::new();
+    let answers = futures_util::future::join_all((0..50).map(|_| chat(&client, &s, 0, 100))).await;
+    assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
+    for sim in &sims {
+        assert!(peak(*sim).await <= 2, "an engine held more than max_concurrency");
+    }
+    let queued = answers.iter().filter(|a| a.queued_ms.is_some()).count();
+    assert!(queued >= 40, "most of the 50 waited at the gateway, and said so: {queued}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_priority_request_overtakes_a_queued_batch() {
+    let (_sims, s, dir) = setup(1, 2, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
+    let client = reqwest::Client::new();
+    // Two batch requests run, six wait; then the interactive one arrives.
+    let batch = futures_util::future::join_all((0..8).map(|_| chat(&client, &s, 0, 600)));
+    let interactive = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        chat(&client, &s, 2, 600).await
+    };
+    let (batch, interactive) = tokio::join!(batch, interactive);
+    assert!(batch.iter().chain([&interactive]).all(|a| a.status == 200));
+    let later = batch.iter().filter(|a| a.done > interactive.done).count();
+    assert!(later >= 5, "the interactive request went with the first free slot: {later} batch requests ended after it");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_keys_in_one_band_take_turns() {
+    let (_sims, s, dir) = setup(1, 1, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
+    let client = reqwest::Client::new();
+    // Key 0 sends four (one runs, three wait), then key 1 sends three.
+    let first = futures_util::future::join_all((0..4).map(|_| chat(&client, &s, 0, 150)));
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        futures_util::future::join_all((0..3).map(|_| chat(&client, &s, 1, 150))).await
+    };
+    let (a, b) = tokio::join!(first, second);
+    let mut ends: Vec<(Instant, usize)> = a.iter().map(|x| (x.done, 0)).chain(b.iter().map(|x| (x.done, 1))).collect();
+    ends.sort();
+    let order: Vec<usize> = ends.iter().map(|(_, k)| *k).collect();
+    assert_eq!(order, [0, 0, 1, 0, 1, 0, 1], "round-robin between the two keys of the band");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_band_gets_429_and_an_expired_wait_503() {
+    let (_sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 400 }").await;
+    let client = reqwest::Client::new();
+    let running = chat(&client, &s, 0, 1_500);
+    let queued = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        chat(&client, &s, 0, 10).await
+    };
+    let full = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        chat(&client, &s, 1, 10).await
+    };
+    let (running, queued, full) = tokio::join!(running, queued, full);
+    assert_eq!(running.status, 200);
+    assert_eq!((full.status, full.retry_after.as_deref()), (429, Some("1")), "{full:?}");
+    assert_eq!((queued.status, queued.retry_after.as_deref()), (503, Some("1")), "{queued:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_while_queued_leaves_its_place() {
+    let (_sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 20000 }").await;
+    let client = reqwest::Client::new();
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
+    let running = chat(&client, &s, 0, 1_500);
+    let gone = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        chat(&impatient, &s, 0, 10).await
+    };
+    // After the impatient client left, its place is free: this one queues (not 429).
+    let next = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        chat(&client, &s, 1, 10).await
+    };
+    let (running, gone, next) = tokio::join!(running, gone, next);
+    assert_eq!((running.status, gone.status, next.status), (200, 0, 200), "{gone:?} {next:?}");
+    assert!(next.queued_ms.is_some(), "it waited for the running request");
+    // The record of the request that left says 499, with its time in the queue.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let usage: Value =
+            reqwest::get(format!("{}/api/v1/usage?key=batch", s.admin)).await.unwrap().json().await.unwrap();
+        let records = usage["records"].as_array().cloned().unwrap_or_default();
+        if let Some(r) = records.iter().find(|r| r["status"] == 499) {
+            assert!(r["queued_ms"].as_u64().is_some_and(|q| q >= 150), "{r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no 499 record: {usage}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
