@@ -112,7 +112,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // REF_FILTER=<wasm> measures another build (the foundation's filter) the same way.
     let reference = std::env::var_os("REF_FILTER");
-    let path = reference.clone().map_or_else(
+    // FILTER=<wasm> measures another build of ferrogate's filter (an older commit, say) with
+    // the same configuration.
+    let path = reference.clone().or_else(|| std::env::var_os("FILTER")).map_or_else(
         || root.join("target/wasm32-unknown-unknown/release/ferrogate_filter.wasm"),
         std::path::PathBuf::from,
     );
