@@ -1,7 +1,8 @@
 //! Per-request context: who is calling, where the request goes, what it cost.
 //!
 //! Request phase (this file): authenticate from the headers, hold them (Pause) while the body
-//! is buffered, ask `ferrogate_core::route` for a decision and apply it. Response phase
+//! is buffered; then ([`forward`]) ask `ferrogate_core::route` for a decision and apply it.
+//! Response phase
 //! ([`response`]): gateway headers, the usage tracker over the body, and at the end the usage
 //! record and metrics ([`report`]).
 //!
@@ -17,6 +18,7 @@ mod delivery;
 mod dialects;
 mod failover;
 mod flow_wait;
+mod forward;
 mod head;
 mod known_keys;
 mod lease_wait;
@@ -36,9 +38,9 @@ use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::limits::Reservation;
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
-use ferrogate_core::route::{classify, Api, Endpoint, RouteDecision};
+use ferrogate_core::route::{classify, Api, Endpoint};
 use ferrogate_core::translate::stream::StreamTranslator;
-use ferrogate_core::translate::{self, Outbound, Pair};
+use ferrogate_core::translate::{self, Pair};
 use ferrogate_core::usage::{Tracker, UsageDialect};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, MapType};
@@ -46,7 +48,7 @@ use proxy_wasm::types::{Action, MapType};
 use crate::metrics::Metrics;
 use crate::usage_sink::Outbox;
 pub(crate) use flow_wait::FlowEvent;
-use head::{requested_model, usable_request_id, Head, Present};
+use head::{usable_request_id, Head, Present};
 pub(crate) use known_keys::KnownKeys;
 
 use crate::routing::RoutingCell;
@@ -336,100 +338,6 @@ impl Stream {
             return Action::Pause;
         }
         self.finish(&plugin)
-    }
-
-    /// The whole body is buffered: route it and apply the decision, or reply with the error.
-    fn finish(&mut self, plugin: &PluginConfig) -> Action {
-        let (Some(api), Some(config)) = (self.api.take(), self.config.clone()) else {
-            return Action::Continue;
-        };
-        let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
-        if api == Api::CountTokens {
-            return self.count_tokens(&config, &body);
-        }
-        if self.token_ids_span.is_none() && self.start_tokenize(&config, api, &body) {
-            self.api = Some(api); // Routed when the ids arrive.
-            return Action::Pause;
-        }
-        // Routing is the last use of the client's head.
-        let head_map = std::mem::take(&mut self.head_map);
-        if let Some(span) = self.token_ids_span.take() {
-            let value = head_map.get(span).unwrap_or_default();
-            if let Err(e) = ferrogate_core::kv::parse_token_ids(value, &mut self.token_ids) {
-                self.model_requested = requested_model(&body, api);
-                return self.reply_error(&ApiError::bad_request(e.to_string()));
-            }
-        }
-        let path = head_map.get(self.path.clone()).and_then(|p| std::str::from_utf8(p).ok()).unwrap_or_default();
-        let ct = self.content_type.clone().and_then(|c| head_map.get(c));
-        match self.route_balanced(&config, api, (path, ct), &body) {
-            Ok(mut decision) => {
-                self.model_requested = std::mem::take(&mut decision.requested);
-                let admission = match self.admit(&config, &decision, &body) {
-                    Ok(admission) => admission,
-                    Err(action) => return action,
-                };
-                self.shapes = cut::stream_shapes(api, decision.translation.as_ref());
-                if admission == admission::Admission::Now {
-                    self.arm_overrun(&config, (decision.provider, &decision.upstream_model), &body);
-                }
-                self.apply(plugin, api, &body, decision);
-                match admission {
-                    admission::Admission::Now => Action::Continue,
-                    // Forwarded as routed once a grant lets it in (`lease_wait`).
-                    admission::Admission::Wait => Action::Pause,
-                }
-            }
-            Err(e) => {
-                self.model_requested = requested_model(&body, api);
-                if let Some(outcome) = self.flow_pending.take() {
-                    // Held at a flow-control gate: keep what routing it again needs.
-                    self.api = Some(api);
-                    self.head_map = head_map;
-                    return self.flow_hold(outcome);
-                }
-                self.reply_error(&e)
-            }
-        }
-    }
-
-    fn apply(&mut self, plugin: &PluginConfig, api: Api, original: &[u8], mut d: RouteDecision<'_>) {
-        self.usage_dialect = dialects::upstream_dialect(api, d.translation.as_ref().map(|(p, _)| p.outbound));
-        let new_body = self.with_usage_requested(api, original, &mut d);
-        if let Some(new_body) = &new_body {
-            self.set_http_request_body(0, self.body_size, new_body);
-            // Envoy never recomputes framing; a stale length (or chunked plus length) corrupts it.
-            if self.present.transfer_encoding {
-                self.set_http_request_header("transfer-encoding", None);
-            }
-            let length = ferrogate_core::decimal::Decimal::new(new_body.len() as u64);
-            self.set_http_request_header("content-length", Some(length.as_str()));
-        }
-        self.set_http_request_header(&plugin.cluster_header, Some(d.provider));
-        self.set_http_request_header(":authority", Some(d.authority));
-        self.set_http_request_header(":path", Some(&d.path));
-        if let Some(cred) = d.credential {
-            self.set_http_request_header(cred.name, Some(&cred.value));
-        }
-        if let Some((pair, _)) = &d.translation {
-            if pair.outbound == Outbound::Anthropic {
-                self.set_http_request_header("anthropic-version", Some(translate::anthropic::VERSION));
-            }
-        }
-        // Always overwrite or remove: a client must not pick the endpoint itself.
-        if d.endpoint.is_some() || self.present.destination_endpoint {
-            self.set_http_request_header(headers::DESTINATION_ENDPOINT, d.endpoint);
-        }
-        if self.request_id_generated {
-            if let Some(id) = &self.request_id {
-                self.set_http_request_header(headers::REQUEST_ID, Some(id));
-            }
-        }
-        // Older Envoys lack the function (NotFound); ABI 0.2.1 mutations clear the cache anyway.
-        let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
-        log::debug!("#{} -> {} {} model={} endpoint={:?}", self.id, d.provider, d.path, d.upstream_model, d.endpoint);
-        self.translation = d.translation.take();
-        self.routed = Some(Routed { provider: d.provider_index, upstream_model: d.upstream_model });
     }
 }
 

@@ -55,10 +55,10 @@ struct Answer {
 }
 
 /// One chat request as `key` (an index into [`KEYS`]) that the sim holds for `hold_ms`.
-async fn chat(client: &reqwest::Client, s: &Serve, key: usize, hold_ms: u64) -> Answer {
+async fn chat(client: &reqwest::Client, base: &str, key: usize, hold_ms: u64) -> Answer {
     let body = json!({"model": "chat", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
     let resp = client
-        .post(format!("{}/v1/chat/completions", s.base))
+        .post(format!("{base}/v1/chat/completions"))
         .bearer_auth(KEYS[key].1)
         .header("x-sim-ttft-ms", hold_ms.to_string())
         .json(&body)
@@ -74,6 +74,35 @@ async fn chat(client: &reqwest::Client, s: &Serve, key: usize, hold_ms: u64) -> 
             Answer { status, retry_after, queued_ms: queued.and_then(|q| q.parse().ok()), done: Instant::now() }
         }
         Err(_) => Answer { status: 0, retry_after: None, queued_ms: None, done: Instant::now() },
+    }
+}
+
+/// Waits until `s`'s queue for `chat` holds `n` requests in band 0 (its depth gauge).
+async fn wait_queued(s: &Serve, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("{}/metrics", s.admin)).await.unwrap().text().await.unwrap();
+        let depth = text.lines().find_map(|l| l.strip_prefix("ferrogate_queue_depth_chat_0 ")?.parse::<u64>().ok());
+        // No gauge yet: nothing was ever queued.
+        if depth.unwrap_or(0) == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the queue never held {n}: {depth:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the sim at `addr` runs a request.
+async fn wait_running(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+        let running = text.lines().filter(|l| l.starts_with("vllm:num_requests_running{"));
+        if running.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).any(|r| r >= 1.0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the sim never ran a request");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -99,7 +128,7 @@ async fn setup(sims: usize, max_concurrency: u32, flow: &str) -> (Vec<SocketAddr
 async fn fifty_at_once_never_put_more_than_the_bound_on_the_engines() {
     let (sims, s, dir) = setup(2, 2, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
     let client = reqwest::Client::new();
-    let answers = futures_util::future::join_all((0..50).map(|_| chat(&client, &s, 0, 100))).await;
+    let answers = futures_util::future::join_all((0..50).map(|_| chat(&client, &s.base, 0, 100))).await;
     assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
     for sim in &sims {
         assert!(peak(*sim).await <= 2, "an engine held more than max_concurrency");
@@ -114,10 +143,10 @@ async fn a_high_priority_request_overtakes_a_queued_batch() {
     let (_sims, s, dir) = setup(1, 2, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
     let client = reqwest::Client::new();
     // Two batch requests run, six wait; then the interactive one arrives.
-    let batch = futures_util::future::join_all((0..8).map(|_| chat(&client, &s, 0, 600)));
+    let batch = futures_util::future::join_all((0..8).map(|_| chat(&client, &s.base, 0, 600)));
     let interactive = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        chat(&client, &s, 2, 600).await
+        chat(&client, &s.base, 2, 600).await
     };
     let (batch, interactive) = tokio::join!(batch, interactive);
     assert!(batch.iter().chain([&interactive]).all(|a| a.status == 200));
@@ -130,13 +159,23 @@ async fn a_high_priority_request_overtakes_a_queued_batch() {
 async fn two_keys_in_one_band_take_turns() {
     let (_sims, s, dir) = setup(1, 1, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
     let client = reqwest::Client::new();
-    // Key 0 sends four (one runs, three wait), then key 1 sends three.
-    let first = futures_util::future::join_all((0..4).map(|_| chat(&client, &s, 0, 150)));
-    let second = async {
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        futures_util::future::join_all((0..3).map(|_| chat(&client, &s, 1, 150))).await
+    // Key 0 sends four (one runs, three wait), then, once those three are queued, key 1 sends
+    // three (waiting on the queue's gauge, not a sleep: a connection can be slow to start).
+    let spawn = |key: usize| {
+        let (client, base) = (client.clone(), s.base.clone());
+        tokio::spawn(async move { chat(&client, &base, key, 250).await })
     };
-    let (a, b) = tokio::join!(first, second);
+    let first: Vec<_> = (0..4).map(|_| spawn(0)).collect();
+    wait_queued(&s, 3).await;
+    let second: Vec<_> = (0..3).map(|_| spawn(1)).collect();
+    let mut a = Vec::new();
+    for h in first {
+        a.push(h.await.unwrap());
+    }
+    let mut b = Vec::new();
+    for h in second {
+        b.push(h.await.unwrap());
+    }
     let mut ends: Vec<(Instant, usize)> = a.iter().map(|x| (x.done, 0)).chain(b.iter().map(|x| (x.done, 1))).collect();
     ends.sort();
     let order: Vec<usize> = ends.iter().map(|(_, k)| *k).collect();
@@ -146,18 +185,18 @@ async fn two_keys_in_one_band_take_turns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_band_gets_429_and_an_expired_wait_503() {
-    let (_sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 400 }").await;
+    let (sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 400 }").await;
     let client = reqwest::Client::new();
-    let running = chat(&client, &s, 0, 1_500);
-    let queued = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        chat(&client, &s, 0, 10).await
+    let spawn = |key: usize, hold: u64| {
+        let (client, base) = (client.clone(), s.base.clone());
+        tokio::spawn(async move { chat(&client, &base, key, hold).await })
     };
-    let full = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        chat(&client, &s, 1, 10).await
-    };
-    let (running, queued, full) = tokio::join!(running, queued, full);
+    let running = spawn(0, 1_500);
+    wait_running(sims[0]).await;
+    let queued = spawn(0, 10);
+    wait_queued(&s, 1).await;
+    let full = spawn(1, 10).await.unwrap();
+    let (running, queued) = (running.await.unwrap(), queued.await.unwrap());
     assert_eq!(running.status, 200);
     assert_eq!((full.status, full.retry_after.as_deref()), (429, Some("1")), "{full:?}");
     assert_eq!((queued.status, queued.retry_after.as_deref()), (503, Some("1")), "{queued:?}");
@@ -166,20 +205,19 @@ async fn a_full_band_gets_429_and_an_expired_wait_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_while_queued_leaves_its_place() {
-    let (_sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 20000 }").await;
+    let (sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 20000 }").await;
     let client = reqwest::Client::new();
     let impatient = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
-    let running = chat(&client, &s, 0, 1_500);
-    let gone = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        chat(&impatient, &s, 0, 10).await
+    let running = {
+        let (client, base) = (client.clone(), s.base.clone());
+        tokio::spawn(async move { chat(&client, &base, 0, 2_000).await })
     };
+    wait_running(sims[0]).await;
+    let gone = chat(&impatient, &s.base, 0, 10).await;
     // After the impatient client left, its place is free: this one queues (not 429).
-    let next = async {
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        chat(&client, &s, 1, 10).await
-    };
-    let (running, gone, next) = tokio::join!(running, gone, next);
+    wait_queued(&s, 0).await;
+    let next = chat(&client, &s.base, 1, 10).await;
+    let running = running.await.unwrap();
     assert_eq!((running.status, gone.status, next.status), (200, 0, 200), "{gone:?} {next:?}");
     assert!(next.queued_ms.is_some(), "it waited for the running request");
     // The record of the request that left says 499, with its time in the queue.
