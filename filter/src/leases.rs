@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use ferrogate_core::limits::lease::{Ask, LeaseAnswer, LeaseRequest};
-use ferrogate_core::limits::{CounterStore, Window};
+use ferrogate_core::limits::{window_of, CounterStore};
 use ferrogate_core::plugin::SidecarSettings;
 
 use crate::limits::SharedCounters;
@@ -59,7 +59,7 @@ pub(crate) fn apply(
     };
     let mut backs = Vec::new();
     for g in answer.grants.iter().filter(|g| g.held > 0) {
-        let Some(window) = g.counter.rsplit('.').next().and_then(Window::parse) else { continue };
+        let Some(window) = window_of(&g.counter) else { continue };
         let mut back = None;
         let _ = SharedCounters.update::<()>(&g.counter, &mut |c| {
             back = c.hold(window, now_ms, g.bucket, g.held);

@@ -16,6 +16,7 @@ use crate::kv_feed::KvPoll;
 use crate::limits_feed::LimitsFeed;
 use crate::metrics::Metrics;
 use crate::routing::RoutingCell;
+use crate::sidecar_call;
 use crate::snapshot_feed::SnapshotFeed;
 use crate::targets_feed::TargetsFeed;
 use crate::usage_sink::{Outbox, UsageSink};
@@ -102,35 +103,32 @@ impl Root {
 
 impl Context for Root {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
-        let status = (num_headers > 0)
-            .then(|| self.get_http_call_response_header(":status"))
-            .flatten()
-            .and_then(|s| s.parse::<u16>().ok());
+        let status = sidecar_call::answer_status(num_headers);
         if self.leases.is_waiting_for(token_id) {
-            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let body = sidecar_call::ok_body(status, body_size);
             let now_ms = crate::raw::now_nanos() / 1_000_000;
             self.leases.on_response(status, body.as_deref(), now_ms, &self.shared.lease_asks);
             return;
         }
         if self.limits.is_waiting_for(token_id) {
-            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let body = sidecar_call::ok_body(status, body_size);
             let now_ms = crate::raw::now_nanos() / 1_000_000;
             self.limits.on_response(status, body.as_deref(), now_ms);
             return;
         }
         if self.feed.is_waiting_for(token_id) {
-            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let body = sidecar_call::ok_body(status, body_size);
             self.feed.on_response(token_id, status, body, &self.shared.active);
             self.refresh_routing();
             return;
         }
         if self.kv.is_waiting_for(token_id) {
-            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let body = sidecar_call::ok_body(status, body_size);
             self.kv.on_response(status, body, &self.shared.kv);
             return;
         }
         if self.targets.is_waiting_for(token_id) {
-            let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+            let body = sidecar_call::ok_body(status, body_size);
             self.targets.on_response(status, body, &self.shared.routing);
             return;
         }

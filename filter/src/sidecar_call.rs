@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ferrogate_core::plugin::SidecarSettings;
 use proxy_wasm::hostcalls;
-use proxy_wasm::types::Status;
+use proxy_wasm::types::{BufferType, MapType, Status};
 
 /// True when this VM takes the call due under `lease` (a shared-data key holding the next due
 /// time, u64 ns little-endian): the due time has passed and the CAS that moves it `interval_ms`
@@ -37,6 +37,24 @@ pub(crate) fn call(
         headers.push(("authorization", auth.as_str()));
     }
     hostcalls::dispatch_http_call(&sidecar.cluster, headers, body, vec![], timeout)
+}
+
+/// The `:status` of the answer to the call being delivered (`None`: no answer, e.g. a
+/// timeout or a reset), read from within `on_http_call_response`.
+pub(crate) fn answer_status(num_headers: usize) -> Option<u16> {
+    if num_headers == 0 {
+        return None;
+    }
+    let value = hostcalls::get_map_value_bytes(MapType::HttpCallResponseHeaders, ":status").ok().flatten()?;
+    std::str::from_utf8(&value).ok()?.parse().ok()
+}
+
+/// The body of that answer when its status is 200 (only then is it read).
+pub(crate) fn ok_body(status: Option<u16>, body_size: usize) -> Option<Vec<u8>> {
+    if status != Some(200) {
+        return None;
+    }
+    hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size).ok().flatten()
 }
 
 /// Consecutive failed polls of a feed; the first of a run and every 60th after it are logged,

@@ -77,6 +77,12 @@ async fn chat(client: &reqwest::Client, base: &str, key: usize, hold_ms: u64) ->
     }
 }
 
+/// [`chat`] on its own task, so the test can watch the gateway while it waits.
+fn spawn_chat(client: &reqwest::Client, s: &Serve, key: usize, hold_ms: u64) -> tokio::task::JoinHandle<Answer> {
+    let (client, base) = (client.clone(), s.base.clone());
+    tokio::spawn(async move { chat(&client, &base, key, hold_ms).await })
+}
+
 /// Waits until `s`'s queue for `chat` holds `n` requests in band 0 (its depth gauge).
 async fn wait_queued(s: &Serve, n: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -161,13 +167,9 @@ async fn two_keys_in_one_band_take_turns() {
     let client = reqwest::Client::new();
     // Key 0 sends four (one runs, three wait), then, once those three are queued, key 1 sends
     // three (waiting on the queue's gauge, not a sleep: a connection can be slow to start).
-    let spawn = |key: usize| {
-        let (client, base) = (client.clone(), s.base.clone());
-        tokio::spawn(async move { chat(&client, &base, key, 250).await })
-    };
-    let first: Vec<_> = (0..4).map(|_| spawn(0)).collect();
+    let first: Vec<_> = (0..4).map(|_| spawn_chat(&client, &s, 0, 250)).collect();
     wait_queued(&s, 3).await;
-    let second: Vec<_> = (0..3).map(|_| spawn(1)).collect();
+    let second: Vec<_> = (0..3).map(|_| spawn_chat(&client, &s, 1, 250)).collect();
     let mut a = Vec::new();
     for h in first {
         a.push(h.await.unwrap());
@@ -187,15 +189,11 @@ async fn two_keys_in_one_band_take_turns() {
 async fn a_full_band_gets_429_and_an_expired_wait_503() {
     let (sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 400 }").await;
     let client = reqwest::Client::new();
-    let spawn = |key: usize, hold: u64| {
-        let (client, base) = (client.clone(), s.base.clone());
-        tokio::spawn(async move { chat(&client, &base, key, hold).await })
-    };
-    let running = spawn(0, 1_500);
+    let running = spawn_chat(&client, &s, 0, 1_500);
     wait_running(sims[0]).await;
-    let queued = spawn(0, 10);
+    let queued = spawn_chat(&client, &s, 0, 10);
     wait_queued(&s, 1).await;
-    let full = spawn(1, 10).await.unwrap();
+    let full = spawn_chat(&client, &s, 1, 10).await.unwrap();
     let (running, queued) = (running.await.unwrap(), queued.await.unwrap());
     assert_eq!(running.status, 200);
     assert_eq!((full.status, full.retry_after.as_deref()), (429, Some("1")), "{full:?}");
@@ -208,10 +206,7 @@ async fn a_client_gone_while_queued_leaves_its_place() {
     let (sims, s, dir) = setup(1, 1, "{ max_queue: 1, queue_ttl_ms: 20000 }").await;
     let client = reqwest::Client::new();
     let impatient = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
-    let running = {
-        let (client, base) = (client.clone(), s.base.clone());
-        tokio::spawn(async move { chat(&client, &base, 0, 2_000).await })
-    };
+    let running = spawn_chat(&client, &s, 0, 2_000);
     wait_running(sims[0]).await;
     let gone = chat(&impatient, &s.base, 0, 10).await;
     // After the impatient client left, its place is free: this one queues (not 429).

@@ -22,7 +22,7 @@ pub mod lease;
 mod plan;
 mod window;
 
-pub use plan::{build_plans, LimitSpec, Metric, Plans, Scope};
+pub use plan::{build_plans, window_of, LimitSpec, Metric, Plans, Scope};
 pub use window::{Counter, Lease, Tally, Window, COUNTER_BYTES};
 
 /// Where counters live. `update` runs `f` on the counter under `key` and stores the result

@@ -81,9 +81,11 @@ impl Stream {
     }
 
     fn start_flow_timer(&mut self) -> bool {
-        let Some(sidecar) = self.shared.plugin.as_ref().and_then(|p| p.sidecar.clone()) else { return false };
+        // The plugin is shared (an `Rc`): its sidecar settings are borrowed, not copied.
+        let Some(plugin) = self.shared.plugin.clone() else { return false };
+        let Some(sidecar) = plugin.sidecar.as_ref() else { return false };
         let timeout = Duration::from_millis(1_000);
-        match sidecar_call::call(&sidecar, "GET", TIMER_PATH, &[], None, timeout) {
+        match sidecar_call::call(sidecar, "GET", TIMER_PATH, &[], None, timeout) {
             Ok(token) => {
                 if let Some(w) = self.flow.as_mut() {
                     w.timer = Some(token);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use ferrogate_core::config::Config;
 use ferrogate_core::limits::lease::{self, Denied, LeaseAnswer};
 use ferrogate_core::limits::{Amounts, Refusal};
-use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::Action;
 
 use super::admission::Admission;
@@ -66,11 +66,13 @@ impl Stream {
 
     /// Sends the asks; true when the request now waits for the answer.
     fn ask_lease(&mut self, asks: Vec<lease::Ask>, mut wait: LeaseWait, now_ms: u64) -> bool {
-        let Some(sidecar) = self.shared.plugin.as_ref().and_then(|p| p.sidecar.clone()) else { return false };
+        // The plugin is shared (an `Rc`): its sidecar settings are borrowed, not copied.
+        let Some(plugin) = self.shared.plugin.clone() else { return false };
+        let Some(sidecar) = plugin.sidecar.as_ref() else { return false };
         let timeout = Duration::from_millis(wait.deadline_ms.saturating_sub(now_ms).max(1));
         let body = leases::body(asks);
         let headers = [("content-type", "application/json")];
-        match sidecar_call::call(&sidecar, "POST", leases::PATH, &headers, Some(&body), timeout) {
+        match sidecar_call::call(sidecar, "POST", leases::PATH, &headers, Some(&body), timeout) {
             Ok(token) => {
                 wait.token = token;
                 self.lease_wait = Some(wait);
@@ -86,11 +88,8 @@ impl Stream {
     /// The lease call's answer (or its timeout): apply the grants, admit or refuse.
     pub(super) fn on_lease_answer(&mut self, num_headers: usize, body_size: usize) {
         let Some(wait) = self.lease_wait.take() else { return };
-        let status = (num_headers > 0)
-            .then(|| self.get_http_call_response_header(":status"))
-            .flatten()
-            .and_then(|s| s.parse::<u16>().ok());
-        let body = (status == Some(200)).then(|| self.get_http_call_response_body(0, body_size)).flatten();
+        let status = sidecar_call::answer_status(num_headers);
+        let body = sidecar_call::ok_body(status, body_size);
         let now_ms = crate::raw::now_nanos() / 1_000_000;
         let answer = leases::apply(status, body.as_deref(), now_ms, &self.shared.lease_asks);
         if self.timed(|s| s.after_lease_answer(wait, answer, now_ms)) == Action::Continue {

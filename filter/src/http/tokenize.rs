@@ -9,7 +9,7 @@ use std::time::Duration;
 use ferrogate_core::config::Config;
 use ferrogate_core::kv::tokenize;
 use ferrogate_core::route::Api;
-use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::Action;
 
 use super::Stream;
@@ -60,8 +60,7 @@ impl Stream {
         if self.tokenize != Some(Tokenize::Pending(token)) {
             return;
         }
-        let ok = num_headers > 0 && self.get_http_call_response_header(":status").as_deref() == Some("200");
-        let ids = ok.then(|| self.get_http_call_response_body(0, body_size)).flatten();
+        let ids = crate::sidecar_call::ok_body(crate::sidecar_call::answer_status(num_headers), body_size);
         match ids.as_deref().and_then(tokenize::parse_answer) {
             Some(ids) => {
                 self.token_ids = ids;

@@ -37,8 +37,21 @@ pub const READ_EVERY: Duration = Duration::from_millis(250);
 
 /// One counter's bucket: (counter name, bucket number).
 type BucketKey = (String, u64);
-/// Key name → key index, built once per snapshot version.
-type KeyIndex = (String, Arc<HashMap<String, usize>>);
+/// An index built from one snapshot version, kept with that version's name.
+pub(crate) type PerVersion<T> = Mutex<Option<(String, Arc<T>)>>;
+
+/// The index in `slot` when it was built for `version`, else `build`'s, kept for next time.
+pub(crate) fn for_version<T>(slot: &PerVersion<T>, version: &str, build: impl FnOnce() -> T) -> Arc<T> {
+    let mut cached = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((v, index)) = cached.as_ref() {
+        if v == version {
+            return index.clone();
+        }
+    }
+    let index = Arc::new(build());
+    *cached = Some((version.to_string(), index.clone()));
+    index
+}
 
 /// The ledger of one sidecar (one replica).
 #[derive(Debug)]
@@ -50,7 +63,7 @@ pub struct Ledger {
     /// The last global view.
     view: RwLock<View>,
     /// Key name → key index, for the snapshot version it was built from.
-    keys: Mutex<Option<KeyIndex>>,
+    keys: PerVersion<HashMap<String, usize>>,
     /// Whether Redis holds the shared counters.
     shared: bool,
     /// Grants of capacity from the shared counters (`POST /v1/limits/lease`).
@@ -127,16 +140,7 @@ impl Ledger {
     }
 
     fn key_index(&self, version: &str, config: &Config) -> Arc<HashMap<String, usize>> {
-        let mut cached = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((v, index)) = cached.as_ref() {
-            if v == version {
-                return index.clone();
-            }
-        }
-        let index: Arc<HashMap<String, usize>> =
-            Arc::new(config.keys.iter().enumerate().map(|(i, k)| (k.name.clone(), i)).collect());
-        *cached = Some((version.to_string(), index.clone()));
-        index
+        for_version(&self.keys, version, || config.keys.iter().enumerate().map(|(i, k)| (k.name.clone(), i)).collect())
     }
 
     /// The amounts changed since the last write (all of them when `everything`), with their
@@ -298,11 +302,6 @@ fn add_to(tally: &mut Tally, current: u64, bucket: u64, amount: u64) {
         Some(1) => tally.previous = tally.previous.saturating_add(amount),
         _ => {}
     }
-}
-
-/// The window a counter name ends with (`...<metric>.<window>`).
-fn window_of(counter: &str) -> Option<Window> {
-    Window::parse(counter.rsplit('.').next()?)
 }
 
 /// The ledger for a sidecar serving `config`: shared through Redis when the config has

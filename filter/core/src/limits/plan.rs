@@ -104,6 +104,12 @@ impl Plans {
     }
 }
 
+/// The window a counter's name ends with (`ferrogate.limit.<scope>.<name>.<metric>.<window>`,
+/// as [`build_plans`] names them).
+pub fn window_of(counter: &str) -> Option<Window> {
+    Window::parse(counter.rsplit('.').next()?)
+}
+
 /// Flattens the limits of every key of a validated configuration.
 pub fn build_plans(config: &Config) -> Plans {
     let org = specs(Scope::Org, "", &config.limits);

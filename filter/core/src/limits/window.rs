@@ -56,7 +56,8 @@ impl Window {
         }
     }
 
-    fn bucket_ms(self) -> u64 {
+    /// The bucket's length in milliseconds; 0 for months (they do not slide).
+    pub fn bucket_ms(self) -> u64 {
         match self {
             Window::Minute => 60_000,
             Window::Day => 86_400_000,
@@ -70,11 +71,6 @@ impl Window {
             Window::Month => ms_to_next_month(now_ms),
             w => w.bucket_ms() - now_ms % w.bucket_ms(),
         }
-    }
-
-    /// The bucket's length in milliseconds; 0 for months (they do not slide).
-    pub fn slide_ms(self) -> u64 {
-        self.bucket_ms()
     }
 
     /// The bucket `now_ms` falls in: a bucket count, or for months `year × 12 + month`.
@@ -257,13 +253,9 @@ impl Counter {
     /// How long until `amount` fits under `limit` by own and others' counts, in milliseconds
     /// (at least 1; `None`: it never fits, `amount > limit`). Used for `Retry-After`.
     pub fn wait_for(&self, window: Window, now_ms: u64, amount: u64, limit: u64) -> Option<u64> {
+        // On a copy: only the answer is wanted.
         let mut c = *self;
-        let all = c.combined(window, now_ms);
-        let used = all.current.saturating_add(previous_share(&all, window, now_ms));
-        if used.saturating_add(amount) <= limit {
-            return Some(1);
-        }
-        (amount <= limit).then(|| wait_ms(&all, window, now_ms, amount, limit))
+        c.try_add(window, now_ms, amount, limit).map_or_else(|wait| wait, |()| Some(1))
     }
 
     /// Corrects this proxy's current bucket by `delta` (a reservation replaced by what was

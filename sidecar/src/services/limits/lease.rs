@@ -84,16 +84,13 @@ struct Sizing {
     last_ms: u64,
 }
 
-/// Counter name → its limit and window, for the snapshot version it was built from.
-type SpecIndex = (String, Arc<HashMap<String, (u64, Window)>>);
-
 /// The lease side of one sidecar.
 #[derive(Debug, Default)]
 pub struct Leases {
     client: Option<redis::Client>,
     conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
     sizing: Mutex<HashMap<String, Sizing>>,
-    specs: Mutex<Option<SpecIndex>>,
+    specs: super::PerVersion<HashMap<String, (u64, Window)>>,
     /// Replicas with a recent heartbeat (at least 1: this one).
     active: AtomicU64,
     /// Counts for `/metrics`.
@@ -174,7 +171,7 @@ impl Leases {
         let mut grants = Vec::new();
         for ask in &request.asks {
             let Some(&(limit, window)) = specs.get(&ask.counter) else { continue };
-            let want = self.want(ask, limit, window, now);
+            let want = self.want(ask, limit, now);
             match self.run(replica, ask, want, limit, window, now).await {
                 Ok((granted, held)) => {
                     self.count(ask, want, granted);
@@ -213,7 +210,7 @@ impl Leases {
 
     /// What to ask the store for: a waiting request's need, a top-up's chunk, or nothing for
     /// a pure adjustment.
-    fn want(&self, ask: &Ask, limit: u64, window: Window, now: u64) -> u64 {
+    fn want(&self, ask: &Ask, limit: u64, now: u64) -> u64 {
         if ask.need > 0 {
             return ask.need;
         }
@@ -223,7 +220,8 @@ impl Leases {
         let share = limit.div_ceil(self.active()).max(1);
         let base = (share / 8).max(1);
         let mut sizing = self.sizing.lock().unwrap_or_else(PoisonError::into_inner);
-        let s = sizing.entry(format!("{}:{}", ask.counter, window.as_str())).or_default();
+        // The counter's name already says its window.
+        let s = sizing.entry(ask.counter.clone()).or_default();
         let gap = now.saturating_sub(s.last_ms);
         s.chunk = match s.chunk {
             0 => base,
@@ -246,7 +244,7 @@ impl Leases {
         window: Window,
         now: u64,
     ) -> Result<(u64, u64), String> {
-        let len = window.slide_ms();
+        let len = window.bucket_ms();
         let current = window.bucket(now);
         // The weight of the bucket before, at the earliest instant of the asked bucket still
         // ahead: now for the current bucket, its start for a later one (the whole of it).
@@ -277,27 +275,17 @@ impl Leases {
             return Ok(c.clone());
         }
         let client = self.client.as_ref().ok_or("no Redis")?;
-        let c = tokio::time::timeout(TIMEOUT, client.get_multiplexed_async_connection())
-            .await
-            .map_err(|_| "connect timed out".to_string())?
-            .map_err(|e| e.to_string())?;
+        let c = super::redis::open(client, TIMEOUT).await?;
         *slot = Some(c.clone());
         Ok(c)
     }
 
     fn spec_index(&self, version: &str, config: &Config) -> Arc<HashMap<String, (u64, Window)>> {
-        let mut cached = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((v, index)) = cached.as_ref() {
-            if v == version {
-                return index.clone();
-            }
-        }
-        let plans = &config.limit_plans;
-        let all = plans.keys.iter().flat_map(|p| p.iter()).chain(plans.open.iter());
-        let index: Arc<HashMap<String, (u64, Window)>> =
-            Arc::new(all.map(|s: &LimitSpec| (s.counter.clone(), (s.limit, s.window))).collect());
-        *cached = Some((version.to_string(), index.clone()));
-        index
+        super::for_version(&self.specs, version, || {
+            let plans = &config.limit_plans;
+            let all = plans.keys.iter().flat_map(|p| p.iter()).chain(plans.open.iter());
+            all.map(|s: &LimitSpec| (s.counter.clone(), (s.limit, s.window))).collect()
+        })
     }
 }
 

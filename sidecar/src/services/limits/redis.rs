@@ -20,7 +20,9 @@ use ferrogate_core::limits::Tally;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
-use super::{add_to, window_of, Ledger, View, FLUSH_EVERY, READ_EVERY};
+use ferrogate_core::limits::window_of;
+
+use super::{add_to, Ledger, View, FLUSH_EVERY, READ_EVERY};
 use crate::services::now_ms;
 
 /// Sorted set of the active hashes, scored by expiry (Unix ms).
@@ -91,12 +93,17 @@ async fn connection(link: &mut Link) -> RedisResult<MultiplexedConnection> {
     if let Some(c) = &link.conn {
         return Ok(c.clone());
     }
-    let c = tokio::time::timeout(TIMEOUT, link.client.get_multiplexed_async_connection())
-        .await
-        .map_err(|_| "connect timed out".to_string())?
-        .map_err(|e| e.to_string())?;
+    let c = open(&link.client, TIMEOUT).await?;
     link.conn = Some(c.clone());
     Ok(c)
+}
+
+/// A new connection to `client`, given up after `timeout`.
+pub(super) async fn open(client: &redis::Client, timeout: Duration) -> RedisResult<MultiplexedConnection> {
+    tokio::time::timeout(timeout, client.get_multiplexed_async_connection())
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())
 }
 
 /// Runs `pipe` with a timeout; a failure drops the connection so the next call reconnects.

@@ -1,7 +1,7 @@
 //! Flow control's reading of a model's slots: how many more requests each takes now
 //! ([`crate::flow`]).
 
-use super::{Routing, Slot};
+use super::Routing;
 use crate::config::Config;
 
 impl Routing {
@@ -26,20 +26,13 @@ impl Routing {
         if self.eligible_slots(config, model, in_flight, now_ms, excluded).is_none() {
             return 0;
         }
-        let Some(m) = self.models.get(model).and_then(Option::as_ref) else { return 0 };
-        let cap = |s: &Slot| {
-            let provider = config.models.get(model)?.targets.get(s.target)?.provider;
-            config.providers.get(provider)?.max_concurrency
-        };
         let mut total: u64 = 0;
         for &i in &self.eligible {
-            let (Some(slot), Some(load), Some(r)) = (m.slots.get(i), self.loads.get(i), room.get_mut(i)) else {
-                continue;
-            };
+            let (Some(load), Some(r)) = (self.loads.get(i), room.get_mut(i)) else { continue };
             *r = if fc.engine_saturated(load) {
                 0
             } else {
-                cap(slot).map_or(u32::MAX, |c| c.saturating_sub(load.in_flight))
+                self.slot_cap(config, model, i).map_or(u32::MAX, |c| c.saturating_sub(load.in_flight))
             };
             total = total.saturating_add(u64::from(*r));
         }

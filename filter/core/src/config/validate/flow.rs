@@ -62,22 +62,22 @@ fn can_saturate(raw: &RawModel, fc: &RawFlowControl, refs: &Refs<'_>) -> bool {
 }
 
 fn queue_len(path: String, raw: Option<u32>, default: u32, p: &mut Problems) -> u32 {
-    match raw {
-        None => default,
-        Some(n) if (1..=MAX_QUEUE).contains(&n) => n,
-        Some(n) => {
-            p.add(path, format!("{n} is not between 1 and {MAX_QUEUE}"));
-            default
-        }
-    }
+    let n = bounded(path, raw.map(u64::from), u64::from(default), (MAX_QUEUE.into(), ""), p);
+    u32::try_from(n).unwrap_or(default)
 }
 
 fn ttl(path: String, raw: Option<u64>, default: u64, p: &mut Problems) -> u64 {
+    bounded(path, raw, default, (MAX_TTL_MS, " ms"), p)
+}
+
+/// `raw` when it is between 1 and `max` (else a problem naming the range, and `default`);
+/// `default` when absent.
+fn bounded(path: String, raw: Option<u64>, default: u64, (max, unit): (u64, &str), p: &mut Problems) -> u64 {
     match raw {
         None => default,
-        Some(ms) if (1..=MAX_TTL_MS).contains(&ms) => ms,
-        Some(ms) => {
-            p.add(path, format!("{ms} is not between 1 and {MAX_TTL_MS} ms"));
+        Some(n) if (1..=max).contains(&n) => n,
+        Some(n) => {
+            p.add(path, format!("{n} is not between 1 and {max}{unit}"));
             default
         }
     }
