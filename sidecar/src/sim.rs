@@ -304,6 +304,11 @@ pub async fn serve(
                 }
             },
         };
+        // Every streamed frame is its own small write: with Nagle's algorithm on, each one
+        // after the first would wait for the client's delayed ACK (about 40 ms on Linux).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "sim: TCP_NODELAY not set");
+        }
         let service = ResetAware { router: app.clone(), endpoint: endpoint.clone() };
         let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         let connection = graceful.watch(connection);

@@ -143,6 +143,31 @@ async fn streamed_first_byte_arrives_before_upstream_finishes() {
     s.gateway.shutdown().await;
 }
 
+/// Regression guard for a stall, not a benchmark: a 16-token stream with no configured delays
+/// through the gateway (client side and upstream side sockets both) takes about a millisecond;
+/// a socket left with Nagle's algorithm on makes it wait for a delayed ACK (about 40 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_without_delays_do_not_stall() {
+    let s = start(&[], &[]).await;
+    let client = reqwest::Client::new();
+    let mut body = chat(true);
+    body["max_tokens"] = json!(16);
+    let mut times = Vec::new();
+    for _ in 0..7 {
+        let started = Instant::now();
+        let resp = client.post(format!("{}/v1/chat/completions", s.base)).json(&body).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let text = resp.text().await.unwrap();
+        times.push(started.elapsed());
+        let events = text.split("\n\n").filter(|e| e.starts_with("data: ")).count();
+        assert_eq!(events, 1 + 16 + 1 + 1, "role, 16 tokens, finish, [DONE]: {text}");
+    }
+    times.sort();
+    // The median, so one request delayed by a loaded machine cannot fail it.
+    assert!(times[3] < Duration::from_millis(20), "16-token streams took {times:?}");
+    s.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_model_gets_openai_shaped_404() {
     let s = start(&[], &[]).await;

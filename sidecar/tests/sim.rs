@@ -182,6 +182,28 @@ async fn streamed_chat_streams_openai_chunks_with_usage() {
     assert_eq!(chunks[7]["usage"], plain["usage"]);
 }
 
+/// Regression guard for a stall, not a benchmark: each frame of a stream is its own small
+/// write, and without `TCP_NODELAY` Nagle's algorithm holds the second one until the client's
+/// delayed ACK (about 40 ms on Linux), so every stream took 44 ms instead of about one.
+#[tokio::test]
+async fn stream_without_delays_does_not_stall_between_frames() {
+    let sim = Sim::start(SimArgs::default()).await;
+    let mut body = chat_body("stall", 16);
+    body["stream"] = json!(true);
+    let mut times = Vec::new();
+    // One kept-alive connection, as a gateway's pool uses it (delayed ACKs are at their worst
+    // on a connection past its first exchanges).
+    for _ in 0..7 {
+        let started = Instant::now();
+        let text = sim.post("/v1/chat/completions", &body).send().await.unwrap().text().await.unwrap();
+        times.push(started.elapsed());
+        assert_eq!(sse_data(&text).len(), 1 + 16 + 1 + 1, "role, 16 tokens, finish, [DONE]");
+    }
+    times.sort();
+    // The median, so one request delayed by a loaded machine cannot fail it.
+    assert!(times[3] < Duration::from_millis(20), "16-token streams took {times:?}");
+}
+
 #[tokio::test]
 async fn stream_without_include_usage_has_no_usage_chunk() {
     let sim = Sim::start(SimArgs::default()).await;

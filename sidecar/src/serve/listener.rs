@@ -84,6 +84,10 @@ pub(super) fn serve_router(
         let stop = async move {
             let _ = shutdown.changed().await;
         };
+        // No Nagle delay on small writes (streamed or chunked answers, the filter's calls).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
             tracing::error!(error = %e, %bound, "listener failed");
         }

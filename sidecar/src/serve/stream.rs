@@ -12,21 +12,23 @@ use std::convert::Infallible;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use ferrogate_host::{Headers, StreamEvent, StreamId};
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{oneshot, Notify};
 use tracing::{Instrument, Span};
 
 use super::body::{BodySender, ChannelBody};
-use super::headers::{response_to_filter, status_of, to_header_map, trailers_to_filter};
+use super::headers::{response_to_filter, status_of, to_header_map};
 use super::trace;
 use super::upstream::{router_reply, UpstreamFuture};
 use super::worker::{ConnInfo, VmRef, Worker};
 
 mod failover;
+mod frames;
+mod read;
+
+use read::next_frame;
 
 /// hyper service entry point: runs the driver on this worker and waits for the response head.
 pub async fn handle(
@@ -63,6 +65,9 @@ struct Driver {
     response_eos_sent: bool,
     /// The upstream's answer is an event stream (it can be ended with a final event).
     response_is_stream: bool,
+    /// The client has had response body bytes (until then frames are not joined, see
+    /// `on_response_read`).
+    client_body_started: bool,
     downstream_tx: Option<BodySender>,
     finished: bool,
     reset: bool,
@@ -104,6 +109,7 @@ impl Driver {
             response_body: None,
             response_eos_sent: false,
             response_is_stream: false,
+            client_body_started: false,
             downstream_tx: None,
             finished: false,
             reset: false,
@@ -144,12 +150,20 @@ impl Driver {
             result = poll_opt(&mut self.upstream), if self.upstream.is_some() => {
                 self.upstream = None;
                 self.on_upstream_response(result).await;
-                if let Some(frame) = self.first_frame_in_same_pass().await {
-                    self.on_response_frame(frame);
+                // Envoy flushes a connection's writes once per event-loop pass, so a response
+                // head and the body bytes that arrived with it leave in one write: the upstream
+                // connection gets one scheduler pass to hand over the first body frame before
+                // the head is released. A body not there yet does not delay the head further.
+                let first = match self.response_body.as_mut() {
+                    Some(body) => read::frame_in_same_pass(body).await,
+                    None => None,
+                };
+                if let Some(frame) = first {
+                    self.on_response_read(frame).await;
                 }
             }
             frame = next_frame(&mut self.response_body), if self.response_body.is_some() => {
-                self.on_response_frame(frame);
+                self.on_response_read(frame).await;
             }
             frame = next_frame(&mut self.request_body), if self.request_body.is_some() => {
                 self.body_deadline = self.worker.body_timeout().map(|t| tokio::time::Instant::now() + t);
@@ -168,40 +182,6 @@ impl Driver {
                 self.request_body = None;
                 self.reset = true;
             }
-        }
-    }
-
-    fn on_request_frame(&mut self, frame: Option<Result<http_body::Frame<Bytes>, hyper::Error>>) {
-        match frame {
-            None => {
-                self.request_body = None;
-                if !self.request_eos_sent {
-                    self.request_eos_sent = true;
-                    self.call(|vm, id| vm.request_data(id, &[], true));
-                }
-            }
-            Some(Err(e)) => {
-                tracing::debug!(stream = self.id, error = %e, "client went away");
-                self.reset = true;
-            }
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => {
-                    let eos = self.request_body.as_ref().is_some_and(hyper::body::Body::is_end_stream);
-                    if eos {
-                        self.request_body = None;
-                        self.request_eos_sent = true;
-                    }
-                    self.replay.record(&data);
-                    self.call(|vm, id| vm.request_data(id, &data, eos));
-                }
-                Err(frame) => {
-                    self.request_body = None;
-                    self.request_eos_sent = true;
-                    self.replay.give_up();
-                    let trailers = frame.into_trailers().map(|t| trailers_to_filter(&t)).unwrap_or_default();
-                    self.call(|vm, id| vm.request_trailers(id, trailers));
-                }
-            },
         }
     }
 
@@ -234,63 +214,6 @@ impl Driver {
                 self.call(|vm, id| vm.response_headers(id, headers, false));
                 self.call(|vm, id| vm.response_data(id, &body, true));
             }
-        }
-    }
-
-    /// Envoy flushes a connection's writes once per event-loop pass, so a response head and
-    /// the body bytes that arrived with it leave in one write. To match that, the upstream
-    /// connection gets one scheduler pass to hand over the first body frame before the head
-    /// is released; a body that is not there yet (a stream still generating) does not delay
-    /// the head any further.
-    async fn first_frame_in_same_pass(&mut self) -> Option<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
-        use futures_util::FutureExt;
-        let body = self.response_body.as_mut()?;
-        let mut next = std::pin::pin!(body.frame());
-        if let Some(frame) = next.as_mut().now_or_never() {
-            return Some(frame);
-        }
-        tokio::task::yield_now().await;
-        next.as_mut().now_or_never()
-    }
-
-    fn on_response_frame(&mut self, frame: Option<Result<http_body::Frame<Bytes>, hyper::Error>>) {
-        match frame {
-            None => {
-                self.response_body = None;
-                if !self.response_eos_sent {
-                    self.response_eos_sent = true;
-                    self.call(|vm, id| vm.response_data(id, &[], true));
-                }
-            }
-            Some(Err(e)) => {
-                tracing::warn!(stream = self.id, error = %e, "upstream reset mid-response");
-                self.response_body = None;
-                // The filter records it as the upstream's failure (Envoy's code details). An
-                // event stream is ended by the filter with a final error event the client can
-                // read; any other body cannot be mended and the client's stream is reset.
-                let end = self.response_is_stream && !self.response_eos_sent;
-                self.response_eos_sent = true;
-                self.call(|vm, id| vm.upstream_reset(id, UPSTREAM_RESET_DETAILS, end));
-                if !end {
-                    self.reset = true;
-                }
-            }
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => {
-                    let eos = self.response_body.as_ref().is_some_and(hyper::body::Body::is_end_stream);
-                    if eos {
-                        self.response_body = None;
-                        self.response_eos_sent = true;
-                    }
-                    self.call(|vm, id| vm.response_data(id, &data, eos));
-                }
-                Err(frame) => {
-                    self.response_body = None;
-                    self.response_eos_sent = true;
-                    let trailers = frame.into_trailers().map(|t| trailers_to_filter(&t)).unwrap_or_default();
-                    self.call(|vm, id| vm.response_trailers(id, trailers));
-                }
-            },
         }
     }
 
@@ -386,6 +309,7 @@ impl Driver {
     }
 
     async fn send_data(&mut self, data: Vec<u8>, end_of_stream: bool) {
+        self.client_body_started |= !data.is_empty();
         if let Some(tx) = &self.downstream_tx {
             if !tx.data(data).await {
                 tracing::debug!(stream = self.id, "client disconnected during the response");
@@ -432,13 +356,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// Envoy's `response.code_details` for an upstream that failed after its response began.
 const UPSTREAM_RESET_DETAILS: &str = "upstream_reset_after_response_started{remote_reset}";
-
-async fn next_frame(body: &mut Option<Incoming>) -> Option<Result<http_body::Frame<Bytes>, hyper::Error>> {
-    match body {
-        Some(b) => b.frame().await,
-        None => std::future::pending().await,
-    }
-}
 
 async fn poll_opt(fut: &mut Option<UpstreamFuture>) -> Result<Response<Incoming>, super::upstream::UpstreamError> {
     match fut {
