@@ -96,6 +96,10 @@ pub struct ServeArgs {
     /// snapshot, in milliseconds: an edit is served within about twice this.
     #[arg(long, default_value_t = 1_000)]
     pub poll_interval_ms: u64,
+    /// How often a provider's `endpoints_dns` name is resolved again, in milliseconds (a
+    /// pool that scales is followed within about this).
+    #[arg(long, default_value_t = crate::services::dns::DEFAULT_REFRESH_MS)]
+    pub dns_refresh_ms: u64,
     /// Keep the last good snapshot in this file (restored when the store is unreachable at
     /// start); default: none, nothing is written.
     #[arg(long)]
@@ -311,6 +315,8 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
     let shown = args.config.display().to_string();
     let raw = config::read_raw(&args.config)?;
     let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
+    let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
+    services::dns::start(snapshots.clone(), refresh, services::dns::system_resolver(), shutdown.clone());
     if raw.store.as_ref().is_none_or(|s| s.kind != "postgres") {
         let loaded = config::load(&args.config)?;
         snapshots.publish(loaded.raw).map_err(|source| config::LoadError::Invalid { path: shown.clone(), source })?;
@@ -406,14 +412,19 @@ async fn follow_providers(
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
+        // The current snapshot first: one published between the clusters' first build and
+        // this subscription (a DNS answer, say) counts as seen for a new receiver.
+        if let Some(served) = snapshots.borrow_and_update().clone() {
+            match cluster_set(&served.config, sidecar) {
+                Ok(set) => clusters.store(set),
+                Err(e) => {
+                    tracing::error!(error = %e, "snapshot {} not applied to the upstream clusters", served.version)
+                }
+            }
+        }
         tokio::select! {
             changed = snapshots.changed() => if changed.is_err() { return },
             _ = shutdown.changed() => return,
-        }
-        let Some(served) = snapshots.borrow_and_update().clone() else { continue };
-        match cluster_set(&served.config, sidecar) {
-            Ok(set) => clusters.store(set),
-            Err(e) => tracing::error!(error = %e, "snapshot {} not applied to the upstream clusters", served.version),
         }
     }
 }

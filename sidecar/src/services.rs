@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod auth;
 pub mod crud;
+pub mod dns;
 pub mod filter_api;
 pub mod kv;
 pub mod limits;

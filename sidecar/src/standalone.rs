@@ -37,6 +37,10 @@ pub struct SidecarArgs {
     /// How often the config file is checked for edits, in milliseconds.
     #[arg(long, default_value_t = 1_000)]
     pub poll_interval_ms: u64,
+    /// How often a provider's `endpoints_dns` name is resolved again, in milliseconds (a
+    /// pool that scales is followed within about this).
+    #[arg(long, default_value_t = crate::services::dns::DEFAULT_REFRESH_MS)]
+    pub dns_refresh_ms: u64,
     /// Last-known-good snapshot file, written on every publication and served at start when
     /// the configuration cannot be loaded; default: none, nothing is written.
     #[arg(long)]
@@ -80,6 +84,8 @@ impl Sidecar {
         }
         let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
         let (shutdown, rx) = watch::channel(false);
+        let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
+        crate::services::dns::start(snapshots.clone(), refresh, crate::services::dns::system_resolver(), rx.clone());
         let db = Arc::new(OnceLock::new());
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
         let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));

@@ -33,6 +33,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("pg/0004_usage_partial.sql")),
     (5, include_str!("pg/0005_provider_kv.sql")),
     (6, include_str!("pg/0006_flow_control.sql")),
+    (7, include_str!("pg/0007_endpoints_dns.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

@@ -18,8 +18,9 @@ use bytes::Bytes;
 use ferrogate_core::config::{Config, ConfigError, RawConfig};
 use ferrogate_core::snapshot::{self, Snapshot, WireProblem};
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
+use crate::services::dns;
 use crate::services::secrets::MasterKey;
 
 /// One published snapshot.
@@ -68,6 +69,18 @@ pub struct Snapshots {
     cache: Option<PathBuf>,
     /// Seals the provider keys written to the cache (`FERROGATE_MASTER_KEY`).
     master: Option<MasterKey>,
+    /// `endpoints_dns` state ([`dns`]).
+    dns: Mutex<DnsState>,
+    /// Asks the resolver for a name with no answer yet.
+    dns_wake: Notify,
+}
+
+/// The configuration last published as the store gave it (with its `endpoints_dns` names) and
+/// what those names resolved to.
+#[derive(Debug, Default)]
+struct DnsState {
+    raw: Option<RawConfig>,
+    answers: dns::Answers,
 }
 
 impl Snapshots {
@@ -87,7 +100,14 @@ impl Snapshots {
 
     /// [`Snapshots::new`] with the master key given.
     pub fn with_master(cache: Option<PathBuf>, master: Option<MasterKey>) -> Snapshots {
-        Snapshots { current: watch::channel(None).0, rejected: Mutex::new(Vec::new()), cache, master }
+        Snapshots {
+            current: watch::channel(None).0,
+            rejected: Mutex::new(Vec::new()),
+            cache,
+            master,
+            dns: Mutex::default(),
+            dns_wake: Notify::new(),
+        }
     }
 
     /// The snapshot being served.
@@ -105,6 +125,7 @@ impl Snapshots {
     /// # Errors
     /// The problems that fail the whole build (they are also kept for the problems report).
     pub fn publish(&self, raw: RawConfig) -> Result<Arc<Served>, ConfigError> {
+        let raw = self.with_dns_endpoints(raw);
         let built = match snapshot::build(raw) {
             Ok(built) => built,
             Err(e) => {
@@ -121,6 +142,57 @@ impl Snapshots {
         self.lock_rejected().clear();
         self.replace(served.clone());
         Ok(served)
+    }
+
+    /// `raw` with its `endpoints_dns` names replaced by their last answers; `raw` itself is
+    /// kept to publish again when an answer changes, and a name not resolved yet wakes the
+    /// resolver.
+    fn with_dns_endpoints(&self, raw: RawConfig) -> RawConfig {
+        let names = dns::names(&raw);
+        let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.answers.retain(|name, _| names.contains(name));
+        if names.is_empty() {
+            state.raw = None;
+            return raw;
+        }
+        if names.iter().any(|name| !state.answers.contains_key(name)) {
+            self.dns_wake.notify_one();
+        }
+        let expanded = dns::expand(raw.clone(), &state.answers);
+        state.raw = Some(raw);
+        expanded
+    }
+
+    /// The `endpoints_dns` names of the configuration last published.
+    pub fn dns_names(&self) -> Vec<String> {
+        let state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.raw.as_ref().map(dns::names).unwrap_or_default()
+    }
+
+    /// Records what `name` resolved to; whether that changed its answer.
+    pub fn set_dns_answer(&self, name: &str, endpoints: Vec<String>) -> bool {
+        let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.answers.get(name) == Some(&endpoints) {
+            return false;
+        }
+        tracing::info!(name, ?endpoints, "endpoints_dns: new answer");
+        state.answers.insert(name.to_string(), endpoints);
+        true
+    }
+
+    /// Publishes the last configuration again, with the current DNS answers.
+    pub fn republish(&self) {
+        let raw = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner).raw.clone();
+        if let Some(raw) = raw {
+            if let Err(e) = self.publish(raw) {
+                tracing::warn!(error = %e, "endpoints_dns: the configuration with the new endpoints does not build");
+            }
+        }
+    }
+
+    /// Resolves when a published configuration names an `endpoints_dns` not resolved yet.
+    pub async fn dns_wanted(&self) {
+        self.dns_wake.notified().await;
     }
 
     /// Records a store failure (unreadable file, syntax error) without touching the snapshot.

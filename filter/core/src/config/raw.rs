@@ -61,6 +61,11 @@ pub struct RawProvider {
     /// also name the replica's KV-event sockets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<RawEndpoint>,
+    /// The pool's endpoints from DNS instead of a list: `host:port`, where `host` resolves to
+    /// one address per replica (a Kubernetes headless Service). The sidecar resolves it again
+    /// every few seconds and serves the answer as `endpoints`. Excludes `endpoints`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints_dns: Option<String>,
     /// Tokens per KV-cache block of the pool's engines (vLLM's `--block-size`, default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_block_size: Option<u32>,

@@ -198,6 +198,15 @@ fn rejects_each_invalid_value() {
         "providers: [{name: a, kind: openai, base_url: 'http://h', api_key_env: '9X', endpoints: ['h:1', 'H:1']}]",
     );
     assert_eq!(paths, ["providers[0].endpoints[1]", "providers[0].api_key_env"]);
+    let dns =
+        "providers: [{name: a, kind: openai_compatible, base_url: 'http://h', endpoints_dns: 'pool.ns.svc:8000'}]";
+    let c = load_yaml(dns).unwrap();
+    assert!(c.providers[0].endpoints.is_empty(), "filled by the sidecar, not by the filter");
+    let paths = problem_paths(
+        "providers: [{name: a, kind: openai_compatible, base_url: 'http://h', endpoints_dns: 'pool.ns.svc'},\n\
+         {name: b, kind: openai_compatible, base_url: 'http://h', endpoints_dns: 'p:1', endpoints: ['h:1']}]",
+    );
+    assert_eq!(paths, ["providers[0].endpoints_dns", "providers[1].endpoints_dns"]);
 }
 
 #[test]

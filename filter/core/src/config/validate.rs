@@ -144,6 +144,13 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         }
         endpoints.push(e);
     }
+    if let Some(name) = &raw.endpoints_dns {
+        if raw.endpoints.is_empty() {
+            p.check(at("endpoints_dns"), syntax::parse_endpoint(name));
+        } else {
+            p.add(at("endpoints_dns"), "excludes endpoints: the endpoints are what the name resolves to".to_string());
+        }
+    }
     let kv = kv::pool(i, raw, p);
     let max_concurrency = flow::max_concurrency(i, raw, p);
     if let Some(var) = &raw.api_key_env {

@@ -155,7 +155,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let mut raw = RawConfig::default();
     for r in c
         .query(
-            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency FROM fg_providers ORDER BY name",
+            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency, endpoints_dns FROM fg_providers ORDER BY name",
             &[],
         )
         .await?
@@ -169,6 +169,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             api_key_env: r.get(4),
             api_key: r.get(5),
             max_concurrency: r.get::<_, Option<i32>>(7).and_then(|n| u32::try_from(n).ok()),
+            endpoints_dns: r.get(8),
             ..RawProvider::default()
         };
         raw.providers.push(with_kv(provider, r.get(6)));
@@ -270,7 +271,7 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
     match resource {
         Resource::Provider(p) => {
             c.execute(
-                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency, endpoints_dns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 &[
                     &p.name,
                     &p.kind,
@@ -280,6 +281,7 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
                     &p.api_key,
                     &kv_column(p),
                     &p.max_concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+                    &p.endpoints_dns,
                 ],
             )
             .await?;

@@ -245,3 +245,20 @@ async fn flow_control_settings_round_trip() {
     assert_eq!(raw.groups, [group]);
     assert_eq!(raw.keys, [key]);
 }
+
+/// A pool's `endpoints_dns` is stored and read back as written (the sidecar resolves it).
+#[tokio::test]
+async fn endpoints_dns_round_trips() {
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let pool = RawProvider {
+        name: "pool".into(),
+        kind: "openai_compatible".into(),
+        base_url: "http://vllm-pool.llm.svc.cluster.local:8000".into(),
+        endpoints_dns: Some("vllm-pool.llm.svc.cluster.local:8000".into()),
+        ..RawProvider::default()
+    };
+    store.write(Change::Create(Resource::Provider(pool.clone()))).await.unwrap();
+    let (_, raw) = store.load().await.unwrap();
+    assert_eq!(raw.providers, [pool]);
+}
