@@ -1,0 +1,154 @@
+{{/*
+Names, labels and the values every template shares. The container itself is in _container.tpl,
+the refusals of impossible values in _validate.tpl.
+*/}}
+
+{{- define "ferrogate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-scoped name: "<release>-ferrogate", or the release name when it already says ferrogate. */}}
+{{- define "ferrogate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "ferrogate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The component label: what the pods are (the gateway, or the sidecar of a gateway). */}}
+{{- define "ferrogate.component" -}}
+{{- if eq .Values.mode "standalone" }}gateway{{ else }}sidecar{{ end }}
+{{- end }}
+
+{{/* Selector labels: stable for the life of a release (a Deployment selector is immutable). */}}
+{{- define "ferrogate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ferrogate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Standard labels of every resource. */}}
+{{- define "ferrogate.labels" -}}
+helm.sh/chart: {{ include "ferrogate.chart" . }}
+{{ include "ferrogate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ferrogate
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of the pod template: no chart version, so upgrading the chart alone restarts no pod.
+*/}}
+{{- define "ferrogate.podLabels" -}}
+{{ include "ferrogate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: ferrogate
+app.kubernetes.io/component: {{ include "ferrogate.component" . }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- with .Values.podLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "ferrogate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "ferrogate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "ferrogate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The ConfigMap holding the configuration document, and the key of the document in it. */}}
+{{- define "ferrogate.configMapName" -}}
+{{- default (include "ferrogate.fullname" .) .Values.existingConfigMap.name }}
+{{- end }}
+
+{{- define "ferrogate.configKey" -}}
+{{- if .Values.existingConfigMap.name }}{{ .Values.existingConfigMap.key }}{{ else }}config.yaml{{ end }}
+{{- end }}
+
+{{/* Where the ConfigMap is mounted (a directory, not a subPath, so kubelet updates reach it). */}}
+{{- define "ferrogate.configDir" -}}/etc/ferrogate{{- end }}
+{{/* The emptyDir for the snapshot cache and the usage file. */}}
+{{- define "ferrogate.stateDir" -}}/var/lib/ferrogate{{- end }}
+
+{{/*
+Container port names. In ingress-pod mode the container shares the pod with the proxy, whose
+ports are named too, so ferrogate's carry a prefix there.
+*/}}
+{{- define "ferrogate.portPrefix" -}}
+{{- if eq .Values.mode "ingress-pod" }}fg-{{ end }}
+{{- end }}
+{{- define "ferrogate.adminPortName" -}}{{ include "ferrogate.portPrefix" . }}admin{{- end }}
+{{- define "ferrogate.sidecarPortName" -}}{{ include "ferrogate.portPrefix" . }}sidecar{{- end }}
+{{- define "ferrogate.gatewayPortName" -}}gateway{{- end }}
+
+{{/*
+The filter-facing listener is reached from other pods only in sidecar mode; elsewhere the filter
+is in the same process (standalone) or the same pod (ingress-pod), so it stays on loopback.
+*/}}
+{{- define "ferrogate.sidecarHost" -}}
+{{- if eq .Values.mode "sidecar" }}0.0.0.0{{ else }}127.0.0.1{{ end }}
+{{- end }}
+
+{{/* Service ports: 0 in values means "the container port's number". */}}
+{{- define "ferrogate.servicePort" -}}
+{{- if .Values.service.port }}{{ .Values.service.port }}
+{{- else if eq .Values.mode "standalone" }}{{ .Values.ports.gateway }}
+{{- else }}{{ .Values.ports.sidecar }}{{ end }}
+{{- end }}
+
+{{- define "ferrogate.adminServicePort" -}}
+{{- default .Values.ports.admin .Values.adminService.port }}
+{{- end }}
+
+{{/* Namespace of the Gateway the filter runs in. */}}
+{{- define "ferrogate.gatewayNamespace" -}}
+{{- default .Release.Namespace .Values.gatewayRef.namespace }}
+{{- end }}
+
+{{/* Name of the EnvoyProxy or of the Istio options ConfigMap (ingress-pod mode). */}}
+{{- define "ferrogate.ingressPodName" -}}
+{{- if .Values.ingressPod.name }}{{ .Values.ingressPod.name }}
+{{- else if eq .Values.ingressPod.provider "istio" }}{{ include "ferrogate.fullname" . }}-gateway-options
+{{- else }}{{ include "ferrogate.fullname" . }}{{ end }}
+{{- end }}
+
+{{/* The gateway pods of ingress-pod mode, by the labels Envoy Gateway or Istio give them. */}}
+{{- define "ferrogate.ingressPodSelector" -}}
+{{- if .Values.ingressPod.podSelector }}
+{{- toYaml .Values.ingressPod.podSelector }}
+{{- else if eq .Values.ingressPod.provider "istio" }}
+gateway.networking.k8s.io/gateway-name: {{ .Values.gatewayRef.name | quote }}
+{{- else }}
+app.kubernetes.io/name: envoy
+app.kubernetes.io/component: proxy
+app.kubernetes.io/managed-by: envoy-gateway
+{{- with .Values.gatewayRef.name }}
+gateway.envoyproxy.io/owning-gateway-name: {{ . | quote }}
+gateway.envoyproxy.io/owning-gateway-namespace: {{ include "ferrogate.gatewayNamespace" $ | quote }}
+{{- end }}
+{{- end }}
+{{- end }}

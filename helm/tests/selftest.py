@@ -1,0 +1,122 @@
+"""Broken copies of the chart and of its values, each of which scripts/check-helm must reject
+(`scripts/check-helm --self-test`). A case changes the values (deep-merged over a profile) or
+edits a file of a copy of the chart; the first case changes nothing and must pass, which shows
+the others fail for their own reason.
+"""
+
+import copy
+import os
+
+import yaml
+
+# A value from tests/secrets.yaml: what a careless chart or operator could leak.
+LEAK = "sk-fgtest-openai-key-7e2a9b"
+
+C = "templates/_container.tpl"
+
+
+def case(name, base="standalone", values=None, edits=(), add=None, expect_fail=True):
+    return {"name": name, "base": base, "values": values or {}, "edits": list(edits), "add": add or {},
+            "expect_fail": expect_fail}
+
+
+CASES = [
+    case("control: an unmodified copy of the chart passes", expect_fail=False),
+    case("control: the ingress-pod profile passes", base="ingress-pod", expect_fail=False),
+    # Schema: misspelt keys and wrong types.
+    case("typo'd top-level key (replicaCont)", values={"replicaCont": 3}),
+    case("typo'd nested key (serve.drainTimoutMs)", values={"serve": {"drainTimoutMs": 1000}}),
+    case("typo'd key in a secret reference (secretNmae)", values={"secrets": {"adminToken": {"secretNmae": "x"}}}),
+    case("typo'd key of the configuration document (provders)", values={"config": {"provders": []}}),
+    case("wrong type: replicaCount is a string", values={"replicaCount": "two"}),
+    case("wrong type: ports.admin is a string", values={"ports": {"admin": "9001"}}),
+    case("wrong type: mode outside its enum", values={"mode": "gateway"}),
+    # The chart's own files.
+    case("schema object that allows unknown keys",
+         edits=[("values.schema.json", '"additionalProperties": false,\n      "properties": {\n        "workers":',
+                 '"properties": {\n        "workers":')]),
+    case("values.yaml key without a comment",
+         edits=[("values.yaml", "counts its own otherwise).\nreplicaCount:", "counts its own otherwise).\n\nreplicaCount:")]),
+    # Probes.
+    case("liveness probe path that does not exist (/health)",
+         edits=[(C, '(dict "path" "/healthz" "port" $admin "p" $v.probes.liveness)',
+                 '(dict "path" "/health" "port" $admin "p" $v.probes.liveness)')]),
+    case("readiness probe path that does not exist (/ready)",
+         edits=[(C, '(ternary "/readyz?strict=true" "/readyz"', '(ternary "/ready?strict=true" "/ready"')]),
+    case("liveness probe on the gateway port instead of the admin port",
+         edits=[(C, '(dict "path" "/healthz" "port" $admin "p" $v.probes.liveness)',
+                 '(dict "path" "/healthz" "port" "gateway" "p" $v.probes.liveness)')]),
+    # Ports.
+    case("--admin-listen flag and container port disagree",
+         edits=[(C, "- 0.0.0.0:{{ int64 $v.ports.admin }}", "- 0.0.0.0:9002")]),
+    case("Service targetPort that no container port has",
+         edits=[("templates/service.yaml", 'targetPort: {{ include "ferrogate.gatewayPortName" . }}', "targetPort: 8081")]),
+    case("container port declared for the loopback filter-facing listener",
+         edits=[(C, '    {{- if eq $v.mode "sidecar" }}\n    - name: {{ include "ferrogate.sidecarPortName" $ }}',
+                 '    {{- if true }}\n    - name: {{ include "ferrogate.sidecarPortName" $ }}')]),
+    case("EnvoyPatchPolicy cluster on another port than the in-pod sidecar", base="ingress-pod",
+         edits=[("templates/envoypatchpolicy.yaml", "port_value: {{ .Values.ports.sidecar }}", "port_value: 9999")]),
+    case("NetworkPolicy opens a port the container does not listen on",
+         edits=[("templates/networkpolicy.yaml", "- port: {{ .Values.ports.admin }}", "- port: 9090")]),
+    # Secrets.
+    case("secret value inlined through extraEnv", values={"extraEnv": [{"name": "OPENAI_API_KEY", "value": LEAK}]}),
+    case("provider api_key inlined in the configuration",
+         values={"config": {"providers": [{"name": "openai", "kind": "openai", "base_url": "https://api.openai.com",
+                                           "api_key": LEAK}]}}),
+    case("chart renders the admin token as a plain value",
+         edits=[(C, '{{ include "ferrogate.secretEnv" (dict "env" "FERROGATE_ADMIN_TOKEN" "ref" $s.adminToken) }}',
+                 "- name: FERROGATE_ADMIN_TOKEN\n  value: " + LEAK)]),
+    case("chart renders the admin token as a plain value nobody listed",
+         edits=[(C, '{{ include "ferrogate.secretEnv" (dict "env" "FERROGATE_ADMIN_TOKEN" "ref" $s.adminToken) }}',
+                 "- name: FERROGATE_ADMIN_TOKEN\n  value: change-me")]),
+    case("chart renders a Secret from values",
+         add={"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: leak\n"
+                                       "stringData:\n  OPENAI_API_KEY: " + LEAK + "\n"}),
+    case("sidecar mode without the internal token", base="sidecar",
+         values={"secrets": {"internalToken": {"secretName": ""}}}),
+    # The configuration itself.
+    case("configuration ferrogate check rejects (targets[0].wieght)",
+         values={"config": {"models": [{"name": "chat", "targets": [{"provider": "openai", "model": "gpt-4o-mini",
+                                                                     "wieght": 2}]}]}}),
+    case("configuration naming a provider key variable no Secret gives",
+         values={"config": {"providers": [{"name": "gemini", "kind": "gemini",
+                                           "base_url": "https://generativelanguage.googleapis.com",
+                                           "api_key_env": "GEMINI_API_KEY"}],
+                            "models": [{"name": "chat", "targets": [{"provider": "gemini", "model": "gemini-2.5-flash"}]}],
+                            "aliases": {}}},
+         edits=[("templates/_validate.tpl", "(not (hasKey $envs $p.api_key_env))", "false")]),
+    # securityContext.
+    case("writable root filesystem", edits=[(C, "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false")]),
+    case("capabilities not dropped", edits=[(C, 'drop: ["ALL"]', "drop: []")]),
+    case("privilege escalation allowed", edits=[(C, "allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true")]),
+    case("snapshot cache on the read-only root filesystem",
+         edits=[(C, "mountPath: {{ include \"ferrogate.stateDir\" $ }}", "mountPath: /var/lib/elsewhere")]),
+]
+
+
+def merge(base, over):
+    """Deep merge: maps merge key by key, anything else replaces."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def prepare(c, chart_copy, base_values, values_out):
+    """Applies a case to a fresh copy of the chart; returns None, or why the case cannot apply."""
+    with open(base_values) as f:
+        values = yaml.safe_load(f) or {}
+    with open(values_out, "w") as f:
+        yaml.safe_dump(merge(values, c["values"]), f, sort_keys=False)
+    for rel, old, new in c["edits"]:
+        path = os.path.join(chart_copy, rel)
+        with open(path) as f:
+            text = f.read()
+        if old not in text:
+            return f"edit of {rel} does not apply: {old!r} not found (update the self-test)"
+        with open(path, "w") as f:
+            f.write(text.replace(old, new))
+    for rel, text in c["add"].items():
+        with open(os.path.join(chart_copy, rel), "w") as f:
+            f.write(text)
+    return None
