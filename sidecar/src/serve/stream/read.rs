@@ -66,17 +66,19 @@ mod tests {
     use super::*;
     use http_body_util::BodyExt;
 
-    /// A hyper client body served over loopback by a server writing `parts` back to back
-    /// (each its own chunk and write), then ending.
-    async fn chunked_body(parts: &'static [&'static str]) -> Incoming {
+    /// The client side of a response whose body is `body`, served by hyper over loopback.
+    async fn over_loopback<B>(body: B) -> Incoming
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let body = std::sync::Arc::new(std::sync::Mutex::new(Some(body)));
         tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let service = hyper::service::service_fn(move |_req| {
-                let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
-                    parts.iter().map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes())))).collect();
-                let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+                let body = body.lock().unwrap().take().unwrap();
                 async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
@@ -88,6 +90,13 @@ mod tests {
         tokio::spawn(conn);
         let req = http::Request::new(http_body_util::Empty::<Bytes>::new());
         send.send_request(req).await.unwrap().into_body()
+    }
+
+    /// A body of `parts` written back to back (each its own chunk), then ending.
+    async fn chunked_body(parts: &'static [&'static str]) -> Incoming {
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> =
+            parts.iter().map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes())))).collect();
+        over_loopback(http_body_util::StreamBody::new(futures_util::stream::iter(frames))).await
     }
 
     #[tokio::test]
@@ -104,26 +113,8 @@ mod tests {
     #[tokio::test]
     async fn a_body_still_being_written_is_not_waited_for() {
         let (tx, body) = crate::serve::body::ChannelBody::channel();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let body_slot = std::sync::Arc::new(std::sync::Mutex::new(Some(body)));
-        tokio::spawn(async move {
-            let (tcp, _) = listener.accept().await.unwrap();
-            let service = hyper::service::service_fn(move |_req| {
-                let body = body_slot.lock().unwrap().take().unwrap();
-                async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                .await;
-        });
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await.unwrap();
-        tokio::spawn(conn);
-        let req = http::Request::new(http_body_util::Empty::<Bytes>::new());
-        let response = send.send_request(req);
+        let mut body = over_loopback(body).await;
         assert!(tx.data(b"data: a\n\n".to_vec()).await);
-        let mut body = response.await.unwrap().into_body();
         let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
         let (joined, stopped) = rest_of_read(&mut body, first).await;
         assert_eq!(&joined[..], b"data: a\n\n");
