@@ -22,7 +22,7 @@ LISTEN ?= 127.0.0.1:8080
 SIM_LISTEN ?= 127.0.0.1:8000
 CONFIG ?= examples/quickstart.yaml
 
-.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-docs bench fuzz clean
+.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-k8s test-docs bench fuzz clean
 
 all: build
 
@@ -54,13 +54,32 @@ run:
 	@BIN=$(DEV_BIN) LISTEN=$(LISTEN) SIM_LISTEN=$(SIM_LISTEN) CONFIG=$(CONFIG) scripts/quickstart
 
 ## test: everything (CI runs this)
-test: wasm test-rust test-python test-envoy
+test: wasm test-rust test-python test-envoy test-k8s
 
 ## test-envoy: the shipped Envoy/Istio configs against Envoy's API schema (+ a self-test
 ## proving broken configs are rejected)
 test-envoy:
 	scripts/validate-envoy
 	scripts/validate-envoy --self-test
+
+## test-k8s: the Helm chart linted and rendered by the real helm (every profile) and checked
+## against its contract with the ferrogate binary; the Kubernetes manifests and that render
+## against the schemas of their kinds; the Dockerfile; the filter as an OCI Wasm artifact in
+## both layouts. Every checker also proves, on broken copies, that it rejects them (--self-test).
+K8S_OUT := target/k8s
+test-k8s: dev
+	scripts/k8s-tools >/dev/null
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-helm $(K8S_OUT)/helm
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-helm --self-test
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/validate-k8s
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/validate-k8s $(K8S_OUT)/helm
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/validate-k8s --self-test
+	rm -rf $(K8S_OUT)/oci $(K8S_OUT)/oci-compat
+	scripts/oci-wasm --wasm $(FILTER_WASM) --out $(K8S_OUT)/oci
+	scripts/oci-wasm --wasm $(FILTER_WASM) --variant compat --out $(K8S_OUT)/oci-compat
+	scripts/check-oci --self-test --wasm $(FILTER_WASM)
+	scripts/check-dockerfile
+	scripts/check-dockerfile --self-test
 
 test-rust:
 	$(CARGO) build -p ferrogate-core --target $(WASM_TARGET)

@@ -9,7 +9,7 @@ spec:
   template:
     spec:
       {{- if .Values.ingressPod.nativeSidecar }}
-      # A native sidecar: started and ready before the proxy, stopped after it (Kubernetes 1.29+).
+      # A native sidecar: started before the proxy (which waits for its startup probe), stopped after it (Kubernetes 1.29+).
       initContainers:
         {{- include "ferrogate.container" (dict "root" . "native" true) | nindent 8 }}
       {{- else }}
