@@ -58,9 +58,9 @@ test: wasm test-rust test-python test-envoy test-k8s
 
 ## test-envoy: the shipped Envoy/Istio configs against Envoy's API schema (+ a self-test
 ## proving broken configs are rejected)
-test-envoy:
-	scripts/validate-envoy
-	scripts/validate-envoy --self-test
+test-envoy: dev
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/validate-envoy
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/validate-envoy --self-test
 
 ## test-k8s: the Helm chart linted and rendered by the real helm (every profile) and checked
 ## against its contract with the ferrogate binary; the Kubernetes manifests and that render

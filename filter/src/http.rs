@@ -168,6 +168,12 @@ pub(crate) struct Stream {
     callback_start_ns: u64,
     /// Failover and passive health ([`failover`]).
     attempt: failover::Attempt,
+    /// The API, as metrics name it (`unknown` until the path is classified).
+    api_label: &'static str,
+    /// The status of the filter's own answer, when it gave one.
+    local_status: Option<u16>,
+    /// Why the filter answered with an error (the error's code, else its type).
+    reason: Option<&'static str>,
 }
 
 impl Stream {
@@ -217,6 +223,9 @@ impl Stream {
             overhead_ns: 0,
             callback_start_ns: 0,
             attempt: failover::Attempt::default(),
+            api_label: ferrogate_core::metrics::UNKNOWN,
+            local_status: None,
+            reason: None,
         }
     }
 
@@ -282,12 +291,18 @@ impl Stream {
         self.take_failover(head.tried, head.attempt);
         self.config = Some(config.clone());
         let config = &config;
+        let endpoint = classify(head.method, head.path);
+        self.api_label = match &endpoint {
+            Endpoint::ListModels | Endpoint::GetModel(_) => "models",
+            Endpoint::Forward(api) => api.label(),
+            Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
+        };
         // With keys, every call needs one, even to a path that does not exist: an
         // unauthenticated caller learns nothing about what is served here.
         if let Err(e) = self.authenticate(config, &head) {
             return self.reply_error(&e);
         }
-        match classify(head.method, head.path) {
+        match endpoint {
             Endpoint::ListModels => self.reply(200, &openai::models_list_for(config, self.caller)),
             Endpoint::GetModel(id) => match openai::model_entry_for(config, self.caller, id) {
                 Ok(body) => self.reply(200, &body),

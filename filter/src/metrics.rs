@@ -1,79 +1,83 @@
-//! The filter's proxy-wasm metrics.
+//! The filter's proxy-wasm metrics: labelled series of the catalog in
+//! `ferrogate_core::metrics` (labels as `;label=value` name segments, which Envoy's
+//! `stats_tags` and `ferrogate serve` turn into Prometheus labels).
 //!
-//! Envoy stats carry no labels: dimensions are name segments, which Envoy's
-//! `stats_config.stats_tags` can extract into Prometheus labels. Names follow
-//! `ferrogate.<metric>.<model>.<provider>.<status>`; the segments are sanitised so a dot in a
-//! model id cannot shift them. Ids are defined lazily, once per name and VM, and cached.
+//! Counters are summed per VM and handed to the host on the root's tick (one hostcall per
+//! series per tick, not several per request); histograms are recorded as each request ends,
+//! their ids cached per (model, provider). Label values come from the configuration or from
+//! closed sets, so the number of series is bounded by the configuration; the tally tables are
+//! capped as well, flushing early rather than growing.
 
-use std::collections::HashMap;
+mod ids;
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::MetricType;
+use ferrogate_core::limits::Metric;
+use ferrogate_core::metrics::{push_label, status_class};
 
-/// What one finished request reports.
+use ids::{Ids, LabelledHists};
+
+/// What one finished request reports. Label values are already bounded (see `http::labels`).
 pub(crate) struct Observation<'a> {
-    /// Public model name the client asked for (or "-").
+    /// The API (`chat_completions`, `models`, ..., `unknown`).
+    pub(crate) api: &'static str,
+    /// The configured model the request resolved to, or `unknown`.
     pub(crate) model: &'a str,
-    /// Provider (or "-" when the request never got routed).
+    /// The provider it went to, or `none`.
     pub(crate) provider: &'a str,
-    /// Final status (499: client went away).
+    /// The key's name, when key labels are on and the caller has a key.
+    pub(crate) key: Option<&'a str>,
+    /// Final status (499: the client went away).
     pub(crate) status: u16,
-    /// Prompt and completion tokens, when known.
-    pub(crate) tokens: Option<(u64, u64)>,
-    /// Total latency.
+    /// Why it ended in an error, if it did.
+    pub(crate) reason: Option<&'static str>,
+    /// Input (cached included), output and cached input tokens.
+    pub(crate) tokens: [u64; 3],
+    /// Cost in micro-USD, when priced.
+    pub(crate) cost_micro_usd: Option<u64>,
+    /// Whole request, ms (`None`: nothing to time, e.g. a request refused at its headers).
     pub(crate) latency_ms: u64,
-    /// Time to first token, when there was one.
+    /// Time to first token, ms.
     pub(crate) ttft_ms: Option<u64>,
-    /// Time spent in this filter's callbacks over the whole stream, in microseconds.
+    /// Mean time between output tokens after the first, µs.
+    pub(crate) itl_us: Option<u64>,
+    /// Time in this filter's callbacks, µs.
     pub(crate) filter_us: u64,
 }
 
-/// Counter increments of one (model, provider, status), summed until the tick.
+/// Counter increments of one series combination, summed until the tick.
 struct Tally {
+    api: &'static str,
     model: String,
     provider: String,
+    key: Option<String>,
     status: u16,
+    reason: Option<&'static str>,
     requests: u64,
-    tokens_in: u64,
-    tokens_out: u64,
+    tokens: [u64; 3],
+    cost: u64,
 }
 
-/// Distinct (model, provider, status) tallies a VM keeps between ticks; past this it flushes
-/// early rather than grow (a flood of made-up model names cannot use up memory).
+/// Per provider: attempts sent and attempts abandoned for a retry.
+struct Attempts {
+    provider: String,
+    sent: u64,
+    failed_over: u64,
+}
+
+/// Distinct tallies a VM keeps between ticks; past this it flushes early.
 const MAX_TALLIES: usize = 256;
 
-/// Metric ids of one VM, and counter increments not yet handed to the host.
-///
-/// Per request this allocates nothing and hashes nothing in the steady state: the request's
-/// tally is found by comparing names (a VM sees few combinations per second), histogram ids
-/// are cached in fields, and counter names are formatted once per tick in [`Metrics::flush`].
-#[derive(Default)]
-pub(crate) struct Metrics {
-    ids: HashMap<String, u32>,
-    requests_total: u64,
-    tallies: Vec<Tally>,
-    latency_ms: Option<u32>,
-    ttft_ms: Option<u32>,
-    filter_us: Option<u32>,
-    /// Requests refused by a limit since the last tick, by what the limit counts.
-    refused: [u64; 3],
-    /// Streams cut at their allowance since the last tick: by a token limit, by a USD budget.
-    cut: [u64; 2],
-    /// Attempts abandoned for a retry since the last tick (`ferrogate.retries`).
-    retries: u64,
-    /// `precise_cache_aware` decisions since the last tick: hit, miss, neutral, tokenize
-    /// fallback (`ferrogate.kv_decisions.<outcome>`).
-    kv: [u64; 4],
-    /// Requests that waited for a lease top-up since the last tick: admitted, refused
-    /// (`ferrogate.lease_waits.<outcome>`).
-    lease_waits: [u64; 2],
-    /// Flow control since the last tick: requests queued, refused on a full band, expired
-    /// (`ferrogate.flow.<queued|full|expired>`).
-    flow: [u64; 3],
-    queue_ms: Option<u32>,
-    /// Queue-depth gauges set so far, by name, so an emptied band goes back to 0.
-    depths: Vec<(String, u32)>,
+/// The filter's sidecar feeds, as `sidecar_calls_total` names them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Feed {
+    Snapshot,
+    Targets,
+    Limits,
+    Leases,
+    Kv,
+    Usage,
 }
+
+const FEEDS: [&str; 6] = ["snapshot", "targets", "limits", "leases", "kv", "usage"];
 
 /// How a `precise_cache_aware` pick went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,52 +92,84 @@ pub(crate) enum KvDecision {
     TokenizeFallback,
 }
 
+/// Metric ids of one VM, and counter increments not yet handed to the host.
+#[derive(Default)]
+pub(crate) struct Metrics {
+    ids: Ids,
+    tallies: Vec<Tally>,
+    hists: LabelledHists,
+    attempts: Vec<Attempts>,
+    /// Limit refusals and cuts since the last tick, by requests / tokens / usd.
+    refused: [u64; 3],
+    cut: [u64; 3],
+    kv: [u64; 4],
+    lease_waits: [u64; 2],
+    flow: [u64; 3],
+    sidecar_calls: [[u64; 2]; FEEDS.len()],
+    snapshot_version: Option<u64>,
+}
+
+fn metric_index(metric: Metric) -> usize {
+    match metric {
+        Metric::Requests => 0,
+        Metric::Tokens => 1,
+        Metric::MicroUsd => 2,
+    }
+}
+
 impl Metrics {
     /// Records one finished request.
     pub(crate) fn observe(&mut self, o: &Observation<'_>) {
-        self.requests_total += 1;
-        if let Some(tally) = self.tally(o.model, o.provider, o.status) {
-            tally.requests += 1;
-            if let Some((input, output)) = o.tokens {
-                tally.tokens_in += input;
-                tally.tokens_out += output;
+        if let Some(t) = self.tally(o) {
+            t.requests += 1;
+            for (sum, n) in t.tokens.iter_mut().zip(o.tokens) {
+                *sum += n;
             }
+            t.cost += o.cost_micro_usd.unwrap_or(0);
         }
-        // Histograms need each value: recorded at once, ids cached after the first use.
-        let id = cached(&mut self.ids, &mut self.latency_ms, "ferrogate.latency_ms");
-        record(id, o.latency_ms);
-        if let Some(ttft) = o.ttft_ms {
-            record(cached(&mut self.ids, &mut self.ttft_ms, "ferrogate.ttft_ms"), ttft);
+        let [latency, ttft, itl] = self.hists.ids(&mut self.ids, o.model, o.provider);
+        ids::record(latency, o.latency_ms);
+        if let Some(v) = o.ttft_ms {
+            ids::record(ttft, v);
+        }
+        if let Some(v) = o.itl_us {
+            ids::record(itl, v);
         }
         // The response header can only carry the request phase; this covers both phases.
-        record(cached(&mut self.ids, &mut self.filter_us, "ferrogate.filter_us"), o.filter_us);
+        ids::record(self.ids.histogram("ferrogate.filter_duration_us"), o.filter_us);
     }
 
-    /// Counts a request a limit refused (`ferrogate.limit_refused.<requests|tokens|usd>`).
-    pub(crate) fn refused(&mut self, metric: ferrogate_core::limits::Metric) {
-        use ferrogate_core::limits::Metric;
-        let i = match metric {
-            Metric::Requests => 0,
-            Metric::Tokens => 1,
-            Metric::MicroUsd => 2,
+    /// Counts an attempt sent to `provider`; `failed_over` when it was abandoned for a retry.
+    pub(crate) fn attempt(&mut self, provider: &str, failed_over: bool) {
+        let at = match self.attempts.iter().position(|a| a.provider == provider) {
+            Some(at) => at,
+            None => {
+                if self.attempts.len() >= MAX_TALLIES {
+                    self.flush();
+                }
+                self.attempts.push(Attempts { provider: provider.to_string(), sent: 0, failed_over: 0 });
+                self.attempts.len() - 1
+            }
         };
-        if let Some(n) = self.refused.get_mut(i) {
-            *n += 1;
+        if let Some(a) = self.attempts.get_mut(at) {
+            a.sent += 1;
+            a.failed_over += u64::from(failed_over);
         }
     }
 
-    /// Counts a stream cut at its allowance (`ferrogate.limit_cut.<tokens|usd>`).
-    pub(crate) fn cut(&mut self, metric: ferrogate_core::limits::Metric) {
-        let i = usize::from(metric == ferrogate_core::limits::Metric::MicroUsd);
-        if let Some(n) = self.cut.get_mut(i) {
-            *n += 1;
-        }
+    /// Counts a request a limit refused.
+    pub(crate) fn refused(&mut self, metric: Metric) {
+        self.refused[metric_index(metric)] += 1;
+    }
+
+    /// Counts a stream cut at its allowance.
+    pub(crate) fn cut(&mut self, metric: Metric) {
+        self.cut[metric_index(metric)] += 1;
     }
 
     /// Counts a `precise_cache_aware` decision.
     pub(crate) fn kv_decision(&mut self, d: KvDecision) {
-        let i = d as usize;
-        if let Some(n) = self.kv.get_mut(i) {
+        if let Some(n) = self.kv.get_mut(d as usize) {
             *n += 1;
         }
     }
@@ -145,65 +181,48 @@ impl Metrics {
         }
     }
 
-    /// Records how long a request waited in a flow-control queue (`ferrogate.queue_ms`).
-    pub(crate) fn queued(&mut self, ms: u64) {
-        if let Some(id) = cached(&mut self.ids, &mut self.queue_ms, "ferrogate.queue_ms") {
-            let _ = hostcalls::record_metric(id, ms);
-        }
-    }
-
-    /// Sets the queue-depth gauges of `model` (`ferrogate.queue_depth.<model>.<band>`; a
-    /// negative band is written `n<band>`), zeroing bands that emptied.
-    pub(crate) fn depths(&mut self, model: &str, bands: &[(i32, usize)]) {
-        let prefix = format!("ferrogate.queue_depth.{}.", segment(model));
-        let mut seen: Vec<String> = Vec::with_capacity(bands.len());
-        for &(band, n) in bands {
-            let band = if band < 0 { format!("n{}", band.unsigned_abs()) } else { band.to_string() };
-            let name = format!("{prefix}{band}");
-            self.gauge(&name, n as u64);
-            seen.push(name);
-        }
-        let stale: Vec<String> = self
-            .depths
-            .iter()
-            .filter(|(n, _)| n.starts_with(&prefix) && !seen.contains(n))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in stale {
-            self.gauge(&name, 0);
-        }
-    }
-
-    fn gauge(&mut self, name: &str, value: u64) {
-        let id = match self.depths.iter().find(|(n, _)| n == name) {
-            Some((_, id)) => *id,
-            None => {
-                let Ok(id) = hostcalls::define_metric(MetricType::Gauge, name) else { return };
-                self.depths.push((name.to_string(), id));
-                id
-            }
-        };
-        let _ = hostcalls::record_metric(id, value);
-    }
-
     /// Counts a request that waited for a lease top-up, by how it ended.
     pub(crate) fn lease_wait(&mut self, admitted: bool) {
-        if let Some(n) = self.lease_waits.get_mut(usize::from(!admitted)) {
-            *n += 1;
+        self.lease_waits[usize::from(!admitted)] += 1;
+    }
+
+    /// Counts a call to the sidecar by its outcome (an answer of the expected status, or not).
+    pub(crate) fn sidecar_call(&mut self, feed: Feed, ok: bool) {
+        if let Some(n) = self.sidecar_calls.get_mut(feed as usize) {
+            n[usize::from(!ok)] += 1;
         }
     }
 
-    /// Counts an attempt the host abandoned to retry elsewhere.
-    pub(crate) fn retried(&mut self) {
-        self.retries += 1;
+    /// Records how long a request waited in `model`'s flow-control queue.
+    pub(crate) fn queued(&mut self, model: &str, ms: u64) {
+        let mut name = "ferrogate.queue_duration_ms".to_string();
+        push_label(&mut name, "model", model);
+        ids::record(self.ids.histogram(&name), ms);
     }
 
-    fn tally(&mut self, model: &str, provider: &str, status: u16) -> Option<&mut Tally> {
-        let eq = ferrogate_core::bytes::eq;
+    /// Sets the queue-depth gauges of `model`, zeroing bands that emptied.
+    pub(crate) fn depths(&mut self, model: &str, bands: &[(i32, usize)]) {
+        self.ids.depths(model, bands);
+    }
+
+    /// The snapshot the VM applies, by its content version (a hex hash): its first 32 bits.
+    pub(crate) fn snapshot(&mut self, version: &str) {
+        let number = version.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok());
+        if number.is_some() && number != self.snapshot_version {
+            self.snapshot_version = number;
+            self.ids.gauge("ferrogate.snapshot_version", number.unwrap_or(0));
+        }
+    }
+
+    fn tally(&mut self, o: &Observation<'_>) -> Option<&mut Tally> {
+        let eq = |a: &str, b: &str| ferrogate_core::bytes::eq(a.as_bytes(), b.as_bytes());
         let found = self.tallies.iter().position(|t| {
-            t.status == status
-                && eq(t.model.as_bytes(), model.as_bytes())
-                && eq(t.provider.as_bytes(), provider.as_bytes())
+            t.status == o.status
+                && t.api == o.api
+                && t.reason == o.reason
+                && eq(&t.model, o.model)
+                && eq(&t.provider, o.provider)
+                && t.key.as_deref() == o.key
         });
         let at = match found {
             Some(at) => at,
@@ -211,113 +230,84 @@ impl Metrics {
                 if self.tallies.len() >= MAX_TALLIES {
                     self.flush();
                 }
-                let (model, provider) = (model.to_string(), provider.to_string());
-                self.tallies.push(Tally { model, provider, status, requests: 0, tokens_in: 0, tokens_out: 0 });
+                self.tallies.push(Tally {
+                    api: o.api,
+                    model: o.model.to_string(),
+                    provider: o.provider.to_string(),
+                    key: o.key.map(str::to_string),
+                    status: o.status,
+                    reason: o.reason,
+                    requests: 0,
+                    tokens: [0; 3],
+                    cost: 0,
+                });
                 self.tallies.len() - 1
             }
         };
         self.tallies.get_mut(at)
     }
 
-    /// Hands the summed counter increments to the host (called on the root's tick): one
-    /// hostcall per counter per second instead of several per request.
+    /// Hands the summed counter increments to the host (called on the root's tick).
     pub(crate) fn flush(&mut self) {
-        let total = std::mem::take(&mut self.requests_total);
-        self.count("ferrogate.requests_total", total);
-        let retries = std::mem::take(&mut self.retries);
-        self.count("ferrogate.retries", retries);
-        let refused = std::mem::take(&mut self.refused);
-        for (reason, n) in ["requests", "tokens", "usd"].into_iter().zip(refused) {
-            self.count(&format!("ferrogate.limit_refused.{reason}"), n);
-        }
-        let cut = std::mem::take(&mut self.cut);
-        for (reason, n) in ["tokens", "usd"].into_iter().zip(cut) {
-            self.count(&format!("ferrogate.limit_cut.{reason}"), n);
-        }
-        let kv = std::mem::take(&mut self.kv);
-        for (outcome, n) in ["hit", "miss", "neutral", "tokenize_fallback"].into_iter().zip(kv) {
-            self.count(&format!("ferrogate.kv_decisions.{outcome}"), n);
-        }
-        let flow = std::mem::take(&mut self.flow);
-        for (event, n) in ["queued", "full", "expired"].into_iter().zip(flow) {
-            self.count(&format!("ferrogate.flow.{event}"), n);
-        }
-        let waits = std::mem::take(&mut self.lease_waits);
-        for (outcome, n) in ["admitted", "refused"].into_iter().zip(waits) {
-            self.count(&format!("ferrogate.lease_waits.{outcome}"), n);
-        }
         for t in std::mem::take(&mut self.tallies) {
-            let (model, provider) = (segment(&t.model), segment(&t.provider));
-            self.count(&format!("ferrogate.requests.{model}.{provider}.{}", t.status), t.requests);
-            self.count(&format!("ferrogate.tokens_in.{model}.{provider}"), t.tokens_in);
-            self.count(&format!("ferrogate.tokens_out.{model}.{provider}"), t.tokens_out);
+            self.flush_tally(&t);
+        }
+        for a in std::mem::take(&mut self.attempts) {
+            self.ids.count(&labelled("ferrogate.upstream_attempts_total", &[("provider", &a.provider)]), a.sent);
+            self.ids.count(&labelled("ferrogate.failovers_total", &[("provider", &a.provider)]), a.failed_over);
+        }
+        let metrics = ["requests", "tokens", "usd"];
+        let (refused, cut) = (std::mem::take(&mut self.refused), std::mem::take(&mut self.cut));
+        self.flush_set("ferrogate.limit_rejections_total", "metric", &metrics, refused);
+        self.flush_set("ferrogate.limit_cuts_total", "metric", &metrics, cut);
+        let kv = std::mem::take(&mut self.kv);
+        self.flush_set("ferrogate.kv_decisions_total", "outcome", &["hit", "miss", "neutral", "tokenize_fallback"], kv);
+        let flow = std::mem::take(&mut self.flow);
+        self.flush_set("ferrogate.flow_control_total", "outcome", &["queued", "full", "expired"], flow);
+        let waits = std::mem::take(&mut self.lease_waits);
+        self.flush_set("ferrogate.lease_waits_total", "outcome", &["admitted", "refused"], waits);
+        for (feed, [ok, err]) in FEEDS.into_iter().zip(std::mem::take(&mut self.sidecar_calls)) {
+            for (outcome, n) in [("ok", ok), ("error", err)] {
+                let name = labelled("ferrogate.sidecar_calls_total", &[("feed", feed), ("outcome", outcome)]);
+                self.ids.count(&name, n);
+            }
         }
     }
 
-    fn count(&mut self, name: &str, value: u64) {
-        if value == 0 {
-            return; // Envoy rejects zero increments.
+    fn flush_tally(&mut self, t: &Tally) {
+        let (model, provider) = (t.model.as_str(), t.provider.as_str());
+        let status = t.status.to_string();
+        let mut labels = vec![("api", t.api), ("model", model), ("provider", provider)];
+        labels.extend([("status", status.as_str()), ("status_class", status_class(t.status))]);
+        labels.extend(t.key.as_deref().map(|k| ("key", k)));
+        self.ids.count(&labelled("ferrogate.requests_total", &labels), t.requests);
+        if let Some(reason) = t.reason {
+            let labels = [("api", t.api), ("model", model), ("provider", provider), ("reason", reason)];
+            self.ids.count(&labelled("ferrogate.errors_total", &labels), t.requests);
         }
-        let Some(id) = define(&mut self.ids, MetricType::Counter, name) else { return };
-        if let Err(e) = hostcalls::increment_metric(id, i64::try_from(value).unwrap_or(i64::MAX)) {
-            log::debug!("metric {name}: {e:?}");
+        for (kind, n) in ["input", "output", "cached_input"].into_iter().zip(t.tokens) {
+            let mut labels = vec![("model", model), ("provider", provider), ("type", kind)];
+            labels.extend(t.key.as_deref().map(|k| ("key", k)));
+            self.ids.count(&labelled("ferrogate.tokens_total", &labels), n);
+        }
+        let mut labels = vec![("model", model), ("provider", provider)];
+        labels.extend(t.key.as_deref().map(|k| ("key", k)));
+        self.ids.count(&labelled("ferrogate.cost_microusd_total", &labels), t.cost);
+    }
+
+    fn flush_set<const N: usize>(&mut self, family: &str, label: &str, values: &[&str; N], counts: [u64; N]) {
+        for (value, n) in values.iter().zip(counts) {
+            self.ids.count(&labelled(family, &[(label, value)]), n);
         }
     }
 }
 
-/// The id of histogram `name`, from `slot` or defined (once) and cached there.
-fn cached(ids: &mut HashMap<String, u32>, slot: &mut Option<u32>, name: &str) -> Option<u32> {
-    if slot.is_none() {
-        *slot = define(ids, MetricType::Histogram, name);
+/// `family;label=value;...`.
+pub(crate) fn labelled(family: &str, labels: &[(&str, &str)]) -> String {
+    let mut name = String::with_capacity(family.len() + 24 * labels.len());
+    name.push_str(family);
+    for (label, value) in labels {
+        push_label(&mut name, label, value);
     }
-    *slot
-}
-
-fn record(id: Option<u32>, value: u64) {
-    if let Some(id) = id {
-        if let Err(e) = hostcalls::record_metric(id, value) {
-            log::debug!("metric {id}: {e:?}");
-        }
-    }
-}
-
-/// The id of metric `name`, defined with the host on first use.
-fn define(ids: &mut HashMap<String, u32>, kind: MetricType, name: &str) -> Option<u32> {
-    if let Some(id) = ids.get(name) {
-        return Some(*id);
-    }
-    match hostcalls::define_metric(kind, name) {
-        Ok(id) => {
-            ids.insert(name.to_string(), id);
-            Some(id)
-        }
-        Err(e) => {
-            log::debug!("define_metric({name}): {e:?}");
-            None
-        }
-    }
-}
-
-/// A name segment: `[A-Za-z0-9_-]` only, so model ids like `gpt-4.1` or `org/model` stay one
-/// segment.
-fn segment(s: &str) -> String {
-    let cleaned: String =
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect();
-    if cleaned.is_empty() {
-        "-".to_string()
-    } else {
-        cleaned
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::segment;
-
-    #[test]
-    fn segments_cannot_contain_dots_or_slashes() {
-        assert_eq!(segment("gpt-4.1"), "gpt-4_1");
-        assert_eq!(segment("local/sim"), "local_sim");
-        assert_eq!(segment(""), "-");
-    }
+    name
 }

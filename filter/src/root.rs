@@ -14,7 +14,7 @@ use proxy_wasm::types::ContextType;
 use crate::http::{KnownKeys, Shared, Stream};
 use crate::kv_feed::KvPoll;
 use crate::limits_feed::LimitsFeed;
-use crate::metrics::Metrics;
+use crate::metrics::{Feed, Metrics};
 use crate::routing::RoutingCell;
 use crate::sidecar_call;
 use crate::snapshot_feed::SnapshotFeed;
@@ -104,36 +104,47 @@ impl Root {
 impl Context for Root {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
         let status = sidecar_call::answer_status(num_headers);
+        let ok = status.is_some_and(|s| (200..300).contains(&s) || s == 304);
+        let count = |feed| self.shared.metrics.borrow_mut().sidecar_call(feed, ok);
         if self.leases.is_waiting_for(token_id) {
+            count(Feed::Leases);
             let body = sidecar_call::ok_body(status, body_size);
             let now_ms = crate::raw::now_nanos() / 1_000_000;
             self.leases.on_response(status, body.as_deref(), now_ms, &self.shared.lease_asks);
             return;
         }
         if self.limits.is_waiting_for(token_id) {
+            count(Feed::Limits);
             let body = sidecar_call::ok_body(status, body_size);
             let now_ms = crate::raw::now_nanos() / 1_000_000;
             self.limits.on_response(status, body.as_deref(), now_ms);
             return;
         }
         if self.feed.is_waiting_for(token_id) {
+            count(Feed::Snapshot);
             let body = sidecar_call::ok_body(status, body_size);
             self.feed.on_response(token_id, status, body, &self.shared.active);
             self.refresh_routing();
             return;
         }
         if self.kv.is_waiting_for(token_id) {
+            count(Feed::Kv);
             let body = sidecar_call::ok_body(status, body_size);
             self.kv.on_response(status, body, &self.shared.kv);
             return;
         }
         if self.targets.is_waiting_for(token_id) {
+            count(Feed::Targets);
             let body = sidecar_call::ok_body(status, body_size);
             self.targets.on_response(status, body, &self.shared.routing);
             return;
         }
         // A full batch may be waiting behind the one just acknowledged.
-        if self.sink.on_response(token_id, status) && self.sink.has_full_batch() {
+        let ours = self.sink.on_response(token_id, status);
+        if ours {
+            count(Feed::Usage);
+        }
+        if ours && self.sink.has_full_batch() {
             let sidecar = self.sidecar().cloned();
             self.sink.send(sidecar.as_ref());
         }
@@ -201,7 +212,11 @@ impl RootContext for Root {
         }
         self.sink.on_tick(sidecar.as_ref());
         self.flow_depths();
-        self.shared.metrics.borrow_mut().flush();
+        let mut metrics = self.shared.metrics.borrow_mut();
+        if let Some(version) = self.feed.version() {
+            metrics.snapshot(version);
+        }
+        metrics.flush();
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {

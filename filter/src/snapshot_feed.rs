@@ -56,6 +56,11 @@ impl SnapshotFeed {
         }
     }
 
+    /// The version of the snapshot this VM applies, once it has one.
+    pub(crate) fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
     /// Takes the shared snapshot when its version differs from this VM's.
     fn adopt_shared(&mut self, active: &RefCell<Option<Rc<Config>>>) {
         let Ok((Some(version), _)) = hostcalls::get_shared_data(VERSION) else { return };

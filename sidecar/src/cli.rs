@@ -45,12 +45,17 @@ pub enum Command {
     },
 }
 
-/// Options of `ferrogate check`.
+/// Options of `ferrogate check`: one of the two documents.
 #[derive(clap::Args, Clone, Debug)]
+#[group(required = true, multiple = false)]
 pub struct CheckArgs {
     /// Configuration file (YAML or JSON).
     #[arg(long)]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
+    /// The filter's plugin configuration as Envoy, Istio or Envoy Gateway would pass it (JSON,
+    /// or YAML), checked by the filter's own parser, its inline `config` included.
+    #[arg(long)]
+    pub plugin_config: Option<PathBuf>,
 }
 
 /// `ferrogate keys` subcommands.
@@ -64,13 +69,22 @@ pub enum KeysCommand {
     },
 }
 
-/// Validates a config file; prints every problem, one per line; non-zero exit on error.
+/// Validates a config file (or a plugin configuration); prints every problem, one per line;
+/// non-zero exit on error.
 pub fn check(args: &CheckArgs) -> ExitCode {
-    match crate::serve::config::load(&args.config) {
+    match (&args.config, &args.plugin_config) {
+        (Some(config), _) => check_config(config),
+        (None, Some(plugin)) => check_plugin_config(plugin),
+        (None, None) => ExitCode::FAILURE, // clap's group requires one
+    }
+}
+
+fn check_config(path: &std::path::Path) -> ExitCode {
+    match crate::serve::config::load(path) {
         Ok(loaded) => {
             println!(
                 "{}: ok ({} providers, {} models, {} keys)",
-                args.config.display(),
+                path.display(),
                 loaded.config.providers.len(),
                 loaded.config.models.len(),
                 loaded.config.keys.len()
@@ -88,6 +102,68 @@ pub fn check(args: &CheckArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Checks a plugin configuration with `PluginConfig::from_json_slice`, the filter's own parser
+/// (YAML is turned into the JSON the proxy would hand the filter).
+fn check_plugin_config(path: &std::path::Path) -> ExitCode {
+    let shown = path.display();
+    let json = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_saphyr::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string()))
+    {
+        Ok(value) => value.to_string(),
+        Err(e) => {
+            println!("{shown}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(problems) = shape_problems(&json) {
+        for p in &problems {
+            println!("{shown}: {p}");
+        }
+        return ExitCode::FAILURE;
+    }
+    match ferrogate_core::plugin::PluginConfig::from_json_slice(json.as_bytes()) {
+        Ok(_) => {
+            println!("{shown}: ok (plugin configuration)");
+            ExitCode::SUCCESS
+        }
+        Err(ferrogate_core::plugin::PluginConfigError::Invalid(e)) => {
+            for p in &e.problems {
+                println!("{shown}: {p}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            println!("{shown}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every unknown key of a plugin configuration with its path, before the filter's parser (which
+/// stops at the first and names no path): the inline `config` as `ferrogate check --config`
+/// reads it, under `config.`, then the plugin's own keys. `None` when the shape is right.
+fn shape_problems(json: &str) -> Option<Vec<ferrogate_core::config::Problem>> {
+    let mut value: serde_json::Value = serde_json::from_str(json).ok()?;
+    let mut problems = Vec::new();
+    if let Some(config) = value.as_object_mut().and_then(|o| o.remove("config")) {
+        if let Ok(read) = crate::serve::config::shape::read(&config.to_string()) {
+            let nested = read.problems.into_iter();
+            problems
+                .extend(nested.map(|p| ferrogate_core::config::Problem { path: format!("config.{}", p.path), ..p }));
+        }
+    }
+    if let Err(e) = serde_json::from_value::<ferrogate_core::plugin::RawPluginConfig>(value) {
+        // serde names an unknown field in its message: make it the path, as for the config.
+        let message = e.to_string();
+        let field = message.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next());
+        let path = field.unwrap_or("plugin configuration").to_string();
+        let message = if field.is_some() { "unknown key".to_string() } else { message };
+        problems.push(ferrogate_core::config::Problem { path, message });
+    }
+    (!problems.is_empty()).then_some(problems)
 }
 
 /// Runs a `keys` subcommand.

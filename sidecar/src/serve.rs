@@ -87,6 +87,10 @@ pub struct ServeArgs {
     /// Envoy).
     #[arg(long)]
     pub no_failover: bool,
+    /// Label the request, token and cost metrics with the virtual key's name (one series per
+    /// key; the filter's `metrics_key_label`).
+    #[arg(long)]
+    pub metrics_key_label: bool,
     /// With the file store, also append usage records to this file as JSON lines (its newest
     /// records are read back at start); default: none, records are kept in memory only. With
     /// the postgres store they go to `fg_usage` instead.
@@ -215,7 +219,7 @@ impl Gateway {
                 &opened.raw,
                 args.max_body_bytes,
                 Some(&link),
-                !args.no_failover,
+                config::FilterOptions { failover: !args.no_failover, metrics_key_label: args.metrics_key_label },
             )
             .into_bytes(),
             allow_on_headers_stop_iteration: true,
@@ -227,6 +231,10 @@ impl Gateway {
             ..PluginSpec::default()
         };
         let runtime = Runtime::new(&wasm, spec)?;
+        // The labels an Envoy with the shipped bootstrap fragment would give these metrics.
+        runtime.set_stats_tags(
+            services::metrics::stats_tags().map_err(|e| ServeError::Filter(format!("envoy/stats-tags.yaml: {e}")))?,
+        );
         let addr = reserved.local_addr()?;
         let admin = services::admin::Admin {
             runtime: Some(runtime.clone()),

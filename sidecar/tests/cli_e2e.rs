@@ -37,6 +37,40 @@ fn check_lists_an_unknown_key_and_two_other_problems_in_one_run() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+#[test]
+fn check_plugin_config_uses_the_filters_parser_and_names_nested_problems() {
+    let dir = scratch("plugin");
+    let good = dir.join("good.yaml");
+    std::fs::write(&good, "sidecar_cluster: ferrogate_sidecar\nmax_body_bytes: 16777216\n").unwrap();
+    let out = Command::new(BIN).args(["check", "--plugin-config"]).arg(&good).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    // An unknown plugin key, and a problem inside the inline config document, by path.
+    // Every unknown key with its path, the inline config's included, in one run.
+    let typo = dir.join("typo.json");
+    let doc = r#"{"sidecar_clustr": "x", "config": {"providers": [{"name": "p", "kind": "openai",
+        "base_url": "https://api.openai.com", "endpoint_dns": "x:1"}], "limts": {}}}"#;
+    std::fs::write(&typo, doc).unwrap();
+    let out = Command::new(BIN).args(["check", "--plugin-config"]).arg(&typo).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    for line in
+        ["sidecar_clustr: unknown key", "config.providers[0].endpoint_dns: unknown key", "config.limts: unknown key"]
+    {
+        assert!(stdout.contains(line), "{line} in {stdout}");
+    }
+    let nested = dir.join("nested.json");
+    let doc = r#"{"config": {"providers": [{"name": "p", "kind": "openai", "base_url": "https://api.openai.com"}],
+        "models": [{"name": "m", "targets": [{"provider": "nowhere", "model": "x"}]}]}}"#;
+    std::fs::write(&nested, doc).unwrap();
+    let out = Command::new(BIN).args(["check", "--plugin-config"]).arg(&nested).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && stdout.contains("config.models[0].targets[0].provider"), "{stdout}");
+    // One of the two documents must be named.
+    let out = Command::new(BIN).arg("check").output().unwrap();
+    assert!(!out.status.success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A `ferrogate serve` child; killed when dropped.
 struct Serve {
     child: Child,

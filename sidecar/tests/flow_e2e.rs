@@ -88,7 +88,9 @@ async fn wait_queued(s: &Serve, n: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = reqwest::get(format!("{}/metrics", s.admin)).await.unwrap().text().await.unwrap();
-        let depth = text.lines().find_map(|l| l.strip_prefix("ferrogate_queue_depth_chat_0 ")?.parse::<u64>().ok());
+        let depth = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ferrogate_queue_depth{model=\"chat\",band=\"0\"} ")?.parse::<u64>().ok());
         // No gauge yet: nothing was ever queued.
         if depth.unwrap_or(0) == n {
             return;

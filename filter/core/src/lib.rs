@@ -17,6 +17,7 @@ pub mod header_map;
 pub mod headers;
 pub mod kv;
 pub mod limits;
+pub mod metrics;
 pub mod multipart;
 pub mod openai;
 pub mod passive;

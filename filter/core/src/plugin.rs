@@ -49,6 +49,10 @@ pub struct RawPluginConfig {
     /// host they would come from the client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_failover: Option<bool>,
+    /// Label the request, token and cost metrics with the key's name (off by default: one
+    /// series per key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_key_label: Option<bool>,
 }
 
 /// Where and how the filter reaches its sidecar.
@@ -77,6 +81,8 @@ pub struct PluginConfig {
     pub sidecar: Option<SidecarSettings>,
     /// Honour the host's failover headers (see [`RawPluginConfig::host_failover`]).
     pub host_failover: bool,
+    /// Metrics carry a `key` label ([`RawPluginConfig::metrics_key_label`]).
+    pub metrics_key_label: bool,
 }
 
 /// Failure to load the plugin configuration.
@@ -147,7 +153,8 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
         match (problems.is_empty(), max_body_bytes) {
             (true, Some(max_body_bytes)) => {
                 let host_failover = raw.host_failover.unwrap_or(false);
-                Ok(PluginConfig { config, cluster_header, max_body_bytes, sidecar, host_failover })
+                let metrics_key_label = raw.metrics_key_label.unwrap_or(false);
+                Ok(PluginConfig { config, cluster_header, max_body_bytes, sidecar, host_failover, metrics_key_label })
             }
             _ => Err(ConfigError { problems }),
         }

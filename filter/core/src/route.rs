@@ -56,6 +56,24 @@ const APIS: [Api; 10] = [
 ];
 
 impl Api {
+    /// The API's name in metrics and logs (`chat_completions`, `messages`, ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            Api::ChatCompletions => "chat_completions",
+            Api::Completions => "completions",
+            Api::Embeddings => "embeddings",
+            Api::ImagesGenerations => "images_generations",
+            Api::AudioSpeech => "audio_speech",
+            Api::AudioTranscriptions => "audio_transcriptions",
+            Api::AudioTranslations => "audio_translations",
+            Api::Messages => "messages",
+            Api::CountTokens => "count_tokens",
+            Api::GenerateContent => "generate_content",
+            Api::StreamGenerateContent => "stream_generate_content",
+            Api::Responses => "responses",
+        }
+    }
+
     /// The API path appended to the provider's `base_url` prefix.
     pub fn path(self) -> &'static str {
         match self {

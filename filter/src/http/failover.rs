@@ -13,7 +13,7 @@
 //! - A later attempt (`x-ferrogate-attempt` > 1) reserves tokens and cost on the limits but is
 //!   not counted as another request: the client request was counted at its first attempt.
 //! - An attempt the host abandons for a retry writes no usage record (the client request gets
-//!   one, for its final attempt) and counts in `ferrogate.retries`.
+//!   one, for its final attempt) and counts in `ferrogate.failovers_total`.
 
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
@@ -155,7 +155,10 @@ impl Stream {
         if !self.attempt.abandoned {
             return false;
         }
-        self.shared.metrics.borrow_mut().retried();
+        let provider = self.provider_name();
+        if !provider.is_empty() {
+            self.shared.metrics.borrow_mut().attempt(provider, true);
+        }
         if let Some(config) = self.config.clone() {
             self.settle(&config, &Usage::default(), Some(0), now_ns / 1_000_000);
         }

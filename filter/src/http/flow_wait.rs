@@ -120,7 +120,11 @@ impl Stream {
         if let Some(w) = self.flow.take() {
             let waited = self.callback_start_ns.saturating_sub(w.since_ns);
             self.queued_ns = self.queued_ns.saturating_add(waited);
-            self.shared.metrics.borrow_mut().queued(waited / 1_000_000);
+            let model = match self.config.as_deref() {
+                Some(c) => ferrogate_core::metrics::model_label(c, &self.model_requested),
+                None => std::borrow::Cow::Borrowed(ferrogate_core::metrics::UNKNOWN),
+            };
+            self.shared.metrics.borrow_mut().queued(&model, waited / 1_000_000);
         }
     }
 

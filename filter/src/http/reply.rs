@@ -21,6 +21,7 @@ impl Stream {
             hdrs.push((headers::REQUEST_ID, id.as_str()));
         }
         self.send_http_response(u32::from(status), hdrs, Some(body));
+        self.local_status = Some(status);
         self.api = None;
         Action::Pause
     }
@@ -31,6 +32,7 @@ impl Stream {
 
     pub(super) fn reply_error_with(&mut self, e: &ApiError, extra: Option<(&str, &str)>) -> Action {
         log::debug!("#{} {} {}", self.id, e.status, e.message);
+        self.reason = Some(e.code.unwrap_or(e.kind));
         let body = e.body_in(self.dialect);
         self.reply_with(e.status, &body, extra)
     }

@@ -5,7 +5,10 @@
 //! it, and a streamed answer that stopped early is charged for what it delivered
 //! ([`super::delivery`]).
 
+use std::borrow::Cow;
+
 use ferrogate_core::config::Config;
+use ferrogate_core::metrics::{model_label, NO_PROVIDER, UNKNOWN};
 use ferrogate_core::usage::{cost_micro_usd, RecordView, Usage};
 
 use super::Stream;
@@ -13,39 +16,71 @@ use crate::metrics::Observation;
 
 impl Stream {
     /// Reports the stream; `start_ns` is when `on_log` began, so the record-building time is
-    /// counted in the filter's total.
+    /// counted in the filter's total. Every stream is counted in the metrics; those that named
+    /// a model also leave a usage record.
     pub(super) fn report_with_overhead(&mut self, start_ns: u64) {
-        // Requests that never named a model (401 at the door, model list) are not usage.
-        if self.routed.is_none() && self.model_requested.is_empty() {
-            return;
-        }
         let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
         let usage = self.delivered_usage(usage);
-        let status = self.recorded_status();
+        let status = self.local_status.unwrap_or_else(|| self.recorded_status());
         let config = self.config.clone();
         let record = self.record(config.as_deref(), &usage, status, start_ns);
         let cost = record.cost_micro_usd;
-        let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
-        self.shared.metrics.borrow_mut().observe(&Observation {
-            model: record.model_requested,
-            provider: record.provider,
-            status: record.status,
-            tokens: (record.prompt_tokens + record.completion_tokens > 0)
-                .then_some((record.prompt_tokens, record.completion_tokens)),
-            latency_ms: record.latency_ms,
-            ttft_ms: record.ttft_ms,
-            filter_us: overhead_ns / 1_000,
-        });
-        if let Some(queue) = self.shared.usage_queue.get() {
+        // Requests that never named a model (401 at the door, model list) are not usage.
+        let is_usage = self.routed.is_some() || !self.model_requested.is_empty();
+        if let (true, Some(queue)) = (is_usage, self.shared.usage_queue.get()) {
             let mut outbox = self.shared.outbox.borrow_mut();
             if outbox.push(&record) {
                 outbox.post(queue);
             }
         }
+        let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
+        self.observe(config.as_deref(), &record, start_ns, overhead_ns);
         // The limits learn what the request really used (its reservation is replaced).
-        if let Some(c) = config.as_deref() {
+        if let (true, Some(c)) = (is_usage, config.as_deref()) {
             self.settle(c, &usage, cost, start_ns / 1_000_000);
         }
+    }
+
+    /// The request's metrics, with labels bounded by the configuration.
+    fn observe(&self, config: Option<&Config>, record: &RecordView<'_>, now_ns: u64, overhead_ns: u64) {
+        let model = config.map_or(Cow::Borrowed(UNKNOWN), |c| model_label(c, &self.model_requested));
+        let provider = if record.provider.is_empty() { NO_PROVIDER } else { record.provider };
+        let key_label = self.shared.plugin.as_ref().is_some_and(|p| p.metrics_key_label);
+        let mut metrics = self.shared.metrics.borrow_mut();
+        if !record.provider.is_empty() {
+            metrics.attempt(provider, false);
+        }
+        metrics.observe(&Observation {
+            api: self.api_label,
+            model: &model,
+            provider,
+            key: record.key.filter(|_| key_label),
+            status: record.status,
+            reason: self.reason.or_else(|| self.upstream_reason(record.status)),
+            tokens: [record.prompt_tokens, record.completion_tokens, record.cached_tokens],
+            cost_micro_usd: record.cost_micro_usd,
+            latency_ms: record.latency_ms,
+            ttft_ms: record.ttft_ms,
+            itl_us: self.inter_token_us(record.completion_tokens, now_ns),
+            filter_us: overhead_ns / 1_000,
+        });
+    }
+
+    /// Why an answer the filter did not give itself is an error, if it is one.
+    fn upstream_reason(&self, status: u16) -> Option<&'static str> {
+        if self.upstream_failed {
+            Some("upstream_failed")
+        } else if status == ferrogate_core::usage::STATUS_CLIENT_CLOSED {
+            Some("client_closed")
+        } else {
+            (status >= 400).then_some("upstream_error")
+        }
+    }
+
+    /// Mean time between a stream's output tokens after the first, in µs.
+    fn inter_token_us(&self, completion_tokens: u64, now_ns: u64) -> Option<u64> {
+        let first = self.first_byte_ns.filter(|_| self.streamed && completion_tokens >= 2)?;
+        Some(now_ns.saturating_sub(first) / (completion_tokens - 1) / 1_000)
     }
 
     /// The stream's usage record, borrowing its strings from the stream and the config.

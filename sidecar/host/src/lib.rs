@@ -23,6 +23,10 @@ mod vm;
 
 pub use error::HostError;
 pub use headers::Headers;
+pub use metrics::{
+    escape_label, render_series, Family as MetricFamily, Kind as MetricKind, Series as MetricSeries, SeriesValue,
+    TagSpecifier,
+};
 pub use runtime::Runtime;
 pub use shared::Shared;
 pub use types::{HttpCallRequest, HttpCallResponse, LogLevel, PluginSpec, StreamEvent, StreamId, StreamInfo};

@@ -3,10 +3,13 @@
 //! type in the low two bits, and Prometheus exposition the way Envoy's admin renders it.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+mod export;
+
+pub use export::{escape_label, render_series, Family, Series, SeriesValue, TagSpecifier};
 
 /// Envoy's default histogram bucket bounds (`Stats::HistogramSettingsImpl::defaultBuckets`).
 const DEFAULT_BUCKETS: [f64; 19] = [
@@ -16,9 +19,12 @@ const DEFAULT_BUCKETS: [f64; 19] = [
 
 /// Metric kinds, numbered as in the ABI (`MetricType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
+    /// Only goes up.
     Counter = 0,
+    /// Set or moved either way.
     Gauge = 1,
+    /// Distribution over Envoy's default buckets.
     Histogram = 2,
 }
 
@@ -116,10 +122,11 @@ fn saturating_add(v: &AtomicU64, n: u64) {
     let _ = v.fetch_update(Relaxed, Relaxed, |old| Some(old.saturating_add(n)));
 }
 
-/// Process-wide metric values by stat name.
+/// Process-wide metric values by stat name, and the tag extraction applied on export.
 #[derive(Default)]
 pub(crate) struct Registry {
     stats: Mutex<BTreeMap<String, Arc<Stat>>>,
+    tags: RwLock<Arc<Vec<TagSpecifier>>>,
 }
 
 impl Registry {
@@ -140,40 +147,21 @@ impl Registry {
         self.lock().get(name).cloned()
     }
 
-    /// Prometheus text: name sanitized to `[a-zA-Z0-9_]`, no `envoy_` prefix, names that
-    /// would start with a digit dropped (Envoy's custom-namespace branch).
-    pub(crate) fn prometheus_text(&self) -> String {
-        let mut out = String::new();
-        for (name, stat) in self.lock().iter() {
-            let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-            if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
-                continue;
-            }
-            // Writing to a String cannot fail.
-            let _ = render(&mut out, &name, &stat.0);
-        }
-        out
+    /// Sets the tag extraction of exports (Envoy's bootstrap `stats_config.stats_tags`).
+    pub(crate) fn set_tags(&self, tags: Vec<TagSpecifier>) {
+        *self.tags.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(tags);
     }
-}
 
-fn render(out: &mut String, name: &str, value: &Value) -> std::fmt::Result {
-    match value {
-        Value::Counter(v) => write!(out, "# TYPE {name} counter\n{name} {}\n", v.load(Relaxed)),
-        Value::Gauge(v) => write!(out, "# TYPE {name} gauge\n{name} {}\n", v.load(Relaxed)),
-        Value::Histogram(h) => {
-            writeln!(out, "# TYPE {name} histogram")?;
-            // Read the count first: concurrent records can only make the buckets read after it
-            // larger, never leave `+Inf` below a finite bucket.
-            let count = h.count.load(Relaxed);
-            let mut cumulative = 0;
-            for (n, bound) in h.buckets.iter().zip(DEFAULT_BUCKETS) {
-                cumulative += n.load(Relaxed);
-                writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {}", cumulative.min(count))?;
-            }
-            writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}")?;
-            let sum = f64::from_bits(h.sum.load(Relaxed));
-            write!(out, "{name}_sum {sum}\n{name}_count {count}\n")
-        }
+    /// Every stat, grouped into Prometheus families after tag extraction.
+    pub(crate) fn families(&self) -> Vec<Family> {
+        let tags = self.tags.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let stats: Vec<(String, Arc<Stat>)> = self.lock().iter().map(|(n, s)| (n.clone(), s.clone())).collect();
+        export::families(stats.iter().map(|(n, s)| (n.as_str(), &**s)), &tags)
+    }
+
+    /// Prometheus text as Envoy's `/stats/prometheus` renders these stats.
+    pub(crate) fn prometheus_text(&self) -> String {
+        export::envoy_text(&self.families())
     }
 }
 

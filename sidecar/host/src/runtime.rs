@@ -94,6 +94,17 @@ impl Runtime {
     pub fn prometheus_text(&self) -> String {
         self.inner.metrics.prometheus_text()
     }
+
+    /// Sets the tag extraction applied when metrics are exported, as Envoy's bootstrap
+    /// `stats_config.stats_tags` does (none by default: dimensions stay in the names).
+    pub fn set_stats_tags(&self, tags: Vec<crate::TagSpecifier>) {
+        self.inner.metrics.set_tags(tags);
+    }
+
+    /// The guest-defined metrics grouped into Prometheus families after tag extraction.
+    pub fn metric_families(&self) -> Vec<crate::MetricFamily> {
+        self.inner.metrics.families()
+    }
 }
 
 /// Advances the engine epoch every [`EPOCH_TICK`]; holds only a Weak so it ends by itself.

@@ -114,23 +114,34 @@ fn read_document(path: &Path) -> Result<(Option<RawConfig>, Vec<ferrogate_core::
     Ok((raw, read.problems))
 }
 
+/// Switches of the filter's plugin configuration that `serve` sets from its flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FilterOptions {
+    /// `serve` retries failed attempts through the filter (`host_failover`).
+    pub failover: bool,
+    /// Metrics carry the key's name (`metrics_key_label`).
+    pub metrics_key_label: bool,
+}
+
 /// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in
 /// the filter's `configuration` string.
-/// `failover`: `serve` retries failed attempts through the filter (`ferrogate_core::failover`);
-/// without it the key is left out, so filters that predate it accept the configuration.
+/// Options are written only when on, so filters that predate them accept the configuration.
 pub fn plugin_configuration(
     raw: &RawConfig,
     max_body_bytes: usize,
     sidecar: Option<&SidecarLink>,
-    failover: bool,
+    options: FilterOptions,
 ) -> String {
     let mut doc = serde_json::json!({
         "config": raw,
         "cluster_header": CLUSTER_HEADER,
         "max_body_bytes": max_body_bytes,
     });
-    if let (true, Some(obj)) = (failover, doc.as_object_mut()) {
+    if let (true, Some(obj)) = (options.failover, doc.as_object_mut()) {
         obj.insert("host_failover".into(), true.into());
+    }
+    if let (true, Some(obj)) = (options.metrics_key_label, doc.as_object_mut()) {
+        obj.insert("metrics_key_label".into(), true.into());
     }
     if let (Some(link), Some(obj)) = (sidecar, doc.as_object_mut()) {
         obj.insert("sidecar_cluster".into(), link.cluster.clone().into());

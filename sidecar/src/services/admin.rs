@@ -131,8 +131,9 @@ async fn store_status(admin: &Admin) -> Result<(), String> {
 }
 
 async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
-    let mut text = admin.runtime.as_ref().map(Runtime::prometheus_text).unwrap_or_default();
+    let mut text = admin.runtime.as_ref().map(|r| super::metrics::render(&r.metric_families())).unwrap_or_default();
     if let Some(served) = admin.snapshots.current() {
+        super::metrics::snapshot_series(&served, now_ms(), &mut text);
         let all = admin.ledger.consumption(&served.config, &limits::Filter::default(), now_ms());
         limits::prometheus(&all, admin.ledger.synced(), &mut text);
     }

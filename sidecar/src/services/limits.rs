@@ -277,10 +277,18 @@ impl Consumption {
 /// micro-USD), and `ferrogate_limits_store_synced` (0 while the shared counters cannot be read).
 pub fn prometheus(all: &[Consumption], synced: bool, out: &mut String) {
     use std::fmt::Write;
-    let _ =
-        writeln!(out, "# TYPE ferrogate_limits_store_synced gauge\nferrogate_limits_store_synced {}", u8::from(synced));
-    for (name, pick) in [("used", 0), ("remaining", 1)] {
-        let _ = writeln!(out, "# TYPE ferrogate_limit_{name} gauge");
+    let _ = writeln!(
+        out,
+        "# HELP ferrogate_limits_store_synced 0 while the shared limit counters in Redis cannot be read, else 1.\n\
+         # TYPE ferrogate_limits_store_synced gauge\nferrogate_limits_store_synced {}",
+        u8::from(synced)
+    );
+    let help = [
+        "Consumption of each configured limit in its current window (usd: micro-USD).",
+        "What is left of each configured limit (0 when over; usd: micro-USD).",
+    ];
+    for ((name, pick), help) in [("used", 0), ("remaining", 1)].into_iter().zip(help) {
+        let _ = writeln!(out, "# HELP ferrogate_limit_{name} {help}\n# TYPE ferrogate_limit_{name} gauge");
         for c in all {
             let value = if pick == 0 { c.used } else { c.remaining };
             let who = c.name.replace('\\', "\\\\").replace('"', "\\\"");

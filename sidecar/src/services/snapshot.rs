@@ -34,6 +34,8 @@ pub struct Served {
     pub config: Config,
     /// The rows that were dropped to build it.
     pub problems: Vec<WireProblem>,
+    /// When this version was first published, Unix ms (`ferrogate_snapshot_age_seconds`).
+    pub published_unix_ms: u64,
 }
 
 /// What `/api/v1/config/problems` shows.
@@ -138,7 +140,11 @@ impl Snapshots {
         let doc = Snapshot { version: snapshot::content_version(&config_json), config: built.raw, problems };
         let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         self.persist(&doc);
-        let served = Arc::new(Served { version: doc.version, body, config: built.config, problems: doc.problems });
+        // Publishing the same content again (a DNS answer that did not change it) keeps its age.
+        let previous = self.current().filter(|c| c.version == doc.version).map(|c| c.published_unix_ms);
+        let published_unix_ms = previous.unwrap_or_else(crate::services::now_ms);
+        let (version, problems, config) = (doc.version, doc.problems, built.config);
+        let served = Arc::new(Served { version, body, config, problems, published_unix_ms });
         self.lock_rejected().clear();
         self.replace(served.clone());
         Ok(served)

@@ -299,18 +299,61 @@ fn metrics_count_requests_tokens_and_times() {
     vm.response_headers(s, resp("200", &[("content-type", "application/json")]), false).unwrap();
     vm.response_data(s, br#"{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#, true).unwrap();
     vm.finish_stream(s, false);
-    let text = rt.prometheus_text();
-    assert!(text.contains("ferrogate_latency_ms_count 1\n"), "histograms are recorded at once: {text}");
-    assert!(text.contains("ferrogate_filter_us_count 1\n"), "{text}");
+    let text = crate::ferrogate_filter::labelled_metrics(&rt);
+    let at = r#"{model="chat",provider="local"}"#;
+    assert!(text.contains(&format!("ferrogate_request_duration_ms_count{at} 1\n")), "recorded at once: {text}");
+    assert!(text.contains("ferrogate_filter_duration_us_count 1\n"), "{text}");
     // Counters are summed in the VM and handed over on the tick.
     vm.on_tick().unwrap();
-    let text = rt.prometheus_text();
+    let text = crate::ferrogate_filter::labelled_metrics(&rt);
     for line in [
-        "ferrogate_requests_total 1\n",
-        "ferrogate_requests_chat_local_200 1\n",
-        "ferrogate_tokens_in_chat_local 4\n",
-        "ferrogate_tokens_out_chat_local 2\n",
+        r#"ferrogate_requests_total{api="chat_completions",model="chat",provider="local",status="200",status_class="2xx"} 1"#,
+        r#"ferrogate_tokens_total{model="chat",provider="local",type="input"} 4"#,
+        r#"ferrogate_tokens_total{model="chat",provider="local",type="output"} 2"#,
+        r#"ferrogate_upstream_attempts_total{provider="local"} 1"#,
     ] {
-        assert!(text.contains(line), "{line} missing from {text}");
+        assert!(text.contains(&format!("{line}\n")), "{line} missing from {text}");
+    }
+}
+
+/// Runs one finished request: POST `path` with `key` and `body`, the upstream answering 200.
+fn finished(vm: &mut Vm, path: &str, key: Option<&str>, body: &str) {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut extra = vec![("content-type", "application/json")];
+    extra.extend(auth.as_deref().map(|a| ("authorization", a)));
+    let s = new_stream(vm);
+    vm.request_headers(s, req("POST", path, &extra), false).unwrap();
+    if !vm.take_events(s).iter().any(|e| matches!(e, StreamEvent::ResponseHeaders { .. })) {
+        vm.request_data(s, body.as_bytes(), true).unwrap();
+        if !vm.take_events(s).iter().any(|e| matches!(e, StreamEvent::ResponseHeaders { .. })) {
+            vm.response_headers(s, resp("200", &[("content-type", "application/json")]), false).unwrap();
+            vm.response_data(s, br#"{"choices":[]}"#, true).unwrap();
+        }
+    }
+    vm.finish_stream(s, false);
+}
+
+#[test]
+fn every_request_is_counted_with_labels_the_config_bounds() {
+    let (rt, mut vm) = keyed_vm(CONFIG);
+    for i in 0..40 {
+        finished(&mut vm, "/v1/chat/completions", Some("sk-alice"), &format!(r#"{{"model":"made-up-{i}"}}"#));
+    }
+    finished(&mut vm, "/v1/chat/completions", None, r#"{"model":"chat"}"#);
+    finished(&mut vm, "/v1/nowhere", Some("sk-alice"), "{}");
+    finished(&mut vm, "/v1/chat/completions", Some("sk-alice"), "not json");
+    finished(&mut vm, "/v1/chat/completions", Some("sk-alice"), r#"{"model":"local/anything"}"#);
+    vm.on_tick().unwrap();
+    let text = crate::ferrogate_filter::labelled_metrics(&rt);
+    assert!(!text.contains("made-up"), "a client's model name never becomes a label: {text}");
+    for line in [
+        r#"ferrogate_requests_total{api="chat_completions",model="unknown",provider="none",status="404",status_class="4xx"} 40"#,
+        r#"ferrogate_errors_total{api="chat_completions",model="unknown",provider="none",reason="model_not_found"} 40"#,
+        r#"ferrogate_requests_total{api="chat_completions",model="unknown",provider="none",status="401",status_class="4xx"} 1"#,
+        r#"ferrogate_requests_total{api="unknown",model="unknown",provider="none",status="404",status_class="4xx"} 1"#,
+        r#"ferrogate_requests_total{api="chat_completions",model="unknown",provider="none",status="400",status_class="4xx"} 1"#,
+        r#"ferrogate_requests_total{api="chat_completions",model="local/*",provider="local",status="200",status_class="2xx"} 1"#,
+    ] {
+        assert!(text.contains(&format!("{line}\n")), "{line} missing from {text}");
     }
 }

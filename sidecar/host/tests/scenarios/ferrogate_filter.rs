@@ -25,6 +25,14 @@ const CONFIG: &str = r#"{"config":{
   "aliases":{"default":"chat"}},
   "max_body_bytes":4096}"#;
 
+/// Prometheus text of `rt` with the labels an Envoy with `envoy/stats-tags.yaml` gives.
+pub fn labelled_metrics(rt: &Runtime) -> String {
+    let labels = ferrogate_core::metrics::LABELS;
+    let tags = labels.iter().map(|l| ferrogate_host::TagSpecifier::new(l, &ferrogate_core::metrics::tag_regex(l)));
+    rt.set_stats_tags(tags.collect::<Result<_, _>>().unwrap());
+    rt.prometheus_text()
+}
+
 fn filter_vm() -> (Runtime, Vm) {
     vm_with(CONFIG)
 }

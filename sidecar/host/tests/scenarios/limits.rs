@@ -271,7 +271,9 @@ fn a_stream_past_its_budget_is_cut_and_billed_for_what_was_delivered() {
     assert_eq!(record["prompt_tokens"].as_u64(), Some(prompt), "the provider never said: admission's estimate");
     assert_eq!(record["cost_micro_usd"].as_u64(), Some(prompt + 2 * 5 * delivered));
     assert_eq!(tokens_counted(&rt, "dave"), prompt + 5 * delivered, "settled at what was delivered");
-    assert!(rt.prometheus_text().contains("ferrogate_limit_cut_tokens 1\n"));
+    assert!(
+        crate::ferrogate_filter::labelled_metrics(&rt).contains("ferrogate_limit_cuts_total{metric=\"tokens\"} 1\n")
+    );
     let (_, events) = ask(&mut vm, "sk-dave", r#"{"model":"chat","max_tokens":1,"messages":[]}"#);
     assert_eq!(header(response_headers(&events), ":status"), "429", "the budget is spent");
 }
@@ -320,7 +322,7 @@ fn a_translated_stream_is_cut_in_the_clients_dialect() {
         (Some(12), Some(5 * delivered))
     );
     assert_eq!(record["cost_micro_usd"].as_u64(), Some(12 + 10 * delivered));
-    assert!(rt.prometheus_text().contains("ferrogate_limit_cut_usd 1\n"));
+    assert!(crate::ferrogate_filter::labelled_metrics(&rt).contains("ferrogate_limit_cuts_total{metric=\"usd\"} 1\n"));
     let (_, events) = ask(&mut vm, "sk-fay", r#"{"model":"chat","max_tokens":1,"messages":[]}"#);
     assert_eq!(header(response_headers(&events), ":status"), "402");
 }

@@ -32,21 +32,33 @@ pub fn report(kv: &Kv, now_ms: u64) -> Vec<PoolReport> {
 pub fn prometheus(report: &[PoolReport], out: &mut String) {
     use std::fmt::Write;
     type Pick = fn(&EndpointStats) -> u64;
-    let series: [(&str, &str, Pick); 8] = [
-        ("ferrogate_kv_events_total", "counter", |e| e.events),
-        ("ferrogate_kv_malformed_total", "counter", |e| e.malformed),
-        ("ferrogate_kv_skipped_total", "counter", |e| e.skipped),
-        ("ferrogate_kv_gaps_total", "counter", |e| e.gaps),
-        ("ferrogate_kv_replays_total", "counter", |e| e.replays),
-        ("ferrogate_kv_restarts_total", "counter", |e| e.restarts),
-        ("ferrogate_kv_connected", "gauge", |e| u64::from(e.connected)),
-        ("ferrogate_kv_endpoint_blocks", "gauge", |e| e.blocks as u64),
+    let series: [(&str, &str, &str, Pick); 8] = [
+        ("ferrogate_kv_events_total", "counter", "KV-cache events applied to the index.", |e| e.events),
+        (
+            "ferrogate_kv_malformed_total",
+            "counter",
+            "KV-event messages that are not event batches, and unknown events.",
+            |e| e.malformed,
+        ),
+        (
+            "ferrogate_kv_skipped_total",
+            "counter",
+            "KV events not indexed (another block size or group, an unknown parent).",
+            |e| e.skipped,
+        ),
+        ("ferrogate_kv_gaps_total", "counter", "Gaps in the KV-event batch sequence.", |e| e.gaps),
+        ("ferrogate_kv_replays_total", "counter", "Replays asked of the engine's replay socket.", |e| e.replays),
+        ("ferrogate_kv_restarts_total", "counter", "Engine restarts seen in the KV-event stream.", |e| e.restarts),
+        ("ferrogate_kv_connected", "gauge", "1 while the KV-event subscription is connected, else 0.", |e| {
+            u64::from(e.connected)
+        }),
+        ("ferrogate_kv_endpoint_blocks", "gauge", "Blocks the endpoint holds in the KV index.", |e| e.blocks as u64),
     ];
     if report.is_empty() {
         return;
     }
-    for (name, kind, pick) in series {
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (name, kind, help, pick) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for pool in report {
             for e in pool.endpoints.iter().filter(|e| e.kv_events.is_some()) {
                 let (p, a) = (escape(&pool.provider), escape(&e.endpoint));
@@ -54,7 +66,10 @@ pub fn prometheus(report: &[PoolReport], out: &mut String) {
             }
         }
     }
-    let _ = writeln!(out, "# TYPE ferrogate_kv_index_blocks gauge");
+    let _ = writeln!(
+        out,
+        "# HELP ferrogate_kv_index_blocks Blocks in the provider's KV index.\n# TYPE ferrogate_kv_index_blocks gauge"
+    );
     for pool in report {
         let _ = writeln!(out, "ferrogate_kv_index_blocks{{provider=\"{}\"}} {}", escape(&pool.provider), pool.blocks);
     }

@@ -47,14 +47,14 @@ pub struct TargetReport {
 pub fn prometheus(report: &Report, out: &mut String) {
     use std::fmt::Write;
     type Pick = fn(&TargetReport) -> Option<f64>;
-    let series: [(&str, Pick); 4] = [
-        ("healthy", |t| Some(f64::from(u8::from(t.health.healthy)))),
-        ("running", |t| t.running.map(f64::from)),
-        ("waiting", |t| t.waiting.map(f64::from)),
-        ("kv_usage", |t| t.kv_usage),
+    let series: [(&str, &str, Pick); 4] = [
+        ("healthy", "1 while a routing target is healthy, else 0.", |t| Some(f64::from(u8::from(t.health.healthy)))),
+        ("running", "Requests running in the target's engine, where scraped.", |t| t.running.map(f64::from)),
+        ("waiting", "Requests waiting in the target's engine, where scraped.", |t| t.waiting.map(f64::from)),
+        ("kv_usage", "KV-cache usage of the target's engine, 0 to 1, where scraped.", |t| t.kv_usage),
     ];
-    for (name, pick) in series {
-        let _ = writeln!(out, "# TYPE ferrogate_target_{name} gauge");
+    for (name, help, pick) in series {
+        let _ = writeln!(out, "# HELP ferrogate_target_{name} {help}\n# TYPE ferrogate_target_{name} gauge");
         for t in &report.targets {
             if let Some(value) = pick(t) {
                 let (p, e) = (escape(&t.provider), escape(&t.endpoint));

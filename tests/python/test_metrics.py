@@ -1,0 +1,124 @@
+"""Prometheus metrics as an operator scrapes them from `ferrogate serve`'s admin `/metrics`.
+
+Every scrape is read with the official `prometheus_client` parser. After traffic the labelled
+series carry what the usage records say; 1,000 requests with made-up model names add no series
+(their label is `unknown`) and are counted, as are requests the filter refuses itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import Gateway
+
+MESSAGES = [{"role": "user", "content": "Count the series."}]
+# The filter hands its counters to the host on each tick (250 ms with a sidecar).
+SETTLE_S = 1.0
+
+
+def scrape(gw: Gateway) -> str:
+    r = httpx.get(f"{gw.admin_url}/metrics", timeout=10)
+    assert r.status_code == 200, r.text[:500]
+    assert r.headers["content-type"].startswith("text/plain"), r.headers
+    return r.text
+
+
+def samples(text: str) -> dict[tuple, float]:
+    """Every sample of a scrape, parsed by prometheus_client: (name, sorted labels) -> value."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(series: dict[tuple, float], name: str, **labels) -> float:
+    return series.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def settled(gw: Gateway) -> dict[tuple, float]:
+    time.sleep(SETTLE_S)
+    return samples(scrape(gw))
+
+
+def test_every_family_parses_and_has_help(gateway: Gateway):
+    gateway.client("alice").chat.completions.create(model="chat", messages=MESSAGES)
+    text = scrape(gateway)
+    families = list(text_string_to_metric_families(text))
+    names = {f.name for f in families}
+    # prometheus_client names counter families without their `_total`.
+    for want in ("ferrogate_requests", "ferrogate_request_duration_seconds", "ferrogate_snapshot_version",
+                 "ferrogate_filter_duration_seconds", "ferrogate_target_healthy"):
+        assert want in names, sorted(names)
+    typed = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    helped = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")}
+    assert typed and not [t for t in typed if t not in helped], "a family without # HELP"
+    assert len(typed) == len(set(typed)), "a family declared twice"
+
+
+def test_labelled_series_carry_what_the_usage_records_say(gateway: Gateway):
+    before = settled(gateway)
+    client = gateway.client("alice")
+    plain = client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
+    stream = client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES, stream=True)
+    list(stream.parse())
+    records = [gateway.wait_usage(r.headers["x-request-id"], key="alice", model="chat") for r in (plain, stream)]
+    after = settled(gateway)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    ok = dict(api="chat_completions", model="chat", provider="local", status="200", status_class="2xx")
+    assert delta("ferrogate_requests_total", **ok) == 2
+    for kind, field in (("input", "prompt_tokens"), ("output", "completion_tokens"), ("cached_input", "cached_tokens")):
+        want = sum(r[field] for r in records)
+        assert delta("ferrogate_tokens_total", model="chat", provider="local", type=kind) == want, kind
+    at = dict(model="chat", provider="local")
+    assert delta("ferrogate_request_duration_seconds_count", **at) == 2
+    assert delta("ferrogate_time_to_first_token_seconds_count", **at) == 2
+    assert delta("ferrogate_inter_token_latency_seconds_count", **at) == 1, "one value per stream"
+    # Seconds, not milliseconds: the sim answers in well under a second.
+    assert 0 < delta("ferrogate_request_duration_seconds_sum", **at) < 2
+    assert delta("ferrogate_upstream_attempts_total", provider="local") == 2
+
+
+def test_made_up_model_names_add_no_series_and_refusals_are_counted(gateway: Gateway):
+    before = settled(gateway)
+    tag = "zz" + secrets.token_hex(4)
+    headers = {"authorization": f"Bearer {gateway.keys['alice']}", "content-type": "application/json"}
+    with httpx.Client(base_url=gateway.gateway_url, headers=headers, timeout=10) as http:
+        for i in range(1000):
+            r = http.post("/v1/chat/completions", json={"model": f"{tag}-{i}", "messages": MESSAGES})
+            assert r.status_code == 404, r.text
+        assert http.post("/v1/chat/completions", content=b"{not json").status_code == 400
+        assert http.get("/v1/nowhere").status_code == 404
+    anonymous = httpx.post(f"{gateway.gateway_url}/v1/chat/completions", json={"model": "chat", "messages": MESSAGES})
+    assert anonymous.status_code == 401, anonymous.text
+    text = scrape(gateway)
+    after = settled(gateway)
+    assert tag not in text, "a client's model name became a label"
+    new = set(after) - set(before)
+    assert len(new) <= 8, f"1,000 made-up names added series: {sorted(new)}"
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    unknown = dict(api="chat_completions", model="unknown", provider="none")
+    assert delta("ferrogate_requests_total", **unknown, status="404", status_class="4xx") == 1000
+    assert delta("ferrogate_errors_total", **unknown, reason="model_not_found") == 1000
+    assert delta("ferrogate_requests_total", **unknown, status="400", status_class="4xx") == 1
+    assert delta("ferrogate_requests_total", **unknown, status="401", status_class="4xx") == 1
+    assert delta("ferrogate_requests_total", api="unknown", model="unknown", provider="none",
+                 status="404", status_class="4xx") == 1
+
+
+def test_the_filter_applies_the_snapshot_the_sidecar_serves(gateway: Gateway):
+    series = samples(scrape(gateway))
+    served = value(series, "ferrogate_snapshot_served_version")
+    assert served > 0 and value(series, "ferrogate_snapshot_version") == served
+    assert ("ferrogate_snapshot_age_seconds", ()) in series
+    assert value(series, "ferrogate_key_info", key="alice", group="dev") == 1
