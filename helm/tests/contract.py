@@ -3,8 +3,9 @@
 A render is the output of `helm template`. Each check returns a list of problems (strings); an
 empty list means the render keeps the contract between the chart and the ferrogate binary:
 
-  1. the configuration in the rendered ConfigMap passes `ferrogate check`, and every variable it
-     names (api_key_env, store.url_env, redis.url_env) reaches the container from a Secret;
+  1. the configuration in the rendered ConfigMap passes `ferrogate check --config`, and every
+     variable it names (api_key_env, store.url_env, redis.url_env) reaches the container from a
+     Secret;
   2. the probes are HTTP GETs of /healthz and /readyz on the admin listener's port, and those
      paths answer on a real admin listener (a short-lived `ferrogate sidecar` on loopback);
   3. the ports agree: the --listen / --admin-listen / --sidecar-listen flags, the container
@@ -13,6 +14,12 @@ empty list means the render keeps the contract between the chart and the ferroga
      provider api_key in the configuration, and none of the known test secrets in the text;
   5. the securityContext: non-root, read-only root filesystem, no privilege escalation, all
      capabilities dropped, seccomp RuntimeDefault, writable paths on an emptyDir.
+  6. ferrogate's metric labels: every EnvoyProxy merges (spec.bootstrap, type Merge) exactly the
+     stats_tags of the repository's envoy/stats-tags.yaml, which the chart carries as a copy in
+     files/stats-tags.yaml (the same list, names, regexes and order).
+
+What the render holds (pods, containers, flags, listeners, the --config file) is read by
+helm/tests/render.py.
 """
 
 import os
@@ -22,139 +29,58 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import yaml
 
+from render import (config_source, config_text, dig, ferrogate_containers, label, listeners, load, loopback,
+                    mount_of, parse_cmd, pods)
+# From scripts/lib, which scripts/check-helm puts on sys.path: the one runner of `ferrogate check`,
+# shared with scripts/validate-envoy and scripts/validate-k8s.
+from validate_envoy.ferrogate_bin import ferrogate_check
+
 # Variables that hold secrets whatever the configuration says (the binary's own tokens).
 SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|MASTER_KEY|_KEY$|_URL$|_DSN$|HEADERS)", re.I)
-# Flags that take no value.
-BOOL_FLAGS = {"--no-failover"}
-# Defaults of the listener flags per subcommand (docs/cli.md).
-DEFAULTS = {
-    "serve": {"--listen": "127.0.0.1:8080", "--admin-listen": "127.0.0.1:0", "--sidecar-listen": "127.0.0.1:0"},
-    "sidecar": {"--admin-listen": "127.0.0.1:9001", "--sidecar-listen": "127.0.0.1:9000"},
-}
 LISTENER_OF_PORT_NAME = {"gateway": "--listen", "admin": "--admin-listen", "sidecar": "--sidecar-listen"}
 PROBE_PATHS = {"livenessProbe": {"/healthz"}, "startupProbe": {"/healthz"},
                "readinessProbe": {"/readyz", "/readyz?strict=true"}}
+# ferrogate's metric labels in Envoy: the stats_tags every bootstrap the project ships carries.
+STATS_TAGS = Path(__file__).resolve().parents[2] / "envoy" / "stats-tags.yaml"
 
 
-def load(text):
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
-
-
-def _name(doc):
-    return f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
-
-
-def _dig(obj, *path):
-    for p in path:
-        if not isinstance(obj, dict) or p not in obj:
-            return None
-        obj = obj[p]
-    return obj
-
-
-def pods(docs):
-    """Every pod spec holding ferrogate: (where, pod spec, pod labels, owned by the chart)."""
-    out = []
-    for d in docs:
-        kind = d.get("kind")
-        if kind in ("Deployment", "StatefulSet", "DaemonSet"):
-            out.append((_name(d), _dig(d, "spec", "template", "spec") or {},
-                        _dig(d, "spec", "template", "metadata", "labels") or {}, True))
-        elif kind == "EnvoyProxy":
-            for w in ("envoyDeployment", "envoyDaemonSet"):
-                spec = _dig(d, "spec", "provider", "kubernetes", w, "patch", "value", "spec", "template", "spec")
-                if spec:
-                    out.append((f"{_name(d)} {w}.patch", spec, {}, False))
-        elif kind == "ConfigMap" and "deployment" in (d.get("data") or {}):
-            spec = _dig(yaml.safe_load(d["data"]["deployment"]), "spec", "template", "spec")
-            if spec:
-                out.append((f"{_name(d)} data.deployment", spec, {}, False))
-    return out
-
-
-def ferrogate_containers(spec):
-    return [c for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
-            if c.get("name") == "ferrogate"]
-
-
-def parse_cmd(c):
-    """(subcommand, {flag: value}) from command + args."""
-    words = [str(w) for w in (c.get("command") or []) + (c.get("args") or [])]
-    sub = next((w for w in words if w in ("serve", "sidecar")), None)
-    flags, rest = {}, words[words.index(sub) + 1:] if sub else []
-    i = 0
-    while i < len(rest):
-        w = rest[i]
-        if w.startswith("--") and "=" in w:
-            k, v = w.split("=", 1)
-            flags[k] = v
-        elif w in BOOL_FLAGS:
-            flags[w] = True
-        elif w.startswith("--"):
-            flags[w] = rest[i + 1] if i + 1 < len(rest) else None
-            i += 1
-        i += 1
-    return sub, flags
-
-
-def listeners(sub, flags):
-    """{flag: (host, port)} of the listeners the subcommand opens."""
-    out = {}
-    for flag, default in DEFAULTS.get(sub, {}).items():
-        host, _, port = str(flags.get(flag, default)).rpartition(":")
-        out[flag] = (host.strip("[]"), int(port) if port.isdigit() else -1)
-    return out
-
-
-def loopback(host):
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-
-
-# --------------------------------------------------------------------------- the checks
-
-def check_config(docs, where, c, spec, sub, flags, ferrogate_bin):
-    """(1) The ConfigMap's document passes `ferrogate check`; its variables come from Secrets."""
-    problems, cfg_path = [], flags.get("--config")
-    if not cfg_path:
-        return [f"{where}: no --config flag"]
-    mount = max((m for m in c.get("volumeMounts") or [] if cfg_path.startswith(m["mountPath"].rstrip("/") + "/")),
-                key=lambda m: len(m["mountPath"]), default=None)
-    if not mount:
-        return [f"{where}: --config {cfg_path} is on no volume mount"]
-    vol = next((v for v in spec.get("volumes") or [] if v.get("name") == mount["name"]), {})
-    cm_name = _dig(vol, "configMap", "name")
-    if not cm_name:
-        return [f"{where}: --config {cfg_path} is not on a ConfigMap volume"]
-    key = cfg_path[len(mount["mountPath"].rstrip("/")) + 1:]
-    cm = next((d for d in docs if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == cm_name), None)
+def check_config(docs, where, c, spec, flags, ferrogate_bin):
+    """(1) The ConfigMap's document passes `ferrogate check --config`; its variables come from
+    Secrets, and it holds no provider key."""
+    src = config_source(docs, c, spec, flags)
+    if isinstance(src, str):
+        return [f"{where}: {src}"]
+    cm_name, key, cm = src
     if cm is None:
         return []  # an existing ConfigMap, not part of the render: nothing to check here
     text = (cm.get("data") or {}).get(key)
     if text is None:
         return [f"{where}: ConfigMap {cm_name} has no key {key} (the --config file)"]
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(text)
-    try:
-        # A clean environment: the result must not depend on the shell running the check.
-        r = subprocess.run([ferrogate_bin, "check", "--config", f.name], capture_output=True, text=True,
-                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, timeout=60)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        problems.append(f"{where}: ferrogate check rejects ConfigMap {cm_name}/{key}: "
-                        + (r.stdout + r.stderr).strip().replace(f.name, key))
-    cfg = yaml.safe_load(text) or {}
-    env_names = {e["name"] for e in c.get("env") or [] if _dig(e, "valueFrom", "secretKeyRef")}
-    has_env_from = any(_dig(e, "secretRef", "name") for e in c.get("envFrom") or [])
-    wanted = [(f"providers[{i}].api_key_env", p.get("api_key_env")) for i, p in enumerate(cfg.get("providers") or [])]
-    wanted += [("store.url_env", _dig(cfg, "store", "url_env")), ("redis.url_env", _dig(cfg, "redis", "url_env"))]
+    rejected = ferrogate_check(ferrogate_bin, "--config", text, key)
+    problems = [f"{where}: ferrogate check rejects ConfigMap {cm_name}/{key}: " + "; ".join(rejected)] \
+        if rejected else []
+    cfg = yaml.safe_load(text)
+    return problems + _config_variables(where, c, cfg if isinstance(cfg, dict) else {}, cm_name)
+
+
+def _config_variables(where, c, cfg, cm_name):
+    """Every variable the configuration names reaches the container from a Secret; no provider
+    key is written in it."""
+    problems = []
+    env_names = {e["name"] for e in c.get("env") or [] if dig(e, "valueFrom", "secretKeyRef")}
+    has_env_from = any(dig(e, "secretRef", "name") for e in c.get("envFrom") or [])
+    providers = [p for p in cfg.get("providers") or [] if isinstance(p, dict)]
+    wanted = [(f"providers[{i}].api_key_env", p.get("api_key_env")) for i, p in enumerate(providers)]
+    wanted += [("store.url_env", dig(cfg, "store", "url_env")), ("redis.url_env", dig(cfg, "redis", "url_env"))]
     for path, var in wanted:
         if var and var not in env_names and not has_env_from:
-            problems.append(f"{where}: the configuration's {path} names {var}, which no secretKeyRef (or envFrom) gives")
-    for i, p in enumerate(cfg.get("providers") or []):
+            problems.append(f"{where}: the configuration's {path} names {var}, which no secretKeyRef (or envFrom) "
+                            "gives")
+    for i, p in enumerate(providers):
         if "api_key" in p:
             problems.append(f"{where}: ConfigMap {cm_name} holds providers[{i}].api_key, a provider key in clear")
     return problems
@@ -211,7 +137,7 @@ def check_ports(where, c, sub, flags):
     env = {e["name"]: e for e in c.get("env") or []}
     for flag, var in (("--admin-listen", "FERROGATE_ADMIN_TOKEN"), ("--sidecar-listen", "FERROGATE_INTERNAL_TOKEN")):
         if flag in opened and not loopback(opened[flag][0]) and not (sub == "serve" and flag == "--sidecar-listen"):
-            if not _dig(env.get(var, {}), "valueFrom", "secretKeyRef"):
+            if not dig(env.get(var, {}), "valueFrom", "secretKeyRef"):
                 problems.append(f"{where}: {flag} is not loopback, so ferrogate refuses to start without {var}")
     return problems
 
@@ -221,7 +147,7 @@ def check_secrets(where, c, docs):
     problems = []
     for e in c.get("env") or []:
         name, vf = e.get("name", ""), e.get("valueFrom")
-        if SECRET_ENV.search(name) and not _dig(vf or {}, "secretKeyRef"):
+        if SECRET_ENV.search(name) and not dig(vf or {}, "secretKeyRef"):
             problems.append(f"{where}: env {name} holds a secret but is not from a secretKeyRef")
     for e in c.get("envFrom") or []:
         if "secretRef" not in e:
@@ -243,7 +169,7 @@ def check_security(where, c, spec, owned, flags):
     caps = sc.get("capabilities") or {}
     if "ALL" not in (caps.get("drop") or []) or caps.get("add"):
         problems.append(f"{where}: capabilities must drop ALL and add none")
-    seccomp = _dig(sc, "seccompProfile", "type") or (owned and _dig(psc, "seccompProfile", "type"))
+    seccomp = dig(sc, "seccompProfile", "type") or (owned and dig(psc, "seccompProfile", "type"))
     if seccomp != "RuntimeDefault":
         problems.append(f"{where}: seccompProfile must be RuntimeDefault")
     if owned and spec.get("automountServiceAccountToken") is not False:
@@ -253,8 +179,7 @@ def check_security(where, c, spec, owned, flags):
         path = flags.get(flag)
         if not path:
             continue
-        m = max((m for m in c.get("volumeMounts") or [] if path.startswith(m["mountPath"].rstrip("/") + "/")),
-                key=lambda m: len(m["mountPath"]), default=None)
+        m = mount_of(c, path)
         if m is None or m.get("readOnly") or "emptyDir" not in vols.get(m["name"], {}):
             problems.append(f"{where}: {flag} {path} is not on a writable emptyDir (the root filesystem is read-only)")
     return problems
@@ -266,47 +191,73 @@ def _matches(selector, labels):
 
 def check_wiring(docs, found):
     """(3) Services, NetworkPolicies, monitors and the Envoy cluster point at real listeners."""
-    problems = []
     owned = [(where, labels, c, listeners(*parse_cmd(c))) for where, spec, labels, own, c in found if own]
     gateway_pod = [(where, c, listeners(*parse_cmd(c))) for where, spec, labels, own, c in found if not own]
     services = [d for d in docs if d.get("kind") == "Service"]
+    return (_check_services(services, owned) + _check_network_policies(docs, owned)
+            + _check_monitors(docs, services, gateway_pod) + _check_envoy_clusters(docs, services, owned, gateway_pod))
+
+
+def _check_services(services, owned):
+    """Each Service selects a ferrogate pod, and targets ports its container declares."""
+    problems = []
     for svc in services:
-        sel = _dig(svc, "spec", "selector") or {}
+        sel = dig(svc, "spec", "selector") or {}
         pods_ = [(w, c) for w, labels, c, _ in owned if _matches(sel, labels)]
         if not pods_:
-            problems.append(f"{_name(svc)}: its selector matches no ferrogate pod")
+            problems.append(f"{label(svc)}: its selector matches no ferrogate pod")
         for w, c in pods_:
             cports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
-            for p in _dig(svc, "spec", "ports") or []:
+            for p in dig(svc, "spec", "ports") or []:
                 t = p.get("targetPort", p.get("port"))
                 if (isinstance(t, str) and t not in cports) or (isinstance(t, int) and t not in cports.values()):
-                    problems.append(f"{_name(svc)}: port {p.get('name')} targets {t}, no container port of {w}")
+                    problems.append(f"{label(svc)}: port {p.get('name')} targets {t}, no container port of {w}")
+    return problems
+
+
+def _check_network_policies(docs, owned):
+    """A NetworkPolicy opens only ports the selected ferrogate containers declare."""
+    problems = []
     for np in (d for d in docs if d.get("kind") == "NetworkPolicy"):
-        sel = _dig(np, "spec", "podSelector", "matchLabels") or {}
+        sel = dig(np, "spec", "podSelector", "matchLabels") or {}
         for w, labels, c, _ in owned:
             if _matches(sel, labels):
                 numbers = {p.get("containerPort") for p in c.get("ports") or []}
-                for rule in _dig(np, "spec", "ingress") or []:
+                for rule in dig(np, "spec", "ingress") or []:
                     for p in rule.get("ports") or []:
                         if p.get("port") not in numbers:
-                            problems.append(f"{_name(np)}: port {p.get('port')} is no container port of {w}")
+                            problems.append(f"{label(np)}: port {p.get('port')} is no container port of {w}")
+    return problems
+
+
+def _check_monitors(docs, services, gateway_pod):
+    """ServiceMonitors scrape a Service's admin port, PodMonitors the gateway pod's, on /metrics."""
+    problems = []
     for sm in (d for d in docs if d.get("kind") == "ServiceMonitor"):
-        sel = _dig(sm, "spec", "selector", "matchLabels") or {}
-        names = {p.get("name") for s in services if _matches(sel, _dig(s, "metadata", "labels") or {})
-                 for p in _dig(s, "spec", "ports") or []}
-        for ep in _dig(sm, "spec", "endpoints") or []:
+        sel = dig(sm, "spec", "selector", "matchLabels") or {}
+        names = {p.get("name") for s in services if _matches(sel, dig(s, "metadata", "labels") or {})
+                 for p in dig(s, "spec", "ports") or []}
+        for ep in dig(sm, "spec", "endpoints") or []:
             if ep.get("port") not in names or ep.get("path") != "/metrics":
-                problems.append(f"{_name(sm)}: endpoint {ep.get('port')}{ep.get('path')} is not a Service's admin /metrics")
+                problems.append(f"{label(sm)}: endpoint {ep.get('port')}{ep.get('path')} is not a Service's "
+                                "admin /metrics")
     for pm in (d for d in docs if d.get("kind") == "PodMonitor"):
         names = {p.get("name") for _, c, _ in gateway_pod for p in c.get("ports") or []}
-        for ep in _dig(pm, "spec", "podMetricsEndpoints") or []:
+        for ep in dig(pm, "spec", "podMetricsEndpoints") or []:
             if ep.get("port") not in names or ep.get("path") != "/metrics":
-                problems.append(f"{_name(pm)}: endpoint {ep.get('port')}{ep.get('path')} is not ferrogate's admin /metrics")
+                problems.append(f"{label(pm)}: endpoint {ep.get('port')}{ep.get('path')} is not ferrogate's "
+                                "admin /metrics")
+    return problems
+
+
+def _check_envoy_clusters(docs, services, owned, gateway_pod):
+    """Every endpoint of a cluster an EnvoyPatchPolicy adds is a filter-facing listener."""
+    problems = []
     for epp in (d for d in docs if d.get("kind") == "EnvoyPatchPolicy"):
-        for jp in _dig(epp, "spec", "jsonPatches") or []:
-            for ep in _dig(jp, "operation", "value", "load_assignment", "endpoints") or []:
+        for jp in dig(epp, "spec", "jsonPatches") or []:
+            for ep in dig(jp, "operation", "value", "load_assignment", "endpoints") or []:
                 for lb in ep.get("lb_endpoints") or []:
-                    sa = _dig(lb, "endpoint", "address", "socket_address") or {}
+                    sa = dig(lb, "endpoint", "address", "socket_address") or {}
                     problems += _check_cluster_target(epp, sa, services, owned, gateway_pod)
     return problems
 
@@ -316,11 +267,11 @@ def _check_cluster_target(epp, sa, services, owned, gateway_pod):
     if loopback(addr):
         ok = any(ls.get("--sidecar-listen") == (addr, port) or ls.get("--sidecar-listen", ("", 0))[1] == port
                  and loopback(ls["--sidecar-listen"][0]) for _, _, ls in gateway_pod)
-        return [] if ok else [f"{_name(epp)}: cluster {addr}:{port} is not the in-pod sidecar listener"]
+        return [] if ok else [f"{label(epp)}: cluster {addr}:{port} is not the in-pod sidecar listener"]
     svc_name, _, ns_rest = addr.partition(".")
     for svc in services:
-        if _dig(svc, "metadata", "name") == svc_name and ns_rest.startswith(f"{svc['metadata'].get('namespace')}.svc."):
-            for p in _dig(svc, "spec", "ports") or []:
+        if dig(svc, "metadata", "name") == svc_name and ns_rest.startswith(f"{svc['metadata'].get('namespace')}.svc."):
+            for p in dig(svc, "spec", "ports") or []:
                 if p.get("port") == port:
                     target = p.get("targetPort")
                     for _, labels, c, ls in owned:
@@ -328,15 +279,54 @@ def _check_cluster_target(epp, sa, services, owned, gateway_pod):
                             cp = {x.get("name"): x.get("containerPort") for x in c.get("ports") or []}
                             if cp.get(target, target) == ls.get("--sidecar-listen", ("", -1))[1]:
                                 return []
-    return [f"{_name(epp)}: cluster {addr}:{port} reaches no filter-facing listener through a rendered Service"]
+    return [f"{label(epp)}: cluster {addr}:{port} reaches no filter-facing listener through a rendered Service"]
 
 
-def probe_live(ferrogate_bin, config_text, paths):
-    """Status of each path on a real admin listener: `ferrogate sidecar` on loopback ports."""
+def _stats_tags(bootstrap):
+    tags = dig(bootstrap, "stats_config", "stats_tags") if isinstance(bootstrap, dict) else None
+    return tags if isinstance(tags, list) else []
+
+
+def _tag_names(tags):
+    return [t.get("tag_name") if isinstance(t, dict) else t for t in tags]
+
+
+def check_metric_labels(docs):
+    """(6) Every EnvoyProxy merges exactly envoy/stats-tags.yaml's stats_tags into Envoy's
+    bootstrap (compared as data; validate-k8s also parses the value as an Envoy Bootstrap)."""
+    want = _stats_tags(yaml.safe_load(STATS_TAGS.read_text()))
+    problems = []
+    for d in (d for d in docs if d.get("kind") == "EnvoyProxy"):
+        bs = dig(d, "spec", "bootstrap")
+        if not isinstance(bs, dict) or bs.get("type") != "Merge":
+            what = f"spec.bootstrap.type is {bs.get('type')!r}" if isinstance(bs, dict) else "no spec.bootstrap"
+            problems.append(f"{label(d)}: {what}, not a Merge of envoy/stats-tags.yaml's stats_config: without it "
+                            "the filter's metrics keep their labels in their names (Replace drops Envoy Gateway's "
+                            "own bootstrap)")
+            continue
+        try:
+            got = _stats_tags(yaml.safe_load(bs.get("value") or ""))
+        except yaml.YAMLError as e:
+            problems.append(f"{label(d)}: spec.bootstrap.value is not YAML: {e}")
+            continue
+        if got == want:
+            continue
+        names, wanted = _tag_names(got), _tag_names(want)
+        how = {"missing": [n for n in wanted if n not in names], "extra": [n for n in names if n not in wanted],
+               "other regex": [n for n in wanted if n in names and got[names.index(n)] != want[wanted.index(n)]]}
+        how = {k: v for k, v in how.items() if v} or {"another order": names}
+        problems.append(f"{label(d)}: spec.bootstrap.value's stats_tags are not envoy/stats-tags.yaml's "
+                        "(files/stats-tags.yaml drifted?): " + "; ".join(f"{k} {v}" for k, v in how.items()))
+    return problems
+
+
+def probe_live(ferrogate_bin, config, paths):
+    """Status of each path on a real admin listener: `ferrogate sidecar` on loopback ports, with
+    the configuration text `config`."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
-            f.write(config_text)
+            f.write(config)
         proc = subprocess.Popen([ferrogate_bin, "sidecar", "--config", cfg, "--admin-listen", "127.0.0.1:0",
                                  "--sidecar-listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, env={"PATH": os.environ.get("PATH", "")})
@@ -372,7 +362,7 @@ def check_render(text, ferrogate_bin, sentinels):
     docs, problems = load(text), []
     for d in docs:
         if d.get("kind") == "Secret":
-            problems.append(f"{_name(d)}: the chart must not render a Secret")
+            problems.append(f"{label(d)}: the chart must not render a Secret")
     for s in sentinels:
         if s in text:
             problems.append(f"a test secret value ({s[:12]}...) appears in the render")
@@ -385,24 +375,12 @@ def check_render(text, ferrogate_bin, sentinels):
         if sub is None:
             problems.append(f"{where}: runs neither `serve` nor `sidecar`")
             continue
-        problems += check_config(docs, where, c, spec, sub, flags, ferrogate_bin)
-        paths = {_dig(c, k, "httpGet", "path") for k in PROBE_PATHS} - {None}
-        live = probe_live(ferrogate_bin, _config_text(docs, c, spec, flags) or "", sorted(paths)) if paths else {}
+        problems += check_config(docs, where, c, spec, flags, ferrogate_bin)
+        paths = {dig(c, k, "httpGet", "path") for k in PROBE_PATHS} - {None}
+        live = probe_live(ferrogate_bin, config_text(docs, c, spec, flags) or "", sorted(paths)) if paths else {}
         problems += check_probes(where, c, sub, flags, live)
         problems += check_ports(where, c, sub, flags)
         problems += check_secrets(where, c, docs)
         problems += check_security(where, c, spec, own, flags)
-    return problems + check_wiring(docs, found)
+    return problems + check_wiring(docs, found) + check_metric_labels(docs)
 
-
-def _config_text(docs, c, spec, flags):
-    """The configuration document the container reads, when it is in the render."""
-    path = flags.get("--config") or ""
-    for m in c.get("volumeMounts") or []:
-        if path.startswith(m["mountPath"].rstrip("/") + "/"):
-            vol = next((v for v in spec.get("volumes") or [] if v.get("name") == m["name"]), {})
-            cm = next((d for d in docs if d.get("kind") == "ConfigMap"
-                       and d["metadata"]["name"] == _dig(vol, "configMap", "name")), None)
-            if cm:
-                return (cm.get("data") or {}).get(path[len(m["mountPath"].rstrip("/")) + 1:])
-    return None

@@ -1,7 +1,9 @@
 """Broken copies of the chart and of its values, each of which scripts/check-helm must reject
 (`scripts/check-helm --self-test`). A case changes the values (deep-merged over a profile) or
 edits a file of a copy of the chart; the first case changes nothing and must pass, which shows
-the others fail for their own reason.
+the others fail for their own reason. RAW_ENVOYPROXY_CASES edit a copy of the raw EnvoyProxy
+(k8s/envoy-gateway/10-gatewayclass.yaml) instead, compared with the ingress-pod render (its
+sidecar and its spec.bootstrap).
 """
 
 import copy
@@ -13,6 +15,9 @@ import yaml
 LEAK = "sk-fgtest-openai-key-7e2a9b"
 
 C = "templates/_container.tpl"
+ST = "files/stats-tags.yaml"  # the chart's copy of envoy/stats-tags.yaml
+_API = '  - tag_name: api\n    regex: "(;api=([^;]*))"\n'
+_MODEL = '  - tag_name: model\n    regex: "(;model=([^;]*))"\n'
 
 
 def case(name, base="standalone", values=None, edits=(), add=None, expect_fail=True):
@@ -36,7 +41,8 @@ CASES = [
          edits=[("values.schema.json", '"additionalProperties": false,\n      "properties": {\n        "workers":',
                  '"properties": {\n        "workers":')]),
     case("values.yaml key without a comment",
-         edits=[("values.yaml", "counts its own otherwise).\nreplicaCount:", "counts its own otherwise).\n\nreplicaCount:")]),
+         edits=[("values.yaml", "counts its own otherwise).\nreplicaCount:",
+                 "counts its own otherwise).\n\nreplicaCount:")]),
     # Probes.
     case("liveness probe path that does not exist (/health)",
          edits=[(C, '(dict "path" "/healthz" "port" $admin "p" $v.probes.liveness)',
@@ -50,7 +56,8 @@ CASES = [
     case("--admin-listen flag and container port disagree",
          edits=[(C, "- 0.0.0.0:{{ int64 $v.ports.admin }}", "- 0.0.0.0:9002")]),
     case("Service targetPort that no container port has",
-         edits=[("templates/service.yaml", 'targetPort: {{ include "ferrogate.gatewayPortName" . }}', "targetPort: 8081")]),
+         edits=[("templates/service.yaml", 'targetPort: {{ include "ferrogate.gatewayPortName" . }}',
+                 "targetPort: 8081")]),
     case("container port declared for the loopback filter-facing listener",
          edits=[(C, '    {{- if eq $v.mode "sidecar" }}\n    - name: {{ include "ferrogate.sidecarPortName" $ }}',
                  '    {{- if true }}\n    - name: {{ include "ferrogate.sidecarPortName" $ }}')]),
@@ -82,15 +89,26 @@ CASES = [
          values={"config": {"providers": [{"name": "gemini", "kind": "gemini",
                                            "base_url": "https://generativelanguage.googleapis.com",
                                            "api_key_env": "GEMINI_API_KEY"}],
-                            "models": [{"name": "chat", "targets": [{"provider": "gemini", "model": "gemini-2.5-flash"}]}],
+                            "models": [{"name": "chat",
+                                        "targets": [{"provider": "gemini", "model": "gemini-2.5-flash"}]}],
                             "aliases": {}}},
          edits=[("templates/_validate.tpl", "(not (hasKey $envs $p.api_key_env))", "false")]),
     # securityContext.
     case("writable root filesystem", edits=[(C, "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false")]),
     case("capabilities not dropped", edits=[(C, 'drop: ["ALL"]', "drop: []")]),
-    case("privilege escalation allowed", edits=[(C, "allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true")]),
+    case("privilege escalation allowed",
+         edits=[(C, "allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true")]),
     case("snapshot cache on the read-only root filesystem",
          edits=[(C, "mountPath: {{ include \"ferrogate.stateDir\" $ }}", "mountPath: /var/lib/elsewhere")]),
+    # ferrogate's metric labels: the EnvoyProxy merges exactly envoy/stats-tags.yaml's stats_tags.
+    case("chart's copy of the stats_tags missing a tag", base="ingress-pod",
+         edits=[(ST, '  - tag_name: key\n    regex: "(;key=([^;]*))"\n', "")]),
+    case("chart's copy of the stats_tags with a changed regex", base="ingress-pod",
+         edits=[(ST, '"(;model=([^;]*))"', '"(;model=(.*))"')]),
+    case("chart's copy of the stats_tags in another order", base="ingress-pod",
+         edits=[(ST, _API + _MODEL, _MODEL + _API)]),
+    case("EnvoyProxy bootstrap that replaces Envoy Gateway's instead of merging", base="ingress-pod",
+         edits=[("templates/envoyproxy.yaml", "    type: Merge\n", "    type: Replace\n")]),
 ]
 
 
@@ -120,3 +138,54 @@ def prepare(c, chart_copy, base_values, values_out):
         with open(os.path.join(chart_copy, rel), "w") as f:
             f.write(text)
     return None
+
+
+def _pod(ep):
+    """The pod spec of an EnvoyProxy's Deployment patch (k8s/envoy-gateway)."""
+    return ep["spec"]["provider"]["kubernetes"]["envoyDeployment"]["patch"]["value"]["spec"]["template"]["spec"]
+
+
+def _sidecar(ep):
+    return next(c for c in _pod(ep).get("initContainers") or [] if c["name"] == "ferrogate")
+
+
+def _volumes(ep):
+    return _pod(ep)["volumes"]
+
+
+def _bootstrap_tags(ep, fn):
+    """A mutation of the stats_tags in the EnvoyProxy's spec.bootstrap value (YAML text)."""
+    value = yaml.safe_load(ep["spec"]["bootstrap"]["value"])
+    fn(value["stats_config"]["stats_tags"])
+    ep["spec"]["bootstrap"]["value"] = yaml.safe_dump(value, sort_keys=False)
+
+
+# Edited copies of the raw EnvoyProxy (k8s/envoy-gateway/10-gatewayclass.yaml), compared with the
+# ingress-pod render: (name, mutation of the EnvoyProxy document, must it be rejected).
+RAW_ENVOYPROXY_CASES = [
+    ("control: the raw EnvoyProxy as it is", lambda ep: None, False),
+    ("an image, env, ConfigMap name of its own (ignored)",
+     lambda ep: (_sidecar(ep).update(image="registry.example.com/other:9.9", env=[]),
+                 _volumes(ep)[0]["configMap"].update(name="my-config")), False),
+    ("raw startup probe path that drifted (/health)",
+     lambda ep: _sidecar(ep)["startupProbe"]["httpGet"].update(path="/health"), True),
+    ("raw readiness probe threshold that drifted",
+     lambda ep: _sidecar(ep)["readinessProbe"].update(failureThreshold=5), True),
+    ("raw args that drifted (--poll-interval-ms 5000)",
+     lambda ep: _sidecar(ep).update(args=[a if a != "1000" else "5000" for a in _sidecar(ep)["args"]]), True),
+    ("raw securityContext that drifted (writable root filesystem)",
+     lambda ep: _sidecar(ep)["securityContext"].update(readOnlyRootFilesystem=False), True),
+    ("raw resources that drifted", lambda ep: _sidecar(ep)["resources"]["limits"].update(memory="512Mi"), True),
+    ("raw volume mount the chart does not have",
+     lambda ep: _sidecar(ep)["volumeMounts"].append({"name": "ferrogate-cache", "mountPath": "/scratch"}), True),
+    ("raw emptyDir size that drifted", lambda ep: _volumes(ep)[1]["emptyDir"].update(sizeLimit="1Gi"), True),
+    ("raw sidecar as a regular container (no restartPolicy)", lambda ep: _sidecar(ep).pop("restartPolicy"), True),
+    ("raw bootstrap value with its keys sorted and requoted (ignored: compared as data)",
+     lambda ep: ep["spec"]["bootstrap"].update(value=yaml.safe_dump(yaml.safe_load(ep["spec"]["bootstrap"]["value"]),
+                                                                    sort_keys=True, default_style='"')), False),
+    ("raw bootstrap missing a tag", lambda ep: _bootstrap_tags(ep, lambda tags: tags.pop(3)), True),
+    ("raw bootstrap with a changed regex",
+     lambda ep: _bootstrap_tags(ep, lambda tags: tags[0].update(regex="(;api=(.*))")), True),
+    ("raw bootstrap of type Replace", lambda ep: ep["spec"]["bootstrap"].update(type="Replace"), True),
+    ("raw EnvoyProxy without a bootstrap", lambda ep: ep["spec"].pop("bootstrap"), True),
+]

@@ -5,7 +5,7 @@ point that picks the mode from the command line."""
 import sys
 
 from .documents import DEFAULT_TARGETS, expand, load
-from .envoy_api import ve
+from .envoy_api import Problems
 from .envoy_gateway import eg_check, gateways_to_simulate
 from .kinds import validate_doc
 from .schemas import Schemas
@@ -29,7 +29,7 @@ def validate(targets):
         results.append((d.label(), what, errs))
     gateways, notes = gateways_to_simulate(docs)
     for (ns, name), gw in gateways.items():
-        problems = ve.Problems()
+        problems = Problems()
         try:
             eg_check(gw, docs, problems)
         except Exception as e:  # noqa: BLE001 - malformed objects are reported by their schema check

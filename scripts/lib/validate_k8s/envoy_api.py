@@ -1,43 +1,29 @@
-"""scripts/validate-envoy imported as a module (`ve`): its proto parsing and its checks of
-ferrogate's contract with Envoy are reused as they are, not copied. Also the Envoy types the
-Envoy Gateway simulation patches and parses."""
+"""What validate-k8s takes from scripts/lib/validate_envoy (the package behind
+scripts/validate-envoy): its proto parsing and its checks of ferrogate's contract with Envoy,
+reused as they are, not copied; and the Envoy types the Envoy Gateway simulation patches and
+parses."""
 
-import importlib.machinery
-import importlib.util
+from validate_envoy.clusters import check_clusters  # noqa: F401
+from validate_envoy.common import NAME, Problems  # noqa: F401
+from validate_envoy.config_document import check_config_document  # noqa: F401
+from validate_envoy.hcm import check_buffer_limit, check_hcm  # noqa: F401
+from validate_envoy.istio import validate_envoyfilter, validate_wasmplugin  # noqa: F401
+from validate_envoy.plugin import check_plugin_config  # noqa: F401
+from validate_envoy.protos import (T, T_HCM, T_ROUTER, T_STRING, T_WASM, bootstrap_pb2, cluster_pb2,  # noqa: F401
+                                   hcm_pb2, listener_pb2, parse_message, route_pb2)
+from validate_envoy.stats_tags import check_bootstrap_tags  # noqa: F401
 
-from .documents import REPO
-
-
-def _import_validate_envoy():
-    path = REPO / "scripts" / "validate-envoy"
-    # The file has no .py suffix, so it needs an explicit source loader.
-    loader = importlib.machinery.SourceFileLoader("validate_envoy", str(path))
-    spec = importlib.util.spec_from_loader("validate_envoy", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-ve = _import_validate_envoy()
-
-# Imported after validate-envoy, which set up the protobuf descriptor pool first.
-from envoy.config.core.v3 import extension_pb2  # noqa: E402
+# Imported after validate_envoy.protos, which set up the protobuf descriptor pool first.
 from envoy.config.endpoint.v3 import endpoint_pb2  # noqa: E402
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2  # noqa: E402
 
-# Istio's ECDS patches carry a TypedExtensionConfig (validate-envoy predates them).
-ve.ENVOYFILTER_TYPES.setdefault("EXTENSION_CONFIG", extension_pb2.TypedExtensionConfig)
-
-T = ve.T
-T_WASM = ve.T_WASM
-T_HCM = ve.T_HCM
 T_LISTENER = T + "envoy.config.listener.v3.Listener"
 T_ROUTECFG = T + "envoy.config.route.v3.RouteConfiguration"
 T_CLUSTER = T + "envoy.config.cluster.v3.Cluster"
 EG_RESOURCE_TYPES = {  # the types an EnvoyPatchPolicy may patch (its CRD's enum)
-    T_LISTENER: ve.listener_pb2.Listener,
-    T_ROUTECFG: ve.route_pb2.RouteConfiguration,
-    T_CLUSTER: ve.cluster_pb2.Cluster,
+    T_LISTENER: listener_pb2.Listener,
+    T_ROUTECFG: route_pb2.RouteConfiguration,
+    T_CLUSTER: cluster_pb2.Cluster,
     T + "envoy.config.endpoint.v3.ClusterLoadAssignment": endpoint_pb2.ClusterLoadAssignment,
     T + "envoy.extensions.transport_sockets.tls.v3.Secret": secret_pb2.Secret,
 }

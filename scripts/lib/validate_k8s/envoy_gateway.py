@@ -10,8 +10,9 @@ import copy
 import json
 import re
 
-from .envoy_api import EG_RESOURCE_TYPES, T, T_CLUSTER, T_HCM, T_LISTENER, T_ROUTECFG, T_WASM, ve
-from .ferrogate_config import ferrogate_config_in, without_document_keys
+from .envoy_api import (EG_RESOURCE_TYPES, NAME, T, T_CLUSTER, T_HCM, T_LISTENER, T_ROUTECFG, T_ROUTER, T_STRING,
+                        T_WASM, check_buffer_limit, check_clusters, check_hcm, parse_message)
+from .ferrogate_config import ferrogate_config_in
 from .jsonpatch import json_patch, jsonpath_locate, jsonpath_steps, pointer
 
 GATEWAY_API = "gateway.networking.k8s.io/"
@@ -42,6 +43,11 @@ def _eg_match(m):
     return {"prefix": "/"} if value == "/" else {"path_separated_prefix": value.rstrip("/")}
 
 
+def _plugin_json(w):
+    """The JSON Envoy Gateway hands the filter of a wasm entry (its `config`)."""
+    return json.dumps(w["config"], separators=(",", ":")) if "config" in w else ""
+
+
 def _eg_wasm_filter(eep, idx, w):
     """internal/xds/translator/wasm.go: one disabled HTTP filter per policy entry."""
     ir = f"envoyextensionpolicy/{eep.namespace}/{eep.name}/wasm/{idx}"
@@ -50,8 +56,7 @@ def _eg_wasm_filter(eep, idx, w):
                          "code": {"remote": {"http_uri": {"uri": "https://envoy-gateway:18002/module.wasm",
                                                           "cluster": "wasm_cluster", "timeout": "10s"},
                                              "sha256": "0" * 64}}},
-           "configuration": {"@type": ve.T_STRING,
-                             "value": json.dumps(w["config"], separators=(",", ":")) if "config" in w else ""}}
+           "configuration": {"@type": T_STRING, "value": _plugin_json(w)}}
     if w.get("rootID"):
         cfg["root_id"] = w["rootID"]
     if w.get("failOpen"):
@@ -146,7 +151,7 @@ def eg_translate(gw, docs):
             eeps = [e for e in of("EnvoyExtensionPolicy")
                     if targets(e, "HTTPRoute", r.namespace, r.name) or targets(e, "Gateway", gw.namespace, gw.name)]
             _add_http_route(r, ir, lis, rc, hcm, clusters, eeps)
-        hcm["http_filters"].append({"name": "envoy.filters.http.router", "typed_config": {"@type": ve.T_ROUTER}})
+        hcm["http_filters"].append({"name": "envoy.filters.http.router", "typed_config": {"@type": T_ROUTER}})
     return {T_LISTENER: listeners, T_ROUTECFG: route_configs, T_CLUSTER: clusters}
 
 
@@ -224,12 +229,19 @@ def sidecar_config(gw, docs):
 
 def _parse_all(resources, problems):
     """{(type, name): canonical dict or None} of every rebuilt and patched resource."""
-    return {(type_url, name): ve.parse_message(r, EG_RESOURCE_TYPES[type_url],
-                                               f"{type_url.rsplit('.', 1)[-1]} {name}", problems)
+    return {(type_url, name): parse_message(r, EG_RESOURCE_TYPES[type_url],
+                                            f"{type_url.rsplit('.', 1)[-1]} {name}", problems)
             for type_url, table in resources.items() for name, r in table.items()}
 
 
-def _check_listener(name, lis, parsed, clusters, sidecar, problems):
+def _judged(docs):
+    """The plugin configurations kinds.check_eep has put through `ferrogate check` already: the
+    simulation judges one only when a patch has changed it."""
+    return {_plugin_json(w) for d in docs if d.kind == "EnvoyExtensionPolicy" for w in d.spec.get("wasm") or []
+            if isinstance(w, dict) and "config" in w and NAME in (w.get("rootID"), w.get("name"))}
+
+
+def _check_listener(name, lis, parsed, clusters, sidecar, judged, problems):
     """The contract on one Listener's connection managers; True when one carries the filter."""
     carried = False
     for fi, f in enumerate(lis.get("default_filter_chain", {}).get("filters", [])):
@@ -237,19 +249,17 @@ def _check_listener(name, lis, parsed, clusters, sidecar, problems):
         if hcm.get("@type") != T_HCM:
             continue
         hcm["route_config"] = parsed.get((T_ROUTECFG, hcm.pop("rds", {}).get("route_config_name"))) or {}
-        sub = ve.Problems()
-        found = ve.check_hcm(hcm, f"Listener {name}.default_filter_chain.filters[{fi}].typed_config", sub)
-        without_document_keys(sub.items, problems)
+        found = check_hcm(hcm, f"Listener {name}.default_filter_chain.filters[{fi}].typed_config", problems, judged)
         if found is None:
             continue
         carried = True
         plugin, ppath, _ = found
-        ve.check_buffer_limit(lis.get("per_connection_buffer_limit_bytes"), plugin,
-                              f"Listener {name}.per_connection_buffer_limit_bytes", problems)
+        check_buffer_limit(lis.get("per_connection_buffer_limit_bytes"), plugin,
+                           f"Listener {name}.per_connection_buffer_limit_bytes", problems)
         if plugin is not None and "config" not in plugin and sidecar:
             # Fed by the sidecar: its ConfigMap's providers are the ones needing clusters.
             plugin, ppath = dict(plugin, config=sidecar[1]), sidecar[0]
-        ve.check_clusters(clusters, plugin, ppath, problems, "the generated and patched clusters")
+        check_clusters(clusters, plugin, ppath, problems, "the generated and patched clusters")
     return carried
 
 
@@ -261,7 +271,8 @@ def eg_check(gw, docs, problems):
     parsed = _parse_all(resources, problems)
     clusters = [(c, f"Cluster {n}") for (t, n), c in parsed.items() if t == T_CLUSTER and c]
     sidecar = sidecar_config(gw, docs)
-    carried = [_check_listener(name, lis, parsed, clusters, sidecar, problems)
+    judged = _judged(docs)
+    carried = [_check_listener(name, lis, parsed, clusters, sidecar, judged, problems)
                for (t, name), lis in parsed.items() if t == T_LISTENER and lis]
     if not any(carried):
         problems.add(f"Gateway {gw.namespace}/{gw.name}", "no HTTP listener carries the ferrogate Wasm filter "

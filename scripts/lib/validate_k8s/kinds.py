@@ -1,15 +1,21 @@
 """One document: its schema (Kubernetes' for core kinds, the vendored CRD's for the others,
 ObjectMeta for a CRD's metadata), then the checks of what its kind carries: ferrogate's plugin
 and config documents, Envoy values in patches (parsed with Envoy's protos), the partial objects
-of EnvoyProxy and Istio Deployment patches, Envoy Gateway's Helm values."""
+of EnvoyProxy and Istio Deployment patches, the Envoy bootstraps that carry ferrogate's metric
+labels (an EnvoyProxy's spec.bootstrap, an Istio custom bootstrap ConfigMap: parsed as
+envoy.config.bootstrap.v3.Bootstrap, their stats_tags exactly envoy/stats-tags.yaml's), Envoy
+Gateway's Helm values."""
 
 import copy
+import json
 
 import yaml
 
 from .documents import K8S_VERSION
-from .envoy_api import EG_RESOURCE_TYPES, T_WASM, ve
-from .ferrogate_config import check_config_document, check_plugin_entry, ferrogate_config_in
+from .envoy_api import (EG_RESOURCE_TYPES, NAME, T_WASM, Problems, bootstrap_pb2, check_bootstrap_tags,
+                        check_config_document, check_plugin_config, hcm_pb2, parse_message, validate_envoyfilter,
+                        validate_wasmplugin)
+from .ferrogate_config import ferrogate_config_in
 from .schemas import schema_errors
 
 # EnvoyProxy spec.provider.kubernetes.<field>.patch: the object each patch applies to.
@@ -25,16 +31,16 @@ ENVOYPROXY_PATCHED = {
 def check_eep(doc, schemas, problems):
     """EnvoyExtensionPolicy: the ferrogate entry's names, failOpen and plugin configuration."""
     for i, w in enumerate(doc.spec.get("wasm") or []):
-        if not isinstance(w, dict) or ve.NAME not in (w.get("rootID"), w.get("name")):
+        if not isinstance(w, dict) or NAME not in (w.get("rootID"), w.get("name")):
             continue
         wp = f"spec.wasm[{i}]"
-        if w.get("rootID") != ve.NAME:
-            problems.add(f"{wp}.rootID", f"is {w.get('rootID')!r}, expected {ve.NAME!r} (the filter's root context)")
-        if w.get("name") != ve.NAME:
-            problems.add(f"{wp}.name", f"is {w.get('name')!r}, expected {ve.NAME!r} (prefixes logs and metrics)")
+        if w.get("rootID") != NAME:
+            problems.add(f"{wp}.rootID", f"is {w.get('rootID')!r}, expected {NAME!r} (the filter's root context)")
+        if w.get("name") != NAME:
+            problems.add(f"{wp}.name", f"is {w.get('name')!r}, expected {NAME!r} (prefixes logs and metrics)")
         if w.get("failOpen"):
             problems.add(f"{wp}.failOpen", "must be false: a failed filter would let requests bypass authentication")
-        check_plugin_entry(w.get("config"), f"{wp}.config", problems)
+        check_plugin_config(w.get("config"), f"{wp}.config", problems)
 
 
 def check_epp_values(doc, schemas, problems):
@@ -44,7 +50,7 @@ def check_epp_values(doc, schemas, problems):
         cls = EG_RESOURCE_TYPES.get((p or {}).get("type"))
         if cls is None or op.get("op") != "add" or op.get("path") or op.get("jsonPath"):
             continue
-        value = ve.parse_message(op.get("value"), cls, f"spec.jsonPatches[{i}].operation.value", problems)
+        value = parse_message(op.get("value"), cls, f"spec.jsonPatches[{i}].operation.value", problems)
         if value is not None and value.get("name") != p.get("name"):
             problems.add(f"spec.jsonPatches[{i}].name", f"is {p.get('name')!r} but the added resource is "
                          f"named {value.get('name')!r}")
@@ -68,7 +74,7 @@ def _ecds_configs(patches, problems):
 
 def _resolve_ecds_filter(cp, vpath, ecds, problems):
     """An HTTP filter loaded by name over ECDS, replaced by the config Envoy will run."""
-    hf = ve.parse_message(cp["patch"]["value"], ve.hcm_pb2.HttpFilter, vpath, problems)
+    hf = parse_message(cp["patch"]["value"], hcm_pb2.HttpFilter, vpath, problems)
     if hf is None:
         return
     cd = hf["config_discovery"]
@@ -92,7 +98,7 @@ def check_envoyfilter(doc, schemas, problems):
             if isinstance(cp, dict) and cp.get("applyTo") == "HTTP_FILTER" and isinstance(cp.get("patch"), dict) \
                     and isinstance(cp["patch"].get("value"), dict) and "config_discovery" in cp["patch"]["value"]:
                 _resolve_ecds_filter(cp, f"spec.configPatches[{i}].patch.value", ecds, problems)
-    ve.validate_envoyfilter(d, "", problems)
+    validate_envoyfilter(d, "", problems)
 
 
 def check_partial(value, schemas, api_version, kind, path, problems):
@@ -109,21 +115,86 @@ def check_partial(value, schemas, api_version, kind, path, problems):
                 problems.add(f"{path}.spec.template.spec.{field}.{i}.name", "missing (the patch merges by name)")
 
 
+def _adds_ferrogate(k8s):
+    """Whether an EnvoyProxy's Deployment or DaemonSet patch adds the ferrogate container."""
+    for field in ("envoyDeployment", "envoyDaemonSet"):
+        pod = (k8s.get(field) or {}).get("patch") or {}
+        for key in ("value", "spec", "template", "spec"):
+            pod = pod.get(key) if isinstance(pod, dict) else None
+        containers = [c for f in ("initContainers", "containers") for c in ((pod or {}).get(f) or [])]
+        if any(isinstance(c, dict) and c.get("name") == NAME for c in containers):
+            return True
+    return False
+
+
+def check_envoyproxy_bootstrap(spec, adds_ferrogate, problems):
+    """spec.bootstrap: a Merge whose value, parsed as an Envoy Bootstrap, carries exactly
+    envoy/stats-tags.yaml's stats_tags (Envoy Gateway reads the value leniently, unknown fields
+    ignored: a typo would be dropped without a word). Required with the ferrogate sidecar."""
+    bs = spec.get("bootstrap")
+    if bs is None:
+        if adds_ferrogate:
+            problems.add("spec.bootstrap", "missing: without envoy/stats-tags.yaml's stats_tags (type: Merge) the "
+                         "filter's metrics keep their labels in their names")
+        return
+    if not isinstance(bs, dict):
+        return  # the schema reports it
+    if bs.get("type") != "Merge":
+        problems.add("spec.bootstrap.type", f"is {bs.get('type', 'unset (Replace)')!r}: use Merge, which adds the "
+                     "stats_tags to the bootstrap Envoy Gateway generates (Replace drops its xDS and admin setup)")
+        return
+    try:
+        value = yaml.safe_load(bs.get("value") or "")
+    except yaml.YAMLError as e:
+        problems.add("spec.bootstrap.value", f"not YAML: {e}")
+        return
+    b = parse_message(value, bootstrap_pb2.Bootstrap, "spec.bootstrap.value", problems)
+    if b is not None:
+        check_bootstrap_tags(b, "spec.bootstrap.value", problems, where="this Merge value")
+
+
 def check_envoyproxy(doc, schemas, problems):
-    """EnvoyProxy: each `patch.value` (open in the CRD) is a partial object of its kind."""
+    """EnvoyProxy: each `patch.value` (open in the CRD) is a partial object of its kind; its
+    bootstrap carries ferrogate's metric labels."""
     k8s = (doc.spec.get("provider") or {}).get("kubernetes") or {}
     for field, (api_version, kind) in ENVOYPROXY_PATCHED.items():
         patch = (k8s.get(field) or {}).get("patch")
         if isinstance(patch, dict) and "value" in patch:
             path = f"spec.provider.kubernetes.{field}.patch.value"
             check_partial(patch["value"], schemas, api_version, kind, path, problems)
+    check_envoyproxy_bootstrap(doc.spec, _adds_ferrogate(k8s), problems)
+
+
+# The key of an Istio custom bootstrap ConfigMap (pod annotation sidecar.istio.io/bootstrapOverride):
+# the injection templates mount the ConfigMap and point ISTIO_BOOTSTRAP_OVERRIDE at this file.
+ISTIO_BOOTSTRAP_KEY = "custom_bootstrap.json"
+
+
+def check_istio_bootstrap(doc, problems):
+    """An Istio custom bootstrap: JSON, an Envoy Bootstrap (Envoy merges it over Istio's with
+    --config-yaml, and Istio starts Envoy with --allow-unknown-static-fields: a typo would be
+    dropped without a word), carrying exactly envoy/stats-tags.yaml's stats_tags."""
+    text = (doc.data.get("data") or {}).get(ISTIO_BOOTSTRAP_KEY)
+    if text is None:
+        return
+    path = f"data.{ISTIO_BOOTSTRAP_KEY}"
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError as e:
+        problems.add(path, f"not JSON: {e}")
+        return
+    b = parse_message(value, bootstrap_pb2.Bootstrap, path, problems)
+    if b is not None:
+        check_bootstrap_tags(b, path, problems, where="this custom bootstrap")
 
 
 def check_configmap(doc, schemas, problems):
-    """A ferrogate config document; an Istio Gateway options ConfigMap's Deployment overlay."""
+    """A ferrogate config document; an Istio custom bootstrap; an Istio Gateway options
+    ConfigMap's Deployment overlay."""
     found = ferrogate_config_in(doc)
     if found:
         check_config_document(found[1], f"data.{found[0]}", problems)
+    check_istio_bootstrap(doc, problems)
     text = (doc.data.get("data") or {}).get("deployment")
     if isinstance(text, str):
         try:
@@ -139,7 +210,7 @@ DEEP_CHECKS = {
     "EnvoyPatchPolicy": check_epp_values,
     "EnvoyFilter": check_envoyfilter,
     "EnvoyProxy": check_envoyproxy,
-    "WasmPlugin": lambda doc, schemas, problems: ve.validate_wasmplugin(doc.data, "", problems),
+    "WasmPlugin": lambda doc, schemas, problems: validate_wasmplugin(doc.data, "", problems),
     "ConfigMap": check_configmap,
 }
 
@@ -166,7 +237,7 @@ def _deep_check(doc, schemas, problems):
 
 def validate_doc(doc, schemas):
     """Returns (what it was checked against, problems)."""
-    problems, d = ve.Problems(), doc.data
+    problems, d = Problems(), doc.data
     if not isinstance(d, dict) or "apiVersion" not in d or "kind" not in d:
         return _not_an_object(doc, schemas, problems), problems.items
     if not isinstance(d["apiVersion"], str) or not isinstance(d["kind"], str):

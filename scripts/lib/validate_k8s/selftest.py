@@ -3,6 +3,7 @@ a rendered Helm output, each of which must be rejected with the expected message
 pristine copies pass (or a rejection would prove nothing). Cases that only the ferrogate
 binary can judge run `ferrogate check`; a missing binary fails them rather than skipping."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -42,7 +43,34 @@ def _ecds(d):
     return next(p for p in d["spec"]["configPatches"] if p["applyTo"] == "EXTENSION_CONFIG")["patch"]
 
 
+def _ecds_plugin(d, fn):
+    """A mutation of the plugin configuration JSON of an EnvoyFilter's ECDS Wasm config."""
+    conf = _ecds(d)["value"]["typed_config"]["config"]["configuration"]
+    pc = json.loads(conf["value"])
+    fn(pc)
+    conf["value"] = json.dumps(pc)
+
+
+def _ep_bootstrap(fn):
+    """A mutation of the stats_tags in an EnvoyProxy's spec.bootstrap Merge value (YAML)."""
+    def edit(d):
+        value = yaml.safe_load(d["spec"]["bootstrap"]["value"])
+        fn(value["stats_config"]["stats_tags"])
+        d["spec"]["bootstrap"]["value"] = yaml.safe_dump(value, sort_keys=False)
+    return edit
+
+
+def _istio_bootstrap(fn):
+    """A mutation of an Istio custom bootstrap ConfigMap's JSON (the whole Bootstrap)."""
+    def edit(d):
+        value = json.loads(d["data"]["custom_bootstrap.json"])
+        fn(value)
+        d["data"]["custom_bootstrap.json"] = json.dumps(value, indent=2)
+    return edit
+
+
 EG, POOL, ISTIO = "k8s/envoy-gateway/", "k8s/inference-pool/", "k8s/istio/ferrogate-oci.yaml"
+ISTIO_BOOTSTRAP = "k8s/istio/ferrogate-bootstrap.yaml"
 # (description, file, document index, mutation, text an error must contain)
 SELF_TESTS = [
     ("core: typo'd Deployment field", POOL + "10-vllm-pool.yaml", 1,
@@ -97,6 +125,34 @@ SELF_TESTS = [
     ("Envoy value: typo'd field in an EnvoyFilter CLUSTER patch", "envoy/istio/envoyfilter.yaml", 0,
      lambda d: _rename(next(p for p in d["spec"]["configPatches"] if p["applyTo"] == "CLUSTER")["patch"]["value"],
                        "connect_timeout", "conect_timeout"), "conect_timeout"),
+    # ferrogate's metric labels: the bootstraps must carry exactly envoy/stats-tags.yaml's stats_tags.
+    ("metric labels: an EnvoyProxy bootstrap missing a tag", EG + "10-gatewayclass.yaml", 1,
+     _ep_bootstrap(lambda tags: tags.pop(4)), "lacks the tag(s) ['status_class']"),
+    ("metric labels: an EnvoyProxy bootstrap with a changed regex", EG + "10-gatewayclass.yaml", 1,
+     _ep_bootstrap(lambda tags: tags[1].update(regex="(;model=(.*))")), "tag 'model' is 'model': '(;model=(.*))'"),
+    ("metric labels: an EnvoyProxy bootstrap with a tag of its own", EG + "10-gatewayclass.yaml", 1,
+     _ep_bootstrap(lambda tags: tags.append({"tag_name": "route", "regex": "(;route=([^;]*))"})),
+     "has tag(s) ['route']"),
+    ("metric labels: an EnvoyProxy bootstrap Replace (drops Envoy Gateway's own)", EG + "10-gatewayclass.yaml", 1,
+     lambda d: d["spec"]["bootstrap"].update(type="Replace"), "spec.bootstrap.type: is 'Replace': use Merge"),
+    ("metric labels: the ferrogate EnvoyProxy without a bootstrap", EG + "10-gatewayclass.yaml", 1,
+     lambda d: d["spec"].pop("bootstrap"), "spec.bootstrap: missing"),
+    ("metric labels: a misspelt Bootstrap field in the EnvoyProxy's Merge value", EG + "10-gatewayclass.yaml", 1,
+     lambda d: d["spec"]["bootstrap"].update(value=d["spec"]["bootstrap"]["value"].replace("stats_tags:",
+                                                                                           "stat_tags:")),
+     "spec.bootstrap.value.stats_config: Message type \"envoy.config.metrics.v3.StatsConfig\" has no field "
+     "named \"stat_tags\""),
+    ("metric labels: an Istio custom bootstrap missing a tag", ISTIO_BOOTSTRAP, 0,
+     _istio_bootstrap(lambda b: b["stats_config"]["stats_tags"].pop()), "lacks the tag(s) ['key']"),
+    ("metric labels: an Istio custom bootstrap with a changed regex", ISTIO_BOOTSTRAP, 0,
+     _istio_bootstrap(lambda b: b["stats_config"]["stats_tags"][0].update(regex="(;api=([^;]*)")),
+     "tag 'api' is 'api': '(;api=([^;]*)'"),
+    ("metric labels: an Istio custom bootstrap that is not JSON", ISTIO_BOOTSTRAP, 0,
+     lambda d: d["data"].update({"custom_bootstrap.json": "stats_config: {stats_tags: []}"}),
+     "data.custom_bootstrap.json: not JSON"),
+    ("metric labels: a misspelt TagSpecifier field in an Istio custom bootstrap", ISTIO_BOOTSTRAP, 0,
+     _istio_bootstrap(lambda b: b["stats_config"]["stats_tags"][2].update(regx="x")),
+     "has no field named \"regx\""),
     ("contract: the flag patch names a Wasm filter Envoy Gateway does not generate", EG + "40-envoypatchpolicy.yaml", 0,
      lambda d: _patch_op(d, 0).update(jsonPath=_patch_op(d, 0)["jsonPath"].replace("wasm/0", "wasm/1")),
      "matches nothing"),
@@ -112,8 +168,6 @@ SELF_TESTS = [
      lambda d: d["spec"]["connection"].pop("bufferLimit"), "413"),
     ("contract: no stream_idle_timeout", EG + "30-policies.yaml", 1,
      lambda d: d["spec"]["timeout"]["http"].pop("streamIdleTimeout"), "stream_idle_timeout"),
-    ("contract: unknown key in the EnvoyExtensionPolicy's plugin configuration", EG + "30-policies.yaml", 0,
-     lambda d: _rename(d["spec"]["wasm"][0]["config"], "max_body_bytes", "max_body_byte"), "max_body_byte"),
     ("contract: failOpen on the filter", EG + "30-policies.yaml", 0,
      lambda d: d["spec"]["wasm"][0].update(failOpen=True), "failOpen"),
     ("contract: a provider without a cluster of its name", POOL + "30-ferrogate-config.yaml", 0,
@@ -130,8 +184,11 @@ SELF_TESTS = [
     ("contract: the ECDS Wasm config without the flag", ISTIO, 0,
      lambda d: _ecds(d)["value"]["typed_config"]["config"].pop("allow_on_headers_stop_iteration"),
      "allow_on_headers_stop_iteration"),
-    ("contract: unknown key in a WasmPlugin's pluginConfig", "envoy/istio/wasmplugin.yaml", 0,
-     lambda d: _rename(d["spec"]["pluginConfig"], "cluster_header", "cluster_headers"), "cluster_headers"),
+    ("contract: host_failover in an EnvoyExtensionPolicy's plugin configuration", EG + "30-policies.yaml", 0,
+     lambda d: _eep_plugin(d).update(host_failover=True), "host_failover: must not be true"),
+    ("contract: a provider key written in a WasmPlugin's inline config", "envoy/istio/wasmplugin.yaml", 0,
+     lambda d: d["spec"]["pluginConfig"]["config"]["providers"][0].update(api_key="sk-written"),
+     "providers[0].api_key: a provider key"),
 ]
 
 # The config of 11-ferrogate-config.yaml, inline in the filter's plugin configuration, with the
@@ -142,12 +199,42 @@ INLINE = {"providers": [{"name": "vllm", "kind": "openai_compatible",
           "limits": {"requests_per_day": 100000}, "unpriced": "block"}
 
 
+def _eep_plugin(d):
+    """The plugin configuration of an EnvoyExtensionPolicy's ferrogate entry."""
+    return d["spec"]["wasm"][0]["config"]
+
+
+def _patched_plugin(d):
+    """An EnvoyPatchPolicy patch rewriting the filter's plugin configuration: no policy wrote it as
+    it ends up, so the Envoy Gateway simulation judges it."""
+    first = d["spec"]["jsonPatches"][0]
+    value = json.dumps({"sidecar_cluster": "ferrogate_sidecar", "poll_interval_ms": 0})
+    d["spec"]["jsonPatches"].append({"type": first["type"], "name": first["name"], "operation": {
+        "op": "replace", "jsonPath": first["operation"]["jsonPath"], "path": "/configuration/value", "value": value}})
+
+
 def _inline(cfg):
-    return lambda d: d["spec"]["wasm"][0]["config"].update(config=cfg)
+    return lambda d: _eep_plugin(d).update(config=cfg)
 
 
-# What only the ferrogate binary knows: `ferrogate check` judges every config document.
+# What only the ferrogate binary knows: `ferrogate check --plugin-config` judges every plugin
+# configuration (the filter's own parser, inline config included), `--config` a ConfigMap's.
 BINARY_CASES = [
+    ("a misspelt key of an EnvoyExtensionPolicy's plugin configuration", EG + "30-policies.yaml", 0,
+     lambda d: _rename(_eep_plugin(d), "max_body_bytes", "max_body_byte"),
+     "ferrogate check: max_body_byte: unknown key"),
+    ("a misspelt key of a WasmPlugin's pluginConfig", "envoy/istio/wasmplugin.yaml", 0,
+     lambda d: _rename(d["spec"]["pluginConfig"], "cluster_header", "cluster_headers"),
+     "ferrogate check: cluster_headers: unknown key"),
+    ("a misspelt key of an EnvoyFilter's plugin configuration (ECDS)", ISTIO, 0,
+     lambda d: _ecds_plugin(d, lambda pc: _rename(pc, "max_body_bytes", "max_body_bytess")),
+     "ferrogate check: max_body_bytess: unknown key"),
+    ("poll_interval_ms 0 in an EnvoyExtensionPolicy's plugin configuration", EG + "30-policies.yaml", 0,
+     lambda d: _eep_plugin(d).update(poll_interval_ms=0), "poll_interval_ms: must be at least 1"),
+    ("sidecar_authority without sidecar_cluster", EG + "30-policies.yaml", 0,
+     lambda d: _eep_plugin(d).pop("sidecar_cluster"), "sidecar_authority: only meaningful with sidecar_cluster"),
+    ("a plugin configuration an EnvoyPatchPolicy rewrites (poll_interval_ms 0)", EG + "40-envoypatchpolicy.yaml", 0,
+     _patched_plugin, "configuration.value: ferrogate check: poll_interval_ms: must be at least 1"),
     ("an unknown strategy", POOL + "30-ferrogate-config.yaml", 0,
      _cfg_edit(lambda c: c["models"][0].update(strategy="least_loadd")), "least_loadd"),
     ("a typo'd endpoints_dns key", POOL + "30-ferrogate-config.yaml", 0,
@@ -159,12 +246,14 @@ BINARY_CASES = [
     ("a typo'd top-level key of an EnvoyExtensionPolicy's inline config", EG + "30-policies.yaml", 0,
      _inline(dict(INLINE, limts={})), "limts"),
 ]
-# Valid documents: they must pass (validate-envoy's own key lists reject the first two).
+# Valid documents: they must pass (a list of keys kept beside the binary once rejected them all).
 ACCEPTED_CASES = [
     ("a top-level limits and unpriced in a ConfigMap's config", EG + "11-ferrogate-config.yaml", 0,
      _cfg_edit(lambda c: c.update(limits={"requests_per_day": 100000}, unpriced="block")), None),
     ("a top-level limits and unpriced in an EnvoyExtensionPolicy's inline config", EG + "30-policies.yaml", 0,
      _inline(INLINE), None),
+    ("a top-level limits in a WasmPlugin's inline config", "envoy/istio/wasmplugin.yaml", 0,
+     lambda d: d["spec"]["pluginConfig"]["config"].update(limits={"requests_per_day": 100000}), None),
 ]
 
 # A chart rendered with `helm template --output-dir`: `# Source:` comments, empty documents, and
@@ -244,18 +333,21 @@ def _mutated(tally, targets, case, prefix):
 
 
 def _without_binary(tally, targets, tmp):
-    """No ferrogate binary: the config documents are reported unjudged, never passed."""
+    """No ferrogate binary: the plugin configurations and config documents are reported
+    unjudged, never passed, whichever kind carries them."""
     saved = os.environ.get("FERROGATE_BIN")
     os.environ["FERROGATE_BIN"] = str(tmp / "no-such-ferrogate")
     try:
-        errs = [e for e in _errors(targets) if "no ferrogate binary" in e]
+        results = validate(targets)[0]
     finally:
         if saved is None:
             del os.environ["FERROGATE_BIN"]
         else:
             os.environ["FERROGATE_BIN"] = saved
-    tally.outcome(bool(errs), "reported, not passed: a config document with no ferrogate binary to check it"
-                  + (f"\n       -> {errs[0][:220]}" if errs else ""))
+    for kind in ("EnvoyExtensionPolicy", "WasmPlugin", "EnvoyFilter", "ConfigMap"):
+        errs = [e for label, _, es in results if f" {kind}/" in label for e in es if "no ferrogate binary" in e]
+        tally.outcome(bool(errs), f"reported, not passed: the configuration in {kind} documents with no "
+                      "ferrogate binary to check it" + (f"\n       -> {errs[0][:220]}" if errs else ""))
 
 
 def _rendered(tally, tmp):
