@@ -22,7 +22,7 @@ LISTEN ?= 127.0.0.1:8080
 SIM_LISTEN ?= 127.0.0.1:8000
 CONFIG ?= examples/quickstart.yaml
 
-.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-k8s test-docs bench fuzz clean
+.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-k8s test-monitoring test-docs bench fuzz clean
 
 all: build
 
@@ -54,7 +54,7 @@ run:
 	@BIN=$(DEV_BIN) LISTEN=$(LISTEN) SIM_LISTEN=$(SIM_LISTEN) CONFIG=$(CONFIG) scripts/quickstart
 
 ## test: everything (CI runs this)
-test: wasm test-rust test-python test-envoy test-k8s
+test: wasm test-rust test-python test-envoy test-k8s test-monitoring
 
 ## test-envoy: the shipped Envoy/Istio configs against Envoy's API schema (+ a self-test
 ## proving broken configs are rejected)
@@ -80,6 +80,13 @@ test-k8s: dev
 	scripts/check-oci --self-test --wasm $(FILTER_WASM)
 	scripts/check-dockerfile
 	scripts/check-dockerfile --self-test
+
+## test-monitoring: the Grafana dashboards and Prometheus alert rules of monitoring/ against
+## Grafana's schemas, promtool and the metric catalog, in a live `ferrogate serve` scraped by a
+## real Prometheus, and in the Helm chart (+ a self-test proving broken copies are rejected)
+test-monitoring: dev
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/check-monitoring
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-monitoring --self-test
 
 test-rust:
 	$(CARGO) build -p ferrogate-core --target $(WASM_TARGET)
