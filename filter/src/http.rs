@@ -174,6 +174,12 @@ pub(crate) struct Stream {
     local_status: Option<u16>,
     /// Why the filter answered with an error (the error's code, else its type).
     reason: Option<&'static str>,
+    /// The API, once the path is classified (for the GenAI attributes).
+    api_kind: Option<Api>,
+    /// The client's output cap, read only when the GenAI attributes are on.
+    max_tokens: Option<u64>,
+    /// The client's `traceparent`, for the calls this request makes.
+    traceparent: Option<String>,
 }
 
 impl Stream {
@@ -226,6 +232,9 @@ impl Stream {
             api_label: ferrogate_core::metrics::UNKNOWN,
             local_status: None,
             reason: None,
+            api_kind: None,
+            max_tokens: None,
+            traceparent: None,
         }
     }
 
@@ -288,13 +297,17 @@ impl Stream {
         };
         self.routing = Some(self.shared.routing.borrow_mut().for_config(&config));
         self.session = head.session.map(str::to_string);
+        self.traceparent = head.traceparent.map(str::to_string);
         self.take_failover(head.tried, head.attempt);
         self.config = Some(config.clone());
         let config = &config;
         let endpoint = classify(head.method, head.path);
         self.api_label = match &endpoint {
             Endpoint::ListModels | Endpoint::GetModel(_) => "models",
-            Endpoint::Forward(api) => api.label(),
+            Endpoint::Forward(api) => {
+                self.api_kind = Some(*api);
+                api.label()
+            }
             Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
         };
         // With keys, every call needs one, even to a path that does not exist: an

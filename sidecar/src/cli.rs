@@ -49,11 +49,12 @@ pub enum Command {
 #[derive(clap::Args, Clone, Debug)]
 #[group(required = true, multiple = false)]
 pub struct CheckArgs {
-    /// Configuration file (YAML or JSON).
+    /// Configuration file (YAML or JSON); no default: this or --plugin-config.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The filter's plugin configuration as Envoy, Istio or Envoy Gateway would pass it (JSON,
-    /// or YAML), checked by the filter's own parser, its inline `config` included.
+    /// or YAML), checked by the filter's own parser, its inline `config` included; no default:
+    /// this or --config.
     #[arg(long)]
     pub plugin_config: Option<PathBuf>,
 }

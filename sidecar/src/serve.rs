@@ -96,6 +96,10 @@ pub struct ServeArgs {
     /// the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
+    /// Also write every usage record, once, as it is ingested, to this file as one JSON object
+    /// per line for log shippers (`-`: stdout); default: none.
+    #[arg(long, value_name = "PATH|-")]
+    pub request_log: Option<PathBuf>,
     /// How often the config file is checked for edits and the filter polls for a new
     /// snapshot, in milliseconds: an edit is served within about twice this.
     #[arg(long, default_value_t = 1_000)]
@@ -194,7 +198,8 @@ impl Gateway {
         let (shutdown, rx) = watch::channel(false);
         let opened = open_config(args, rx.clone()).await?;
         let (snapshots, postgres, db) = (opened.snapshots.clone(), opened.postgres, opened.db.clone());
-        let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
+        let usage =
+            Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone(), args.request_log.as_deref())?);
         let ledger = services::limits::start(&opened.config, args.replica_id.clone(), rx.clone());
         let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = services::kv::start(snapshots.clone(), rx.clone());
@@ -219,7 +224,11 @@ impl Gateway {
                 &opened.raw,
                 args.max_body_bytes,
                 Some(&link),
-                config::FilterOptions { failover: !args.no_failover, metrics_key_label: args.metrics_key_label },
+                config::FilterOptions {
+                    failover: !args.no_failover,
+                    metrics_key_label: args.metrics_key_label,
+                    gen_ai_attributes: crate::telemetry::exporting(),
+                },
             )
             .into_bytes(),
             allow_on_headers_stop_iteration: true,

@@ -50,6 +50,10 @@ pub struct SidecarArgs {
     /// the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
+    /// Also write every usage record, once, as it is ingested, to this file as one JSON object
+    /// per line for log shippers (`-`: stdout); default: none.
+    #[arg(long, value_name = "PATH|-")]
+    pub request_log: Option<PathBuf>,
     /// This replica's id in the shared limit counters (default: host name, process id and
     /// start time, new on every start).
     #[arg(long, env = "FERROGATE_REPLICA_ID")]
@@ -88,7 +92,8 @@ impl Sidecar {
         crate::services::dns::start(snapshots.clone(), refresh, crate::services::dns::system_resolver(), rx.clone());
         let db = Arc::new(OnceLock::new());
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
-        let usage = Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone()));
+        let usage =
+            Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone(), args.request_log.as_deref())?);
         let ledger = ledger_for(&snapshots, args.replica_id.clone(), rx.clone());
         let targets = crate::services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = crate::services::kv::start(snapshots.clone(), rx.clone());

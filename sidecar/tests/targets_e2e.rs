@@ -127,7 +127,7 @@ async fn recovers_on_the_second_success(t: &Targets, dead: SocketAddr, cooldown:
 /// The filter-facing and admin listeners of a sidecar with `targets`.
 async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketAddr, SocketAddr) {
     let ledger = Arc::new(Ledger::new("t".into(), false));
-    let usage = Arc::new(UsageBackend::Memory(UsageStore::new(None)));
+    let usage = Arc::new(UsageBackend::memory(UsageStore::new(None)));
     let api = FilterApi {
         usage: usage.clone(),
         snapshots: snapshots.clone(),

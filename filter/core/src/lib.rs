@@ -12,6 +12,7 @@ pub mod dialect;
 pub mod error;
 pub mod failover;
 pub mod flow;
+pub mod gen_ai;
 pub mod grants;
 pub mod header_map;
 pub mod headers;

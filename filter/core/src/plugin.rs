@@ -53,6 +53,10 @@ pub struct RawPluginConfig {
     /// series per key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_key_label: Option<bool>,
+    /// Hand each routed request's OpenTelemetry GenAI attributes to the host as filter state
+    /// (`crate::gen_ai`), for its spans or access logs (off by default: a hostcall per request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gen_ai_attributes: Option<bool>,
 }
 
 /// Where and how the filter reaches its sidecar.
@@ -83,6 +87,8 @@ pub struct PluginConfig {
     pub host_failover: bool,
     /// Metrics carry a `key` label ([`RawPluginConfig::metrics_key_label`]).
     pub metrics_key_label: bool,
+    /// Requests report GenAI attributes ([`RawPluginConfig::gen_ai_attributes`]).
+    pub gen_ai_attributes: bool,
 }
 
 /// Failure to load the plugin configuration.
@@ -97,6 +103,16 @@ pub enum PluginConfigError {
 }
 
 impl PluginConfig {
+    fn new(
+        config: Option<Config>,
+        cluster_header: String,
+        max_body_bytes: usize,
+        sidecar: Option<SidecarSettings>,
+        (host_failover, metrics_key_label, gen_ai_attributes): (bool, bool, bool),
+    ) -> Self {
+        Self { config, cluster_header, max_body_bytes, sidecar, host_failover, metrics_key_label, gen_ai_attributes }
+    }
+
     /// Parses and validates the plugin configuration bytes.
     pub fn from_json_slice(json: &[u8]) -> Result<Self, PluginConfigError> {
         let raw: RawPluginConfig = serde_json::from_slice(json)?;
@@ -154,7 +170,9 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
             (true, Some(max_body_bytes)) => {
                 let host_failover = raw.host_failover.unwrap_or(false);
                 let metrics_key_label = raw.metrics_key_label.unwrap_or(false);
-                Ok(PluginConfig { config, cluster_header, max_body_bytes, sidecar, host_failover, metrics_key_label })
+                let gen_ai_attributes = raw.gen_ai_attributes.unwrap_or(false);
+                let switches = (host_failover, metrics_key_label, gen_ai_attributes);
+                Ok(PluginConfig::new(config, cluster_header, max_body_bytes, sidecar, switches))
             }
             _ => Err(ConfigError { problems }),
         }

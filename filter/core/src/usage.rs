@@ -21,6 +21,7 @@
 
 mod counts;
 mod extract;
+mod finish;
 mod include;
 mod json;
 mod record;
@@ -31,6 +32,7 @@ use std::collections::BTreeMap;
 
 use crate::config::Price;
 
+pub use finish::FinishReasons;
 pub use include::{ensure_include_usage, ensure_include_usage_in_valid, IncludeUsageError};
 pub use record::{LineError, Record, RecordView, STATUS_CLIENT_CLOSED};
 pub use tracker::Tracker;

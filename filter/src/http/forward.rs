@@ -42,6 +42,9 @@ impl Stream {
         match self.route_balanced(&config, api, (path, ct), &body) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
+                if plugin.gen_ai_attributes {
+                    self.max_tokens = ferrogate_core::limits::estimate::max_tokens(&body);
+                }
                 let admission = match self.admit(&config, &decision, &body) {
                     Ok(admission) => admission,
                     Err(action) => return action,

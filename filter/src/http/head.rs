@@ -25,6 +25,8 @@ pub(super) struct Head<'a> {
     pub(super) attempt: Option<u32>,
     /// `x-ferrogate-token-ids`: the prompt's token ids, for `precise_cache_aware`.
     pub(super) token_ids: Option<&'a [u8]>,
+    /// W3C `traceparent`, passed on to the calls the request makes (sidecar, `/tokenize`).
+    pub(super) traceparent: Option<&'a str>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
     /// endpoint picks): removed or overwritten only when present, saving hostcalls.
     pub(super) present: Present,
@@ -68,6 +70,7 @@ impl<'a> Head<'a> {
                 b"x-ferrogate-tried" => head.tried = text(value),
                 b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
+                b"traceparent" => head.traceparent = text(value).filter(|t| is_traceparent(t)),
                 b"transfer-encoding" => head.present.transfer_encoding = true,
                 b"x-ferrogate-token-ids" => {
                     head.present.token_ids = true;
@@ -100,7 +103,35 @@ pub(super) fn span_in(map: &[u8], part: &[u8]) -> std::ops::Range<usize> {
     }
 }
 
+/// A W3C `traceparent` of version 00's shape (`00-<32 hex>-<16 hex>-<2 hex>`), so only a
+/// well-formed one is passed on.
+pub(super) fn is_traceparent(v: &str) -> bool {
+    let b = v.as_bytes();
+    let hex = |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_hexdigit));
+    let dash = |i: usize| b.get(i) == Some(&b'-');
+    b.len() == 55 && b.starts_with(b"00-") && dash(35) && dash(52) && hex(3..35) && hex(36..52) && hex(53..55)
+}
+
 /// A client-supplied request id is kept only when it is short printable ASCII.
 pub(super) fn usable_request_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_traceparent;
+
+    #[test]
+    fn only_well_formed_traceparents_are_passed_on() {
+        assert!(is_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01x",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0\n",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+        ] {
+            assert!(!is_traceparent(bad), "{bad}");
+        }
+    }
 }

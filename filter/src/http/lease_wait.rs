@@ -71,7 +71,8 @@ impl Stream {
         let Some(sidecar) = plugin.sidecar.as_ref() else { return false };
         let timeout = Duration::from_millis(wait.deadline_ms.saturating_sub(now_ms).max(1));
         let body = leases::body(asks);
-        let headers = [("content-type", "application/json")];
+        let mut headers = vec![("content-type", "application/json")];
+        headers.extend(self.traceparent.as_deref().map(|t| ("traceparent", t)));
         match sidecar_call::call(sidecar, "POST", leases::PATH, &headers, Some(&body), timeout) {
             Ok(token) => {
                 wait.token = token;

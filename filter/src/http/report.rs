@@ -33,6 +33,9 @@ impl Stream {
                 outbox.post(queue);
             }
         }
+        if self.shared.plugin.as_ref().is_some_and(|p| p.gen_ai_attributes) {
+            self.hand_gen_ai_attributes(config.as_deref(), &record);
+        }
         let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
         self.observe(config.as_deref(), &record, start_ns, overhead_ns);
         // The limits learn what the request really used (its reservation is replaced).
@@ -64,6 +67,27 @@ impl Stream {
             itl_us: self.inter_token_us(record.completion_tokens, now_ns),
             filter_us: overhead_ns / 1_000,
         });
+    }
+
+    /// Writes a routed request's GenAI attributes to filter state, for the host's span.
+    fn hand_gen_ai_attributes(&self, config: Option<&Config>, record: &RecordView<'_>) {
+        let Some(routed) = self.routed.as_ref() else { return };
+        let kind = config.and_then(|c| c.providers.get(routed.provider)).map(|p| p.kind);
+        let attributes = ferrogate_core::gen_ai::Attributes {
+            api: self.api_kind,
+            provider_kind: kind,
+            provider: record.provider,
+            request_model: record.model_requested,
+            response_model: record.upstream_model,
+            max_tokens: self.max_tokens,
+            tokens: [record.prompt_tokens, record.completion_tokens, record.cached_tokens],
+            ttft_ms: record.ttft_ms,
+            finish_reasons: self.tracker.as_ref().and_then(|t| t.finish_reasons()).unwrap_or_default(),
+        };
+        let key = vec![ferrogate_core::gen_ai::FILTER_STATE_KEY];
+        if let Err(e) = proxy_wasm::hostcalls::set_property(key, Some(attributes.to_json().as_bytes())) {
+            log::debug!("#{} gen_ai attributes not handed over: {e:?}", self.id);
+        }
     }
 
     /// Why an answer the filter did not give itself is an error, if it is one.
@@ -104,6 +128,7 @@ impl Stream {
             cut: self.was_cut(),
             partial: self.partial(),
             queued_ms: self.queued_ns / 1_000_000,
+            retries: self.attempt.tried.len() as u64,
             ..RecordView::default()
         };
         record.set_usage(usage);

@@ -50,7 +50,9 @@ impl Stream {
                 }
             }
             self.streamed = streaming;
-            self.tracker = Some(Tracker::new(self.usage_dialect, streaming, self.hide_usage));
+            let tracker = Tracker::new(self.usage_dialect, streaming, self.hide_usage);
+            let finish_reasons = self.shared.plugin.as_ref().is_some_and(|p| p.gen_ai_attributes);
+            self.tracker = Some(if finish_reasons { tracker.with_finish_reasons() } else { tracker });
             if (streaming && self.hide_usage || self.translation.is_some()) && has_length {
                 // Removing an event, or translating the body, changes the length.
                 self.set_http_response_header("content-length", None);

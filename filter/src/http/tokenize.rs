@@ -36,12 +36,13 @@ impl Stream {
         }
         let Some(call) = tokenize::plan(config, api, body) else { return false };
         let Some(provider) = config.providers.get(call.provider) else { return false };
-        let headers = vec![
+        let mut headers = vec![
             (":method", "POST"),
             (":path", call.path.as_str()),
             (":authority", provider.authority.as_str()),
             ("content-type", "application/json"),
         ];
+        headers.extend(self.traceparent.as_deref().map(|t| ("traceparent", t)));
         match proxy_wasm::hostcalls::dispatch_http_call(&provider.name, headers, Some(&call.body), vec![], TIMEOUT) {
             Ok(token) => {
                 self.tokenize = Some(Tokenize::Pending(token));

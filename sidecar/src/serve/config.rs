@@ -121,6 +121,8 @@ pub struct FilterOptions {
     pub failover: bool,
     /// Metrics carry the key's name (`metrics_key_label`).
     pub metrics_key_label: bool,
+    /// Requests hand their GenAI attributes over for the span (`gen_ai_attributes`).
+    pub gen_ai_attributes: bool,
 }
 
 /// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in
@@ -142,6 +144,9 @@ pub fn plugin_configuration(
     }
     if let (true, Some(obj)) = (options.metrics_key_label, doc.as_object_mut()) {
         obj.insert("metrics_key_label".into(), true.into());
+    }
+    if let (true, Some(obj)) = (options.gen_ai_attributes, doc.as_object_mut()) {
+        obj.insert("gen_ai_attributes".into(), true.into());
     }
     if let (Some(link), Some(obj)) = (sidecar, doc.as_object_mut()) {
         obj.insert("sidecar_cluster".into(), link.cluster.clone().into());

@@ -333,7 +333,8 @@ impl Driver {
             self.head_tx = None;
         }
         self.upstream = None;
-        self.vm.borrow_mut().finish_stream(self.id, self.reset);
+        let state = self.vm.borrow_mut().finish_stream(self.id, self.reset);
+        trace::record_gen_ai(&self.span, &state);
         self.worker.pump(&self.vm);
     }
 }

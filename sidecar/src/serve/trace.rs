@@ -40,6 +40,16 @@ pub fn request_span(parts: &http::request::Parts) -> Span {
         "http.response.header.x-ferrogate-model" = Empty,
         "http.response.header.x-ferrogate-provider" = Empty,
         "http.response.header.x-request-id" = Empty,
+        "gen_ai.operation.name" = Empty,
+        "gen_ai.provider.name" = Empty,
+        "gen_ai.request.model" = Empty,
+        "gen_ai.response.model" = Empty,
+        "gen_ai.request.max_tokens" = Empty,
+        "gen_ai.usage.input_tokens" = Empty,
+        "gen_ai.usage.output_tokens" = Empty,
+        "gen_ai.usage.cache_read.input_tokens" = Empty,
+        "ferrogate.provider" = Empty,
+        "ferrogate.time_to_first_token" = Empty,
     );
     telemetry::http::set_parent(&span, &parts.headers);
     span
@@ -60,6 +70,45 @@ pub fn record_head(span: &Span, headers: &Headers) {
         if let Some(value) = headers.get_str(header) {
             span.record(field, value);
         }
+    }
+}
+
+/// The GenAI attribute names the filter may hand over (`ferrogate_core::gen_ai`), declared on
+/// the span up front (a `tracing` span records only fields it was created with).
+const GEN_AI_FIELDS: [&str; 10] = [
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.request.max_tokens",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "ferrogate.provider",
+    "ferrogate.time_to_first_token",
+];
+
+/// Records the GenAI attributes the filter left in filter state at the end of the stream.
+pub fn record_gen_ai(span: &Span, filter_state: &std::collections::HashMap<Vec<u8>, Vec<u8>>) {
+    if span.is_disabled() {
+        return;
+    }
+    let Some(json) = filter_state.get(ferrogate_core::gen_ai::FILTER_STATE_KEY.as_bytes()) else { return };
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_slice(json) else { return };
+    for field in GEN_AI_FIELDS {
+        match map.get(field) {
+            Some(serde_json::Value::String(v)) => span.record(field, v.as_str()),
+            Some(serde_json::Value::Number(n)) if n.is_u64() => span.record(field, n.as_u64().unwrap_or(0) as i64),
+            Some(serde_json::Value::Number(n)) => span.record(field, n.as_f64().unwrap_or(0.0)),
+            _ => span,
+        };
+    }
+    // A list: OpenTelemetry's string array, which `tracing` fields cannot carry.
+    if let Some(serde_json::Value::Array(reasons)) = map.get("gen_ai.response.finish_reasons") {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let values = reasons.iter().filter_map(|r| r.as_str().map(|s| s.to_string().into())).collect();
+        let array = opentelemetry::Value::Array(opentelemetry::Array::String(values));
+        span.set_attribute("gen_ai.response.finish_reasons", array);
     }
 }
 

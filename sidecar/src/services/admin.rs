@@ -24,6 +24,8 @@ use super::source::Database;
 use super::targets::{self, Targets};
 use super::usage::{self, UsageBackend};
 
+mod requests;
+
 /// Shared state of the admin API.
 #[derive(Clone)]
 pub struct Admin {
@@ -76,6 +78,8 @@ pub fn router(state: Admin) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(|| async { Json(super::openapi::document()) }))
         .route("/api/v1/usage", get(usage_query))
+        .route("/api/v1/requests", get(requests::list))
+        .route("/api/v1/requests/{request_id}", get(requests::by_id))
         .route("/api/v1/limits", get(limits_query))
         .route("/api/v1/targets", get(targets_query))
         .route("/api/v1/kv", get(kv_query))
@@ -140,6 +144,7 @@ async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
     admin.ledger.leases.prometheus(&mut text);
     targets::prometheus(&admin.targets.report(), &mut text);
     super::kv::report::prometheus(&super::kv::report::report(&admin.kv, now_ms()), &mut text);
+    admin.usage.prometheus(&mut text);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
@@ -215,7 +220,7 @@ mod tests {
     fn file_store_admin(snapshots: Arc<Snapshots>) -> Admin {
         Admin {
             runtime: None,
-            usage: Arc::new(UsageBackend::Memory(usage::UsageStore::new(None))),
+            usage: Arc::new(UsageBackend::memory(usage::UsageStore::new(None))),
             snapshots,
             db: Arc::new(OnceLock::new()),
             postgres: false,
@@ -232,11 +237,14 @@ mod tests {
     async fn every_documented_operation_is_routed() {
         use tower::ServiceExt;
         let admin = file_store_admin(Arc::new(Snapshots::new(None)));
+        // A request of id x, so `GET /api/v1/requests/x` finds one.
+        let record = ferrogate_core::usage::Record { request_id: "x".into(), ..Default::default() };
+        admin.usage.add(bytes::Bytes::from(record.to_json_line())).await.unwrap();
         let app = router(admin);
         let ops = super::super::openapi::operations();
         assert!(ops.len() > 20);
         for op in ops {
-            let uri = op.path.replace("{name}", "x");
+            let uri = op.path.replace("{name}", "x").replace("{request_id}", "x");
             let req = axum::http::Request::builder()
                 .method(op.method.to_uppercase().as_str())
                 .uri(&uri)

@@ -37,6 +37,19 @@ pub fn operations() -> Vec<Operation> {
         op("get", "/api/v1/usage", "Usage records and totals by key, model and time range", false),
         op(
             "get",
+            "/api/v1/requests",
+            "The request log: usage records, newest first, with filters and cursor paging \
+             ({\"requests\": [...], \"next_cursor\": \"...\" | null}; 400 for a bad cursor or status_class)",
+            false,
+        ),
+        op(
+            "get",
+            "/api/v1/requests/{request_id}",
+            "Every record of one request id ({\"requests\": [...]}; 404 when none)",
+            false,
+        ),
+        op(
+            "get",
             "/api/v1/limits",
             "Consumption and remaining amount of every limit (key=, group= to narrow), across replicas",
             false,
@@ -70,6 +83,39 @@ pub fn operations() -> Vec<Operation> {
     ops
 }
 
+/// The parameters of the operations on `path`, when it has any.
+fn parameters(path: &str) -> Option<Value> {
+    let path_param = |name: &str| json!([{"name": name, "in": "path", "required": true, "schema": {"type": "string"}}]);
+    if path.contains("{name}") {
+        return Some(path_param("name"));
+    }
+    if path.contains("{request_id}") {
+        return Some(path_param("request_id"));
+    }
+    if path != "/api/v1/requests" {
+        return None;
+    }
+    Some(json!([
+        query_param("request_id", "string", "x-request-id, exact"),
+        query_param("key", "string", "key name, exact"),
+        query_param("model", "string", "model_requested, exact"),
+        query_param("provider", "string", "provider, exact"),
+        query_param("status", "integer", "HTTP status, exact"),
+        query_param("status_class", "string", "1xx, 2xx, 3xx, 4xx or 5xx"),
+        query_param("since", "integer", "Unix ms, inclusive, on the start"),
+        query_param("until", "integer", "Unix ms, exclusive, on the start"),
+        query_param("streamed", "boolean", "streamed answers only (true) or unstreamed only (false)"),
+        query_param("partial", "boolean", "answers that stopped early (true) or complete ones (false)"),
+        query_param("limit", "integer", "items per page: default 100, 1 to 1000"),
+        query_param("cursor", "string", "next_cursor of the previous page"),
+    ]))
+}
+
+/// An optional query parameter.
+fn query_param(name: &str, kind: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": kind}})
+}
+
 /// The OpenAPI 3.1 document.
 pub fn document() -> Value {
     let mut paths = Map::new();
@@ -86,9 +132,8 @@ pub fn document() -> Value {
                 "503": {"description": "Store unavailable"}
             }
         });
-        if o.path.contains("{name}") {
-            operation["parameters"] =
-                json!([{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}]);
+        if let Some(parameters) = parameters(&o.path) {
+            operation["parameters"] = parameters;
         }
         if o.body {
             operation["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {

@@ -20,6 +20,7 @@ use tokio_postgres::NoTls;
 
 use super::secrets::{MasterKey, SecretError};
 
+pub mod requests;
 pub mod rows;
 pub mod usage;
 
@@ -34,6 +35,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("pg/0005_provider_kv.sql")),
     (6, include_str!("pg/0006_flow_control.sql")),
     (7, include_str!("pg/0007_endpoints_dns.sql")),
+    (8, include_str!("pg/0008_usage_retries.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

@@ -13,6 +13,9 @@
 //! garbled batch is refused whole (400) rather than stored. The file store delivers at least
 //! once: a batch whose acknowledgement is lost is sent again and kept twice (Postgres stores
 //! it once); the file is not fsynced, so it survives a process restart, not a power cut.
+//!
+//! The same records answer `GET /api/v1/requests` ([`requests`]: filters, keyset paging) and,
+//! with `--request-log`, are written for log shippers as they are ingested ([`request_log`]).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -26,6 +29,8 @@ use serde::{Deserialize, Serialize};
 use super::pg::StoreError;
 
 mod backend;
+pub mod request_log;
+pub mod requests;
 mod tail;
 
 pub use backend::UsageBackend;
@@ -134,15 +139,35 @@ fn is_zero(n: &u64) -> bool {
 /// Thread-safe usage store.
 #[derive(Debug, Default)]
 pub struct UsageStore {
-    /// One JSON record per entry, oldest first.
-    lines: Mutex<VecDeque<Bytes>>,
+    kept: Mutex<Kept>,
     file: Option<PathBuf>,
+}
+
+/// The records in memory.
+#[derive(Debug, Default)]
+struct Kept {
+    /// One JSON record per entry, oldest first.
+    lines: VecDeque<Bytes>,
+    /// Arrival id of the first line (ids count every line kept since start, dropped ones
+    /// included, so a line keeps its id: the request log's cursors point at them).
+    first_id: u64,
 }
 
 impl UsageStore {
     /// A store, appending JSON lines to `file` when given.
     pub fn new(file: Option<PathBuf>) -> UsageStore {
-        UsageStore { lines: Mutex::new(VecDeque::new()), file }
+        UsageStore { kept: Mutex::new(Kept::default()), file }
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The arrival id of the first line and every line, copied out of the lock (a query must
+    /// not hold up ingestion).
+    fn snapshot(&self) -> (u64, Vec<Bytes>) {
+        let kept = self.kept();
+        (kept.first_id, kept.lines.iter().cloned().collect())
     }
 
     /// A store on `file` (when given) with its last [`MEMORY_LIMIT`] records read back, so a
@@ -156,7 +181,7 @@ impl UsageStore {
                 if !lines.is_empty() {
                     tracing::info!(records = lines.len(), file = %path.display(), "usage records read back");
                 }
-                *store.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = lines.into();
+                store.kept().lines = lines.into();
             }
             Err(e) => tracing::warn!(error = %e, file = %path.display(), "usage file not read back"),
         }
@@ -166,36 +191,39 @@ impl UsageStore {
     /// Adds a batch of JSON lines (blank lines ignored); returns how many records were stored.
     /// Nothing is stored when any line is not a JSON object.
     pub fn add(&self, batch: Bytes) -> Result<Added, AddError> {
-        let lines = split_lines(&batch)?;
+        self.add_lines(&record_lines(&batch)?)
+    }
+
+    /// Adds lines already split and checked ([`record_lines`]).
+    fn add_lines(&self, lines: &[Bytes]) -> Result<Added, AddError> {
         if lines.is_empty() {
             return Ok(Added::default());
         }
         if let Some(path) = &self.file {
             let mut out = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-            let mut text = Vec::with_capacity(batch.len() + 1);
-            for (_, line) in &lines {
+            let mut text = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+            for line in lines {
                 text.extend_from_slice(line);
                 text.push(b'\n');
             }
             out.write_all(&text)?;
         }
-        let n = lines.len();
-        let mut stored = self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for (_, line) in lines {
-            if stored.len() == MEMORY_LIMIT {
-                stored.pop_front();
+        let mut kept = self.kept();
+        for line in lines {
+            if kept.lines.len() == MEMORY_LIMIT {
+                kept.lines.pop_front();
+                kept.first_id += 1;
             }
-            stored.push_back(line);
+            kept.lines.push_back(line.clone());
         }
-        Ok(Added { stored: n, duplicates: 0 })
+        Ok(Added { stored: lines.len(), duplicates: 0 })
     }
 
     /// Runs a query: totals over every match, then the newest matches by start time (ties:
     /// the later arrival first), the same order the Postgres store answers in.
     pub fn query(&self, q: &Query) -> Answer {
         // Parse outside the lock: ingestion must not wait for a long query.
-        let snapshot: Vec<Bytes> =
-            self.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect();
+        let (_, snapshot) = self.snapshot();
         let mut answer = Answer::default();
         // (start, arrival) of every match; only the page's lines are parsed a second time.
         let mut hits: Vec<(u64, usize)> = Vec::new();
@@ -219,6 +247,12 @@ impl UsageStore {
         answer.records = hits.iter().filter_map(|&(_, at)| serde_json::from_slice(snapshot.get(at)?).ok()).collect();
         answer
     }
+}
+
+/// The batch's non-blank lines, trimmed, as slices of it (no copy); each must look like one
+/// JSON object.
+fn record_lines(batch: &Bytes) -> Result<Vec<Bytes>, AddError> {
+    Ok(split_lines(batch)?.into_iter().map(|(_, line)| line).collect())
 }
 
 /// The batch's non-blank lines, trimmed, as slices of it with their 1-based line numbers; each

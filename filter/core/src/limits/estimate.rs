@@ -32,15 +32,14 @@ pub fn prompt_tokens(body_len: usize) -> u64 {
 
 /// `(estimated prompt tokens, completion allowance)` of a JSON request body.
 pub fn estimate(body: &[u8]) -> (u64, u64) {
-    let prompt = prompt_tokens(body.len());
-    let caps: Option<Caps> = serde_json::from_slice(body).ok();
-    let completion = caps
-        .and_then(|c| {
-            let gemini = c.generation.and_then(|g| g.max_output_tokens);
-            c.max_completion_tokens.or(c.max_tokens).or(c.max_output_tokens).or(gemini)
-        })
-        .unwrap_or(DEFAULT_COMPLETION);
-    (prompt, completion)
+    (prompt_tokens(body.len()), max_tokens(body).unwrap_or(DEFAULT_COMPLETION))
+}
+
+/// The output cap the client set in a JSON request body, in any dialect's spelling.
+pub fn max_tokens(body: &[u8]) -> Option<u64> {
+    let caps: Caps = serde_json::from_slice(body).ok()?;
+    let gemini = caps.generation.and_then(|g| g.max_output_tokens);
+    caps.max_completion_tokens.or(caps.max_tokens).or(caps.max_output_tokens).or(gemini)
 }
 
 #[cfg(test)]

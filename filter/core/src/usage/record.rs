@@ -66,6 +66,10 @@ pub struct Record {
     /// Milliseconds the request waited in a flow-control queue. Written only when not 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub queued_ms: u64,
+    /// Attempts abandoned before this one to fail over (`ferrogate serve`; the request took
+    /// `retries + 1` attempts). Written only when not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -127,6 +131,7 @@ impl Record {
             cut: self.cut,
             partial: self.partial,
             queued_ms: self.queued_ms,
+            retries: self.retries,
         }
     }
 }
@@ -155,6 +160,7 @@ pub struct RecordView<'a> {
     pub cut: bool,
     pub partial: bool,
     pub queued_ms: u64,
+    pub retries: u64,
 }
 
 impl RecordView<'_> {
@@ -208,6 +214,9 @@ impl RecordView<'_> {
         }
         if self.queued_ms > 0 {
             push_field(out, b",\"queued_ms\":", Some(self.queued_ms));
+        }
+        if self.retries > 0 {
+            push_field(out, b",\"retries\":", Some(self.retries));
         }
         out.extend_from_slice(b"}\n");
     }

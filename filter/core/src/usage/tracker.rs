@@ -28,6 +28,8 @@ pub struct Tracker {
     split: Splitter,
     /// Bytes held back and not yet returned by [`flush`](Self::flush).
     out: Vec<u8>,
+    /// Finish reasons, read only when asked for ([`with_finish_reasons`](Self::with_finish_reasons)).
+    finish: Option<Box<super::FinishReasons>>,
 }
 
 /// Output of one chunk in hiding mode: stays a borrowed prefix of the chunk until something
@@ -93,7 +95,20 @@ impl Tracker {
             seen: 0,
             split: Splitter::default(),
             out: Vec::new(),
+            finish: None,
         }
+    }
+
+    /// Also reads the answer's finish reasons (each complete event, or a JSON body up to the
+    /// size read whole); [`finish_reasons`](Self::finish_reasons) has them.
+    pub fn with_finish_reasons(mut self) -> Self {
+        self.finish = Some(Box::default());
+        self
+    }
+
+    /// The finish reasons seen, when asked for.
+    pub fn finish_reasons(&self) -> Option<&[String]> {
+        self.finish.as_deref().map(|f| f.reasons.as_slice())
     }
 
     /// Whether generated output has been seen: any body byte for JSON, an event carrying
@@ -232,6 +247,9 @@ impl Tracker {
         if !self.first_token && extract::is_token_event(self.dialect, event) {
             self.first_token = true;
         }
+        if let Some(f) = self.finish.as_deref_mut() {
+            f.scan(self.dialect, event);
+        }
         if !extract::has_usage_object(event) {
             return false;
         }
@@ -272,6 +290,9 @@ impl Tracker {
     /// top-level member read from the end, else the top-level member found in one light pass,
     /// else the full parse for anything unusual; the tail for bodies too big to hold.
     fn json_usage(&mut self, body: &[u8]) {
+        if let (Some(f), true) = (self.finish.as_deref_mut(), self.seen <= WHOLE_BODY_MAX) {
+            f.scan(self.dialect, body);
+        }
         let (dialect, acc) = (self.dialect, &mut self.acc);
         let found = self.seen <= WHOLE_BODY_MAX
             && (extract::last_member(dialect, body, acc)

@@ -78,9 +78,13 @@ impl Vm {
 
     /// Stream finished (normally, or client reset when `reset`): on_log, on_done,
     /// on_delete (Envoy's order). Outstanding callouts of the stream survive it.
-    pub fn finish_stream(&mut self, s: StreamId, reset: bool) {
+    ///
+    /// Returns the filter state the stream's filter wrote with `proxy_set_property`, by path
+    /// (segments joined by NUL), for what the host does at the end of a stream (Envoy: access
+    /// logs; `ferrogate serve`: the request's span).
+    pub fn finish_stream(&mut self, s: StreamId, reset: bool) -> std::collections::HashMap<Vec<u8>, Vec<u8>> {
         if self.st(s).is_none() {
-            return;
+            return Default::default();
         }
         if self.failed.is_none() {
             if reset {
@@ -88,8 +92,9 @@ impl Vm {
             }
             self.end_callbacks(s);
         }
-        self.store.data_mut().streams.remove(&s);
+        let state = self.store.data_mut().streams.remove(&s).map(|st| st.filter_state).unwrap_or_default();
         self.settle(Some(s));
+        state
     }
 
     /// Events for one stream since the last call, in order.

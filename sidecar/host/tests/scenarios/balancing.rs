@@ -223,7 +223,9 @@ fn a_cache_aware_move_made_on_one_vm_is_followed_on_the_others() {
     // ...until the guard trips (3 ahead of idle replicas): turn 2 moves.
     let moved = route_text(&mut a, &turn(2));
     assert_ne!(moved, home, "the load guard moved turn 2");
-    held.into_iter().for_each(|(s, _)| a.finish_stream(s, true));
+    held.into_iter().for_each(|(s, _)| {
+        a.finish_stream(s, true);
+    });
     // VM B never saw the conversation; by its own knowledge it would go home. It follows the move.
     assert_eq!(route_text(&mut b, &turn(3)), moved, "VM B follows VM A's move");
     assert_eq!(route_text(&mut a, &turn(4)), moved);

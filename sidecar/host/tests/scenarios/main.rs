@@ -18,5 +18,6 @@ mod properties;
 mod shared_state;
 mod snapshot_feed;
 mod stream_end;
+mod trace_context;
 mod translation;
 mod translation_gemini;

@@ -7,12 +7,14 @@
 //! NOTHING` skips lines already stored: a batch whose acknowledgement was lost and that the
 //! filter sends again is stored once. The digest covers the whole line, not only the request
 //! id, because `x-request-id` comes from the client and may repeat; only records equal in
-//! every field (same request id, start millisecond, latency, tokens, …) count once.
+//! every field (same request id, start millisecond, latency, tokens, …) count once. The
+//! statement returns the digests it stored, so the request log writes only the new rows.
 //!
 //! Queries answer exactly as the memory store does ([`UsageStore::query`](super::super::usage::UsageStore::query)):
 //! totals over every match, then the newest matches by start time (ties: the later arrival
 //! first), in one read-only snapshot so both parts agree.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -30,17 +32,20 @@ const MAX_MS: u64 = 253_402_300_799_999;
 
 const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, model_requested, provider, \
     upstream_model, status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, \
-    started_at, streamed, cut, partial, queued_ms) \
-    SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q \
+    started_at, streamed, cut, partial, queued_ms, retries) \
+    SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re \
     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::int4[], \
     $9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[], $16::bool[], $17::bool[], \
-    $18::bool[], $19::int8[]) \
-    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, n) \
+    $18::bool[], $19::int8[], $20::int8[]) \
+    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, n) \
     ORDER BY n \
-    ON CONFLICT (digest) DO NOTHING";
+    ON CONFLICT (digest) DO NOTHING \
+    RETURNING digest";
 
-const COLUMNS: &str = "request_id, key, groups, model_requested, provider, upstream_model, status, prompt_tokens, \
-    completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, partial, queued_ms";
+/// The columns [`record_of`] reads, in its order.
+pub(super) const COLUMNS: &str = "request_id, key, groups, model_requested, provider, upstream_model, status, \
+    prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, \
+    partial, queued_ms, retries";
 
 /// One record ready for the table, identified by the digest of the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,12 +78,21 @@ impl PgStore {
     /// # Errors
     /// The database is unreachable or refuses the statement.
     pub async fn insert_usage(&self, rows: &[UsageRow]) -> Result<u64, StoreError> {
+        Ok(u64::try_from(self.insert_usage_new(rows).await?.len()).unwrap_or(u64::MAX))
+    }
+
+    /// Stores a batch in one statement; returns the digests of the rows that were new (lines
+    /// already stored, and repeats within the batch, are skipped). Nothing is stored on error.
+    ///
+    /// # Errors
+    /// The database is unreachable or refuses the statement.
+    pub async fn insert_usage_new(&self, rows: &[UsageRow]) -> Result<HashSet<[u8; 16]>, StoreError> {
         if rows.is_empty() {
-            return Ok(0);
+            return Ok(HashSet::new());
         }
         let c = Columns::of(rows);
         let client = self.pool.get().await?;
-        let params: [&(dyn ToSql + Sync); 19] = [
+        let params: [&(dyn ToSql + Sync); 20] = [
             &c.digest,
             &c.request_id,
             &c.key,
@@ -98,8 +112,11 @@ impl PgStore {
             &c.cut,
             &c.partial,
             &c.queued_ms,
+            &c.retries,
         ];
-        Ok(client.execute(INSERT, &params).await?)
+        let stored = client.query(INSERT, &params).await?;
+        let digest = |row: &Row| row.try_get::<_, &[u8]>(0).ok().and_then(|d| <[u8; 16]>::try_from(d).ok());
+        Ok(stored.iter().filter_map(digest).collect())
     }
 
     /// Totals over every record matching `q` and the newest matches up to its limit.
@@ -164,6 +181,7 @@ struct Columns<'a> {
     cut: Vec<bool>,
     partial: Vec<bool>,
     queued_ms: Vec<i64>,
+    retries: Vec<i64>,
 }
 
 impl<'a> Columns<'a> {
@@ -191,19 +209,22 @@ impl<'a> Columns<'a> {
             cut: rows.iter().map(|r| r.record.cut).collect(),
             partial: rows.iter().map(|r| r.record.partial).collect(),
             queued_ms: num(|r| r.queued_ms),
+            retries: num(|r| r.retries),
         }
     }
 }
 
 /// The `WHERE` clause of a query, with only the filters it sets (so each uses its index).
-struct Filter {
-    sql: String,
+#[derive(Default)]
+pub(super) struct Filter {
+    /// `WHERE … AND …` with `$n` placeholders, or empty.
+    pub(super) sql: String,
     values: Vec<Box<dyn ToSql + Sync + Send>>,
 }
 
 impl Filter {
     fn of(q: &Query) -> Filter {
-        let mut f = Filter { sql: String::new(), values: Vec::new() };
+        let mut f = Filter::default();
         if let Some(key) = &q.key {
             f.push("key =", Box::new(key.clone()));
         }
@@ -219,19 +240,31 @@ impl Filter {
         f
     }
 
-    fn push(&mut self, condition: &str, value: Box<dyn ToSql + Sync + Send>) {
+    /// Adds `condition $n` (`condition` ends in an operator) with its value.
+    pub(super) fn push(&mut self, condition: &str, value: Box<dyn ToSql + Sync + Send>) {
         self.values.push(value);
         let word = if self.values.len() == 1 { "WHERE" } else { "AND" };
         let _ = write!(self.sql, " {word} {condition} ${}", self.values.len());
     }
 
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+    /// Adds `(started_at, id) < ($n, $m)`: the rows after a keyset cursor, newest first (one
+    /// row comparison, which the (started_at DESC, id DESC) indexes serve).
+    pub(super) fn push_before(&mut self, started_ms: u64, id: u64) {
+        self.values.push(Box::new(time_of(started_ms)));
+        self.values.push(Box::new(to_i64(id)));
+        let n = self.values.len();
+        let word = if n == 2 { "WHERE" } else { "AND" };
+        let _ = write!(self.sql, " {word} (started_at, id) < (${}, ${n})", n - 1);
+    }
+
+    /// The values, in placeholder order.
+    pub(super) fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
         self.values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect()
     }
 }
 
 /// A row of [`COLUMNS`] as the record the filter sent.
-fn record_of(row: &Row) -> Result<Record, StoreError> {
+pub(super) fn record_of(row: &Row) -> Result<Record, StoreError> {
     let num = |i: usize| row.try_get::<_, i64>(i).map(to_u64);
     let opt = |i: usize| row.try_get::<_, Option<i64>>(i).map(|v| v.map(to_u64));
     let started: SystemTime = row.try_get(13)?;
@@ -258,20 +291,21 @@ fn record_of(row: &Row) -> Result<Record, StoreError> {
         cut: row.try_get(15)?,
         partial: row.try_get(16)?,
         queued_ms: num(17)?,
+        retries: num(18)?,
     })
 }
 
 /// Unix milliseconds as a timestamp (clamped to year 9999, the last Postgres prints plainly).
-fn time_of(ms: u64) -> SystemTime {
+pub(super) fn time_of(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.min(MAX_MS))
 }
 
 /// Counters are `u64` in records and `bigint` in the table; beyond `i64::MAX` they saturate.
-fn to_i64(n: u64) -> i64 {
+pub(super) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn to_u64(n: i64) -> u64 {
+pub(super) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 

@@ -243,5 +243,7 @@ ferrogate_target_waiting{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 1
 # TYPE ferrogate_target_kv_usage gauge
 ferrogate_target_kv_usage{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 0.25
 ";
-    assert_eq!(text, expected);
+    let without_help: String = text.lines().filter(|l| !l.starts_with("# HELP ")).map(|l| format!("{l}\n")).collect();
+    assert_eq!(without_help, expected);
+    assert_eq!(text.lines().filter(|l| l.starts_with("# HELP ferrogate_target_")).count(), 4, "{text}");
 }

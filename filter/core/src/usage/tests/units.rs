@@ -68,8 +68,10 @@ fn hand_written_record_json_matches_serde() {
             cut: true,
             partial: true,
             queued_ms: 1_234,
+            retries: 2,
         },
         Record { queued_ms: 7, ..Record::default() },
+        Record { retries: 1, ..Record::default() },
     ];
     for r in records {
         assert_eq!(r.to_json_line(), format!("{}\n", serde_json::to_string(&r).unwrap()));

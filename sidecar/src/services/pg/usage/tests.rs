@@ -38,6 +38,7 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         cut: cost.is_none(),
         partial: cost.is_none(),
         queued_ms: prompt % 7,
+        retries: prompt % 3,
     };
     record.to_json_line()
 }
@@ -151,7 +152,7 @@ async fn ingestion_answers_200_after_commit_400_for_a_bad_line_and_503_while_the
     let schema = Schema::new().await;
     let fwd = Forwarder::start(&schema.url).await;
     let slot = Arc::new(OnceLock::new());
-    let usage = Arc::new(UsageBackend::Postgres(slot.clone()));
+    let usage = Arc::new(UsageBackend::postgres(slot.clone()));
     let api = FilterApi {
         usage: usage.clone(),
         snapshots: Arc::new(Snapshots::new(None)),
