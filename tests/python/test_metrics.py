@@ -7,13 +7,15 @@ series carry what the usage records say; 1,000 requests with made-up model names
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import time
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Gateway
+from conftest import PROVIDER_KEY_ENV, Gateway, Proc, _bin, _free_port, _wait_until, gateway_config
 
 MESSAGES = [{"role": "user", "content": "Count the series."}]
 # The filter hands its counters to the host on each tick (250 ms with a sidecar).
@@ -122,3 +124,28 @@ def test_the_filter_applies_the_snapshot_the_sidecar_serves(gateway: Gateway):
     assert served > 0 and value(series, "ferrogate_snapshot_version") == served
     assert ("ferrogate_snapshot_age_seconds", ()) in series
     assert value(series, "ferrogate_key_info", key="alice", group="dev") == 1
+
+
+def test_the_standalone_sidecars_metrics_parse_too(gateway: Gateway, tmp_path):
+    """`ferrogate sidecar` (next to an Envoy) serves its own /metrics: it parses, every family
+    has # HELP, and its series are there."""
+    side, admin = _free_port(), _free_port()
+    cfg = tmp_path / "sidecar.json"
+    cfg.write_text(json.dumps(gateway_config(_free_port(), gateway.keys)))
+    env = {**os.environ, **{var: "sim-key" for var in PROVIDER_KEY_ENV.values()}}
+    env.pop("FERROGATE_INTERNAL_TOKEN", None)
+    proc = Proc("sidecar", [str(_bin()), "sidecar", "--config", str(cfg), "--sidecar-listen", f"127.0.0.1:{side}",
+                            "--admin-listen", f"127.0.0.1:{admin}"], tmp_path / "sidecar.log", env)
+    try:
+        url = f"http://127.0.0.1:{admin}/metrics"
+        _wait_until("sidecar /metrics", [proc], lambda: httpx.get(url, timeout=2).status_code == 200, 30)
+        text = httpx.get(url, timeout=10).text
+        series = samples(text)
+        assert value(series, "ferrogate_snapshot_served_version") > 0
+        assert value(series, "ferrogate_key_info", key="alice", group="dev") == 1
+        assert any(name == "ferrogate_target_healthy" for name, _ in series), sorted(series)[:20]
+        typed = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+        helped = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")}
+        assert typed and all(t in helped for t in typed), typed
+    finally:
+        proc.stop()
