@@ -1,52 +1,15 @@
 """The venv validate-envoy runs in: .venv at the repository root (shared with scripts/pytest),
-with scripts/requirements-envoy.txt installed (again only when the requirements change).
+with scripts/requirements-envoy.txt installed (again only when the requirements change). The
+work is scripts/lib/script_venv.py's.
 
 Standard library only: the entry script imports this before the venv exists.
 """
 
-import hashlib
-import os
-import subprocess
-import sys
-from pathlib import Path
+from script_venv import Venv
 
-REPO = Path(__file__).resolve().parents[3]
-VENV = REPO / ".venv"
-REQUIREMENTS = REPO / "scripts" / "requirements-envoy.txt"
-STAMP = VENV / ".validate-envoy-requirements"
-
-
-def _ensure_venv():
-    """Creates .venv and installs the pinned requirements unless already done."""
-    want = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
-    py = VENV / "bin" / "python"
-    ok = py.exists() and subprocess.run([str(py), "-c", "pass"], capture_output=True).returncode == 0
-    if ok and STAMP.exists() and STAMP.read_text().strip() == want:
-        return py
-    if not ok:
-        print(f"validate-envoy: creating {VENV.relative_to(REPO)}", file=sys.stderr)
-        if subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)]).returncode != 0:
-            sys.exit(f"validate-envoy: '{sys.executable} -m venv' failed (on Debian: apt-get install python3-venv)")
-    print(f"validate-envoy: installing {REQUIREMENTS.relative_to(REPO)}", file=sys.stderr)
-    r = subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "-r", str(REQUIREMENTS)])
-    if r.returncode != 0:
-        sys.exit("validate-envoy: pip install failed")
-    STAMP.write_text(want + "\n")
-    return py
-
-
-def _in_venv():
-    try:
-        return Path(sys.prefix).resolve() == VENV.resolve()
-    except OSError:
-        return False
+_VENV = Venv("validate-envoy", ".venv", ["scripts/requirements-envoy.txt"])
 
 
 def reexec_inside(script, argv):
-    """Returns when already running in the venv; otherwise replaces this process with the script
-    run by the venv's python."""
-    if _in_venv():
-        return
-    py = _ensure_venv()
-    os.execv(str(py), [str(py), str(Path(script).resolve()), *argv])
+    """Returns when already running in the venv; otherwise re-runs `script` inside it."""
+    _VENV.reexec_inside(script, argv)
