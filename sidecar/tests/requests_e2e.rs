@@ -16,50 +16,18 @@
 
 use std::io::BufRead;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferrogate_core::usage::Record;
 use serde_json::Value;
-use tokio_postgres::NoTls;
 
 const ADMIN_TOKEN: &str = "admin-secret";
 
-fn base_url() -> String {
-    std::env::var("FERROGATE_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// A schema of its own on the test database and a temporary directory, both removed at the end.
-struct Scratch {
-    name: String,
-    url: String,
-    dir: PathBuf,
-    db: tokio_postgres::Client,
-}
-
-impl Scratch {
-    async fn new() -> Scratch {
-        let name = format!("fg_requests_e2e_{:016x}", rand::random::<u64>());
-        let base = base_url();
-        let (db, conn) = tokio_postgres::connect(&base, NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base} (FERROGATE_TEST_DATABASE_URL): {e}"));
-        tokio::spawn(conn);
-        db.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-csearch_path%3D{name}");
-        let dir = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch { name, url, dir, db }
-    }
-
-    async fn drop_all(self) {
-        self.db.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name)).await.unwrap();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+#[path = "common/pg_scratch.rs"]
+mod pg_scratch;
+use pg_scratch::Scratch;
 
 fn free_port() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
@@ -208,7 +176,7 @@ fn newest_first(stored: &[Record], keep: impl Fn(&Record) -> bool) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_each_filter_returns_exactly_its_matches_across_pages() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_requests_e2e").await;
     let sidecar = Sidecar::start(&scratch, true, scratch.dir.join("requests.jsonl").to_str().unwrap()).await;
     let stored = records(0..30);
     sidecar.post(&stored[..17]).await;
@@ -250,7 +218,7 @@ async fn postgres_each_filter_returns_exactly_its_matches_across_pages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_paging_collects_every_record_once_in_order_while_new_ones_arrive() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_requests_e2e").await;
     let sidecar = Sidecar::start(&scratch, true, scratch.dir.join("requests.jsonl").to_str().unwrap()).await;
     let stored = records(0..23);
     sidecar.post(&stored).await;
@@ -289,7 +257,7 @@ async fn postgres_paging_collects_every_record_once_in_order_while_new_ones_arri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_finds_a_request_by_id_and_refuses_bad_cursors_and_missing_tokens() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_requests_e2e").await;
     let sidecar = Sidecar::start(&scratch, true, scratch.dir.join("requests.jsonl").to_str().unwrap()).await;
     sidecar.post(&records(0..20)).await;
     let (status, found) = sidecar.get("/api/v1/requests/req-3").await;
@@ -351,7 +319,7 @@ async fn check_lines(sidecar: &Sidecar, lines: &[Value]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_request_log_file_has_one_line_per_stored_record() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_requests_e2e").await;
     let path = scratch.dir.join("requests.jsonl");
     let sidecar = Sidecar::start(&scratch, true, path.to_str().unwrap()).await;
     let first = records(0..10);
@@ -377,7 +345,7 @@ async fn postgres_request_log_file_has_one_line_per_stored_record() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store_request_log_on_stdout_has_one_line_per_stored_record() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_requests_e2e").await;
     let sidecar = Sidecar::start(&scratch, false, "-").await;
     let first = records(0..10);
     sidecar.post(&first).await;

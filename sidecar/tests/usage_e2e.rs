@@ -30,7 +30,6 @@ use clap::Parser;
 use ferrogate_core::usage::Record;
 use ferrogate_sidecar::serve::{Gateway, ServeArgs};
 use serde_json::{json, Value};
-use tokio_postgres::NoTls;
 
 #[path = "common/forwarder.rs"]
 mod forwarder;
@@ -50,34 +49,11 @@ struct Cli<T: clap::Args> {
     args: T,
 }
 
-fn base_url() -> String {
-    std::env::var("FERROGATE_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// A schema of its own on the test database, dropped (with a temporary directory) at the end.
-struct Scratch {
-    name: String,
-    url: String,
-    dir: PathBuf,
-    db: tokio_postgres::Client,
-}
+#[path = "common/pg_scratch.rs"]
+mod pg_scratch;
+use pg_scratch::Scratch;
 
 impl Scratch {
-    async fn new() -> Scratch {
-        let name = format!("fg_usage_e2e_{:016x}", rand::random::<u64>());
-        let base = base_url();
-        let (db, conn) = tokio_postgres::connect(&base, NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {base} (FERROGATE_TEST_DATABASE_URL): {e}"));
-        tokio::spawn(conn);
-        db.batch_execute(&format!("CREATE SCHEMA {name}")).await.unwrap();
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-csearch_path%3D{name}");
-        let dir = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch { name, url, dir, db }
-    }
-
     /// Rows per (key, model) in the schema's `fg_usage`, and how many distinct request ids.
     async fn stored(&self) -> (Vec<(Option<String>, String, i64)>, i64) {
         let rows = self
@@ -94,11 +70,6 @@ impl Scratch {
         let distinct = format!("SELECT count(DISTINCT request_id) FROM {}.fg_usage", self.name);
         let ids: i64 = self.db.query_one(&distinct, &[]).await.unwrap().get(0);
         (rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect(), ids)
-    }
-
-    async fn drop_all(self) {
-        self.db.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name)).await.unwrap();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -259,7 +230,7 @@ async fn kill_and_restart(postgres: bool, scratch: &Scratch) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_postgres_sidecar_loses_and_doubles_nothing() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_usage_e2e").await;
     kill_and_restart(true, &scratch).await;
     let (groups, distinct) = scratch.stored().await;
     assert_eq!(distinct, 180, "every record once");
@@ -273,7 +244,7 @@ async fn a_killed_postgres_sidecar_loses_and_doubles_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_file_store_sidecar_reads_its_usage_file_back() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_usage_e2e").await;
     kill_and_restart(false, &scratch).await;
     let text = std::fs::read(scratch.dir.join("usage.jsonl")).unwrap();
     assert_eq!(Record::parse_lines(&text).unwrap().len(), 180);
@@ -340,7 +311,7 @@ async fn wait_stored(scratch: &Scratch, n: i64, within: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_filter_keeps_its_records_while_the_usage_database_is_away() {
-    let scratch = Scratch::new().await;
+    let scratch = Scratch::new("fg_usage_e2e").await;
     let (sim, fwd) = (start_sim(&[]).await, Forwarder::start(&scratch.url).await);
     let (gw, keys) = gateway(&scratch, &fwd.url(&scratch.url), sim).await;
     let (n, m) = (9, 12);
