@@ -207,7 +207,7 @@ impl Metrics {
 
     /// The snapshot the VM applies, by its content version (a hex hash): its first 32 bits.
     pub(crate) fn snapshot(&mut self, version: &str) {
-        let number = version.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok());
+        let number = ferrogate_core::snapshot::version_number(version);
         if number.is_some() && number != self.snapshot_version {
             self.snapshot_version = number;
             self.ids.gauge("ferrogate.snapshot_version", number.unwrap_or(0));

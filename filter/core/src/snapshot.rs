@@ -75,6 +75,13 @@ pub fn content_version(config_json: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// A content version as a number for a metric gauge: its first 32 bits (8 hex digits), the
+/// same in the filter's `ferrogate_snapshot_version` and the sidecar's
+/// `ferrogate_snapshot_served_version`; `None` for a version that is not hex.
+pub fn version_number(version: &str) -> Option<u64> {
+    version.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok())
+}
+
 impl Snapshot {
     /// Parses and validates a snapshot body as the filter receives it.
     ///

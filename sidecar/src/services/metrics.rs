@@ -69,7 +69,7 @@ pub fn render(families: &[MetricFamily]) -> String {
 /// `ferrogate_snapshot_age_seconds`, and `ferrogate_key_info{key,group}` (1 per key and group,
 /// to join per-key series with groups in PromQL).
 pub fn snapshot_series(served: &Served, now_ms: u64, out: &mut String) {
-    let number = served.version.get(..8).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0);
+    let number = ferrogate_core::snapshot::version_number(&served.version).unwrap_or(0);
     let age = now_ms.saturating_sub(served.published_unix_ms) as f64 / 1000.0;
     let _ = writeln!(
         out,

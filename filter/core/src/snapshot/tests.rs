@@ -114,3 +114,12 @@ models: [{ name: chat, targets: [{ provider: local, model: m }] }]
     assert!(matches!(Snapshot::parse(bad), Err(SnapshotError::Invalid(_))));
     assert!(matches!(Snapshot::receive(bad), Err(SnapshotError::Invalid(_))));
 }
+
+#[test]
+fn a_version_as_a_number_is_its_first_32_bits() {
+    let version = content_version(b"{}");
+    assert_eq!(version_number(&version), u64::from_str_radix(&version[..8], 16).ok());
+    assert_eq!(version_number("00000001ffffffff"), Some(1));
+    assert_eq!(version_number("short"), None);
+    assert_eq!(version_number("zzzzzzzz"), None);
+}
