@@ -34,7 +34,7 @@ impl FinishReasons {
         let key = key(dialect);
         let mut found: Vec<String> = Vec::new();
         let mut rest = text;
-        while let Some(at) = find(rest, key) {
+        while let Some(at) = crate::bytes::find_sub(rest, key) {
             rest = rest.get(at + key.len()..).unwrap_or_default();
             if let Some(reason) = string_value(rest) {
                 if found.len() < MAX_REASONS {
@@ -52,14 +52,10 @@ impl FinishReasons {
 fn string_value(bytes: &[u8]) -> Option<String> {
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
     let body = bytes.get(start..)?.strip_prefix(b"\"")?;
-    let end = body.iter().position(|&b| b == b'"')?;
+    let end = crate::bytes::find_byte(body, b'"')?;
     let word = body.get(..end)?;
     let plain = word.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-');
     (plain && !word.is_empty() && word.len() <= MAX_LEN).then(|| String::from_utf8_lossy(word).into_owned())
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
