@@ -254,7 +254,9 @@ impl Metrics {
         }
         for a in std::mem::take(&mut self.attempts) {
             self.ids.count(&labelled("ferrogate.upstream_attempts_total", &[("provider", &a.provider)]), a.sent);
-            self.ids.count(&labelled("ferrogate.failovers_total", &[("provider", &a.provider)]), a.failed_over);
+            if a.failed_over > 0 {
+                self.ids.count(&labelled("ferrogate.failovers_total", &[("provider", &a.provider)]), a.failed_over);
+            }
         }
         let metrics = ["requests", "tokens", "usd"];
         let (refused, cut) = (std::mem::take(&mut self.refused), std::mem::take(&mut self.cut));
@@ -267,7 +269,7 @@ impl Metrics {
         let waits = std::mem::take(&mut self.lease_waits);
         self.flush_set("ferrogate.lease_waits_total", "outcome", &["admitted", "refused"], waits);
         for (feed, [ok, err]) in FEEDS.into_iter().zip(std::mem::take(&mut self.sidecar_calls)) {
-            for (outcome, n) in [("ok", ok), ("error", err)] {
+            for (outcome, n) in [("ok", ok), ("error", err)].into_iter().filter(|&(_, n)| n > 0) {
                 let name = labelled("ferrogate.sidecar_calls_total", &[("feed", feed), ("outcome", outcome)]);
                 self.ids.count(&name, n);
             }
@@ -285,18 +287,21 @@ impl Metrics {
             let labels = [("api", t.api), ("model", model), ("provider", provider), ("reason", reason)];
             self.ids.count(&labelled("ferrogate.errors_total", &labels), t.requests);
         }
-        for (kind, n) in ["input", "output", "cached_input"].into_iter().zip(t.tokens) {
+        for (kind, n) in ["input", "output", "cached_input"].into_iter().zip(t.tokens).filter(|&(_, n)| n > 0) {
             let mut labels = vec![("model", model), ("provider", provider), ("type", kind)];
             labels.extend(t.key.as_deref().map(|k| ("key", k)));
             self.ids.count(&labelled("ferrogate.tokens_total", &labels), n);
         }
-        let mut labels = vec![("model", model), ("provider", provider)];
-        labels.extend(t.key.as_deref().map(|k| ("key", k)));
-        self.ids.count(&labelled("ferrogate.cost_microusd_total", &labels), t.cost);
+        if t.cost > 0 {
+            let mut labels = vec![("model", model), ("provider", provider)];
+            labels.extend(t.key.as_deref().map(|k| ("key", k)));
+            self.ids.count(&labelled("ferrogate.cost_microusd_total", &labels), t.cost);
+        }
     }
 
     fn flush_set<const N: usize>(&mut self, family: &str, label: &str, values: &[&str; N], counts: [u64; N]) {
-        for (value, n) in values.iter().zip(counts) {
+        // Most sets are all zeros on most ticks: no name is built for them.
+        for (value, n) in values.iter().zip(counts).filter(|&(_, n)| n > 0) {
             self.ids.count(&labelled(family, &[(label, value)]), n);
         }
     }
