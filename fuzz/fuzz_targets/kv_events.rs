@@ -9,7 +9,11 @@ use libfuzzer_sys::fuzz_target;
 use rmpv::Value;
 
 fn medium(t: Tier) -> Value {
-    if t == Tier::Gpu { "GPU".into() } else { "CPU".into() }
+    match t {
+        Tier::Gpu => "GPU".into(),
+        Tier::Cpu => "CPU".into(),
+        Tier::Storage => "disk".into(),
+    }
 }
 
 fn hashes(h: &[u64]) -> Value {

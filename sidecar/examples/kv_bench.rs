@@ -63,6 +63,7 @@ fn layout(max_blocks: u64) -> Layout {
             block_size: BLOCK,
             topic: String::new(),
             max_blocks,
+            offload_ttl_secs: 300,
             endpoints,
         }],
     }
@@ -168,6 +169,7 @@ fn score() {
             "pool",
             &slots,
             block_keys(seed, std::hint::black_box(&tokens), BLOCK),
+            &Default::default(),
             &mut out,
         ));
     }

@@ -24,6 +24,10 @@ objects, normalized by an independent reference reader (``reference_read``)
 and compared with expected.json; each file is also decoded with the typed
 msgspec decoder of its own generation; two byte-exact examples are asserted.
 
+Two fixtures model what LMCache 0.5.6 adds to vLLM 0.34's stream (its in-process
+LMCacheConnectorV1 and its multiprocess LMCacheMPConnector); their chunk hashes are real
+LMCache hashes, hard-coded and re-derived by ``check_lmcache`` (see ``build``, 13-14).
+
 Observed msgspec behaviour (0.23.0), which the fixtures rely on:
 * ``omit_defaults=True`` has no effect on ``array_like=True`` structs: every
   field is written positionally, trailing ``None`` defaults included.
@@ -277,6 +281,52 @@ def gen_v033() -> SimpleNamespace:
     return SimpleNamespace(**locals())
 
 
+def gen_v034() -> SimpleNamespace:
+    """vLLM 0.34.0 exactly: lookahead_token_ids is one list per block; BlockRemoved has
+    locality/ownership and no remaining_copy_counts. BlockStored has 15 fields + the tag, so
+    msgspec writes a map16 header (de 00 NN) even for the 8 entries of a plain store."""
+
+    class EventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+        ts: float
+        events: list[Any]
+        data_parallel_rank: Optional[int] = None
+
+    class KVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
+        pass
+
+    class BlockStored(KVCacheEvent):
+        block_hashes: list[ExternalBlockHash]
+        parent_block_hash: Optional[ExternalBlockHash]
+        token_ids: list[int]
+        block_size: int
+        lora_id: Optional[int]
+        medium: Optional[str]
+        lora_name: Optional[str]
+        extra_keys: Optional[list[Optional[tuple[Any, ...]]]] = None
+        group_idx: Optional[int] = None
+        kv_cache_spec_kind: Optional[str] = None
+        kv_cache_spec_sliding_window: Optional[int] = None
+        locality: Optional[str] = None
+        ownership: Optional[str] = None
+        session_id: Optional[str] = None
+        lookahead_token_ids: Optional[list[list[int]]] = None
+
+    class BlockRemoved(KVCacheEvent):
+        block_hashes: list[ExternalBlockHash]
+        medium: Optional[str]
+        group_idx: Optional[int] = None
+        locality: Optional[str] = None
+        ownership: Optional[str] = None
+
+    class AllBlocksCleared(KVCacheEvent):
+        pass
+
+    class KVEventBatch(EventBatch):
+        events: list[Union[BlockStored, BlockRemoved, AllBlocksCleared]]
+
+    return SimpleNamespace(**locals())
+
+
 def gen_batch_map() -> SimpleNamespace:
     """A vLLM main variant whose EventBatch is not array_like: the batch is a map too."""
 
@@ -384,6 +434,55 @@ def reference_read(raw: bytes) -> dict:
         else:
             unknown += 1
     return {"ts": ts, "data_parallel_rank": dp, "events": out, "unknown_events": unknown}
+
+
+# ---------------------------------------------------------------------------
+# LMCache chunk hashes (fixtures 13 and 14)
+# ---------------------------------------------------------------------------
+
+LMC_CHUNK = 256  # LMCache chunk_size (its default), the block_size of its events
+
+# In-process LMCacheConnectorV1, pre_caching_hash_algorithm "builtin" (the default):
+# vLLM 0.34 has no hash named "builtin", so LMCache falls back to Python's hash(); its
+# NONE_HASH comes from vLLM's init_none_hash(hash) = hash(os.environ["PYTHONHASHSEED"]),
+# here hash("0") under PYTHONHASHSEED=0 (a str hash, so seeded: hard-coded). Each chunk
+# hash is hash((prefix_hash, tuple(chunk_tokens), ())) (token_database._hash_tokens), a
+# signed 64-bit int; hashing a tuple of ints does not depend on the seed.
+LMC_NONE_HASH = 5313149338359954478
+LMC_PROMPT = list(range(1000, 2100))  # a 1100-token prompt
+LMC_CHUNK_HASHES = [  # chunks 0..3 of LMC_PROMPT
+    -5291550163413402495,
+    -3317032428723197383,
+    6040625876194402222,
+    -6511183717868374682,
+]
+
+# Multiprocess LMCacheMPConnector: TokenHasher "blake3" (its default) gives 32-byte
+# digests; none_hash = blake3(i64be(0) + u32be(0)), chunk = blake3(prefix_digest +
+# u32be(tokens...)). vLLM's maybe_convert_block_hash (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1,
+# the default) publishes int.from_bytes(digest) & (2**64-1): the last 8 bytes.
+MP_NONE_HASH = bytes.fromhex("7e3eff9ef7613a50340eb12677ee03b83ac759fcba9bb32705f07248d56d473b")
+MP_PROMPT = list(range(3000, 3512))  # 2 chunks
+MP_DIGESTS = [  # chunks 0, 1 of MP_PROMPT
+    bytes.fromhex("d95997759dc83ad28505e0461554871757f5eebb32cd9bb8f9dc6db3b89af5af"),
+    bytes.fromhex("dd50b94e928eff92a21184540571957ec03ae8b807b8c1e63a865b0c123ee535"),
+]
+MP_OTHER_PROMPT = list(range(5000, 5256))  # 1 chunk, announced earlier, then evicted
+MP_OTHER_DIGEST = bytes.fromhex("0f597bcaba4bad7408fd60ad70322b2bc257c5df46080b98b49bb66021f39bb7")
+
+
+def lmcache_builtin_chain(tokens: list[int]) -> list[int]:
+    """LMCache's prefix-chained builtin chunk hashes over the full chunks of ``tokens``."""
+    h, out = LMC_NONE_HASH, []
+    for i in range(0, len(tokens) - len(tokens) % LMC_CHUNK, LMC_CHUNK):
+        h = hash((h, tuple(tokens[i:i + LMC_CHUNK]), ()))
+        out.append(h)
+    return out
+
+
+def vllm_int_hash(digest: bytes) -> int:
+    """vLLM's maybe_convert_block_hash with int block hashes on."""
+    return int.from_bytes(digest, "big") & 0xFFFFFFFFFFFFFFFF
 
 
 # ---------------------------------------------------------------------------
@@ -563,6 +662,61 @@ def build() -> None:
         data_parallel_rank=3,
     ))
 
+    # 13. LMCache 0.5.6 LMCacheConnectorV1 (in-process, enable_kv_events: true) through
+    # vLLM 0.34. Its events are built by LMCacheEngine.store() (cache_engine.py ~l.535)
+    # and copied field by field into vLLM BlockStored (lmcache_connector.py
+    # get_kv_connector_kv_cache_events); the scheduler publishes them with
+    # KVEventBatch(ts, events), the ZMQ publisher fills in data_parallel_rank 0.
+    # Modelled: LMC_PROMPT prefilled in 512-token steps (max_num_batched_tokens 512);
+    # step 1 stored chunks 0-1, this is step 2's store of tokens[:1024] with the first 512
+    # masked, i.e. chunks 2 and 3. One event per chunk:
+    # * block_hashes = [LMCache chunk hash] (Python hash(): signed, chunk 3 is negative);
+    #   not vLLM's block hash.
+    # * parent_block_hash: prev_key starts at 0 in each store() call and None is used only
+    #   for start == 0, so the first chunk of a store that starts past token 0 says 0 (not
+    #   chunk 1's hash); later chunks chain to the previous one of the same call.
+    # * token_ids = convert_tokens_to_list(tokens, start, end) = tokens[start:end + 1]:
+    #   upstream off-by-one, 257 ids for a 256-token chunk; the slice is clamped at the end
+    #   of the stored tokens (truncated to a chunk multiple), so the store's last chunk
+    #   has 256. Reproduced as sent: 257 then 256 ids, block_size 256 for both.
+    # * medium "cpu", lower case (whatever backend holds the chunk); lora_id/lora_name None.
+    # The connector never sends BlockRemoved or AllBlocksCleared.
+    g = gen_v034()
+    c2, c3 = 2 * LMC_CHUNK, 3 * LMC_CHUNK
+    stored_tokens = LMC_PROMPT[:4 * LMC_CHUNK]
+    add("lmcache-v05-connector-cpu.msgpack", g, g.EventBatch(
+        ts=1790000000.5,
+        events=[
+            g.BlockStored(block_hashes=[LMC_CHUNK_HASHES[2]], parent_block_hash=0,
+                          token_ids=stored_tokens[c2:c3 + 1], block_size=LMC_CHUNK,
+                          lora_id=None, medium="cpu", lora_name=None),
+            g.BlockStored(block_hashes=[LMC_CHUNK_HASHES[3]],
+                          parent_block_hash=LMC_CHUNK_HASHES[2],
+                          token_ids=stored_tokens[c3:c3 + LMC_CHUNK + 1], block_size=LMC_CHUNK,
+                          lora_id=None, medium="cpu", lora_name=None),
+        ],
+        data_parallel_rank=0,
+    ))
+
+    # 14. LMCache 0.5.6 LMCacheMPConnector (multiprocess server), vLLM 0.34, kv events on
+    # (lmcache_mp_connector.py get_kv_connector_kv_cache_events, vllm_multi_process_adapter).
+    # BlockStored: one chunk, medium "CPU" (KV_EVENT_MEDIUM_CPU), block_size = the server's
+    # chunk size, token_ids exactly the chunk's 256 tokens, parent = the previous chunk's
+    # hash (None only for chunk 0). BlockRemoved(medium "CPU"): a server-side CPU eviction
+    # of a hash this worker announced earlier. Hashes are blake3 digests as vLLM ints.
+    g = gen_v034()
+    add("lmcache-mp-cpu-removed.msgpack", g, g.EventBatch(
+        ts=1790000001.25,
+        events=[
+            g.BlockStored(block_hashes=[vllm_int_hash(MP_DIGESTS[1])],
+                          parent_block_hash=vllm_int_hash(MP_DIGESTS[0]),
+                          token_ids=MP_PROMPT[LMC_CHUNK:2 * LMC_CHUNK], block_size=LMC_CHUNK,
+                          lora_id=None, medium="CPU", lora_name=None),
+            g.BlockRemoved(block_hashes=[vllm_int_hash(MP_OTHER_DIGEST)], medium="CPU"),
+        ],
+        data_parallel_rank=0,
+    ))
+
 
 # ---------------------------------------------------------------------------
 # Checks
@@ -589,6 +743,44 @@ def check_exact_examples() -> None:
     assert hash_u64(D1) == H1 and hash_u64(D2) == H2
     assert hash_u64(-1) == 18446744073709551615
     assert hash_u64(-6917529027641081856) == 11529215046068469760
+
+
+def check_lmcache() -> None:
+    """The LMCache fixtures: hashes re-derived, upstream quirks present in the bytes."""
+    # Tuple-of-int hashing is fixed in 64-bit CPython >= 3.8 (independent of the seed).
+    if sys.implementation.name == "cpython" and sys.hash_info.width == 64:
+        assert lmcache_builtin_chain(LMC_PROMPT) == LMC_CHUNK_HASHES, lmcache_builtin_chain(LMC_PROMPT)
+    try:  # optional: only needed to re-derive the MP digests
+        import blake3  # type: ignore[import-not-found]
+    except ImportError:
+        blake3 = None
+    if blake3 is not None:
+        def b3(prefix: Any, tokens: list[int]) -> bytes:
+            h = blake3.blake3()
+            h.update(prefix if isinstance(prefix, bytes) else prefix.to_bytes(8, "big", signed=True))
+            h.update(b"".join(t.to_bytes(4, "big") for t in tokens))
+            return h.digest()
+        assert b3(0, [0]) == MP_NONE_HASH
+        d0 = b3(MP_NONE_HASH, MP_PROMPT[:LMC_CHUNK])
+        assert [d0, b3(d0, MP_PROMPT[LMC_CHUNK:])] == MP_DIGESTS
+        assert b3(MP_NONE_HASH, MP_OTHER_PROMPT) == MP_OTHER_DIGEST
+
+    raw = FIXTURES["lmcache-v05-connector-cpu.msgpack"]["bytes"]
+    stored = b"\xde\x00\x08\xa4type\xabBlockStored"  # map16 header, 8 entries
+    assert raw.count(stored) == 2 and raw.count(b"\xa6medium\xa3cpu") == 2, raw.hex()
+    assert b"\xb1parent_block_hash\x00\xa9token_ids\xdc\x01\x01" in raw  # parent 0, 257 ids
+    assert b"\xa9token_ids\xdc\x01\x00" in raw and b"\xaablock_size\xcd\x01\x00" in raw
+    assert LMC_CHUNK_HASHES[3] < 0 and b"\xacblock_hashes\x91\xd3" in raw  # int64
+    ev = FIXTURES["lmcache-v05-connector-cpu.msgpack"]["expected"]["events"]
+    assert [len(e["token_ids"]) for e in ev] == [257, 256] and ev[1]["token_ids"][0] == ev[0]["token_ids"][-1]
+    assert [e["parent_block_hash"] for e in ev] == [0, hash_u64(LMC_CHUNK_HASHES[2])]
+
+    raw = FIXTURES["lmcache-mp-cpu-removed.msgpack"]["bytes"]
+    assert raw.count(b"\xa6medium\xa3CPU") == 2 and raw.count(stored) == 1, raw.hex()
+    assert b"\x83\xa4type\xacBlockRemoved" in raw  # fixmap: group_idx etc. omitted
+    ev = FIXTURES["lmcache-mp-cpu-removed.msgpack"]["expected"]["events"]
+    assert len(ev[0]["token_ids"]) == ev[0]["block_size"] == LMC_CHUNK
+    assert ev[0]["parent_block_hash"] == 0xF9DC6DB3B89AF5AF and ev[1]["block_hashes"] == [0xB49BB66021F39BB7]
 
 
 def summary(raw: bytes) -> str:
@@ -632,6 +824,7 @@ def main() -> int:
               file=sys.stderr)
     build()
     check_exact_examples()
+    check_lmcache()
 
     expected = {}
     for name, fx in FIXTURES.items():
@@ -649,7 +842,7 @@ def main() -> int:
         if dec is not None:
             typed = dec.decode(raw)
             assert [norm_struct(e) for e in typed.events] == loaded[name]["events"], name
-        print(f"{name:30s} {summary(raw)}")
+        print(f"{name:33s} {summary(raw)}")
     print(f"ok: {len(FIXTURES)} fixtures + expected.json in {OUT} (msgspec {msgspec.__version__})")
     return 0
 

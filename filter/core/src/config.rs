@@ -21,7 +21,7 @@ use crate::grants::Grants;
 
 pub use raw::{
     RawBand, RawConfig, RawEndpoint, RawFlowControl, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider,
-    RawRedis, RawStore, RawTarget,
+    RawRedis, RawStore, RawTarget, RawTierWeights,
 };
 pub use syntax::{BaseUrl, Scheme};
 
@@ -130,6 +130,11 @@ pub struct KvPool {
     pub max_blocks: u64,
     /// Whether the filter asks a replica's `/tokenize` when a request carries no token ids.
     pub tokenize: bool,
+    /// What a block is worth in each tier when scoring endpoints.
+    pub tier_weights: crate::kv::TierWeights,
+    /// How long a block held in CPU memory or storage stays indexed after its last store
+    /// event, in seconds.
+    pub offload_ttl_secs: u64,
     /// Per endpoint, in `endpoints` order: its event sockets, when it publishes.
     pub sources: Vec<Option<KvSource>>,
 }
@@ -142,6 +147,9 @@ pub struct KvSource {
     /// The replay ROUTER socket, if the engine has one.
     pub replay: Option<String>,
 }
+
+/// Default seconds an offloaded block stays indexed after its last store event.
+pub const DEFAULT_LMCACHE_TTL_SECS: u64 = 300;
 
 /// Default tokens per KV block (vLLM's `--block-size`).
 pub const DEFAULT_KV_BLOCK_SIZE: u32 = 16;

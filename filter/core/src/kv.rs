@@ -11,8 +11,8 @@
 //! - [`feed`]: the `GET /v1/kv` answer by which the sidecar hands its index to the filter —
 //!   changes since a generation, or everything after a reset.
 //! - [`index`]: the filter's copy of that index, and the score of each endpoint for a request
-//!   (the longest run of leading blocks it holds; a GPU block counts [`GPU_WEIGHT`], a block
-//!   held only in CPU memory [`CPU_WEIGHT`]).
+//!   (the longest run of leading blocks it holds, each block weighed by the fastest tier it
+//!   is held in, [`TierWeights`]).
 
 #[cfg(feature = "events")]
 pub mod events;
@@ -27,10 +27,35 @@ pub use index::{KvIndex, Score};
 pub use keys::{block_keys, chain_seed};
 pub use token_ids::{parse_token_ids, TokenIdsError, TOKEN_IDS_HEADER};
 
-/// Score of a block held in GPU memory (tenths: scores stay integers).
-pub const GPU_WEIGHT: u32 = 10;
-/// Score of a block held only in CPU memory (offloaded; slower to bring back).
-pub const CPU_WEIGHT: u32 = 8;
+/// What a block held in each tier is worth to a request, in thousandths: a prefix in GPU memory
+/// is served at once, one in CPU memory must be copied back first, one in storage (disk,
+/// remote) read back, slower still, yet all beat recomputing it on a replica without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierWeights {
+    /// Per GPU block (default 1000).
+    pub gpu: u32,
+    /// Per block held only in CPU memory (default 800).
+    pub cpu: u32,
+    /// Per block held only in storage (default 500).
+    pub storage: u32,
+}
+
+impl Default for TierWeights {
+    fn default() -> Self {
+        Self { gpu: 1000, cpu: 800, storage: 500 }
+    }
+}
+
+impl TierWeights {
+    /// The weight of `tier`.
+    pub fn of(&self, tier: Tier) -> u32 {
+        match tier {
+            Tier::Gpu => self.gpu,
+            Tier::Cpu => self.cpu,
+            Tier::Storage => self.storage,
+        }
+    }
+}
 
 /// Where a block is held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -38,18 +63,27 @@ pub enum Tier {
     /// Accelerator memory (vLLM's `medium: "GPU"`, or none given).
     #[default]
     Gpu,
-    /// Any other medium (`"CPU"`, LMCache's backends): offloaded.
+    /// Host memory (`"CPU"`, LMCache's local CPU backend).
     Cpu,
+    /// Anything slower: local disk, remote or shared storage (LMCache's disk and remote
+    /// backends, any other medium named).
+    Storage,
 }
 
 impl Tier {
-    /// The tier of an event's `medium` (absent or GPU: [`Tier::Gpu`]; anything else is
-    /// offloaded memory).
+    /// Every tier, fastest first.
+    pub const ALL: [Tier; 3] = [Tier::Gpu, Tier::Cpu, Tier::Storage];
+
+    /// The tier of an event's `medium`: absent or naming the GPU, [`Tier::Gpu`]; naming the
+    /// CPU (`"CPU"`, `"cpu"`, `"LocalCPUBackend"`), [`Tier::Cpu`]; anything else
+    /// [`Tier::Storage`].
     pub fn of_medium(medium: Option<&str>) -> Self {
+        let names = |m: &str, what: &str| m.as_bytes().windows(3).any(|w| w.eq_ignore_ascii_case(what.as_bytes()));
         match medium {
             None => Self::Gpu,
-            Some(m) if m.eq_ignore_ascii_case("gpu") => Self::Gpu,
-            Some(_) => Self::Cpu,
+            Some(m) if names(m, "gpu") || m.eq_ignore_ascii_case("cuda") => Self::Gpu,
+            Some(m) if names(m, "cpu") => Self::Cpu,
+            Some(_) => Self::Storage,
         }
     }
 }
@@ -73,5 +107,11 @@ pub fn score_model(
     let provider = config.providers.get(target.provider)?;
     let kv = provider.kv.as_ref()?;
     let seed = chain_seed(&provider.name, lora);
-    Some(index.score(&provider.name, &provider.endpoints, block_keys(seed, tokens, kv.block_size), out))
+    Some(index.score(
+        &provider.name,
+        &provider.endpoints,
+        block_keys(seed, tokens, kv.block_size),
+        &kv.tier_weights,
+        out,
+    ))
 }

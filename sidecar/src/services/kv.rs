@@ -9,7 +9,9 @@
 //! and applies them to its provider's index ([`index`]). Every change to an index is logged
 //! as a feed operation with a generation number; the feed answers the changes since the
 //! reader's generation, or everything (a reset) when the reader is of another epoch or
-//! further behind than [`LOG_OPS`] operations. A new layout starts a new epoch with empty
+//! further behind than [`LOG_OPS`] operations. Blocks held in CPU memory or storage, which no
+//! event takes away, leave the index `lmcache_ttl_secs` after their last store
+//! ([`EXPIRE_EVERY`]). A new layout starts a new epoch with empty
 //! indexes and new consumers; an unchanged one keeps them across snapshots.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,6 +24,7 @@ use super::snapshot::{Served, Snapshots};
 
 pub mod index;
 mod layout;
+mod offload;
 pub mod report;
 mod state;
 pub mod stream;
@@ -33,6 +36,9 @@ use stream::{Sequence, Step};
 
 /// Feed operations kept for readers that ask for changes (about 6 MiB).
 pub const LOG_OPS: usize = 1 << 18;
+
+/// How often offloaded blocks past their TTL are taken out of the indexes.
+pub const EXPIRE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What one endpoint's stream did (the admin view and metrics). The sequence figures
 /// (`last_sequence`, `gaps`, `replays`, `replaying`, `restarts`) and `blocks` are read from
@@ -247,6 +253,19 @@ impl Kv {
             .collect()
     }
 
+    /// Takes out of every index the offloaded blocks last stored a TTL or more before
+    /// `now_ms`; the feed reports them removed.
+    pub fn expire(&self, now_ms: u64) {
+        let mut state = self.lock();
+        let mut ops = Vec::new();
+        for pool in state.pools.iter_mut().filter(|p| p.index.offloaded() > 0) {
+            pool.index.expire(now_ms, &mut ops);
+        }
+        if !ops.is_empty() {
+            state.log(ops);
+        }
+    }
+
     /// Blocks in each provider's index.
     pub fn blocks(&self) -> Vec<(String, usize)> {
         self.lock().pools.iter().map(|p| (p.index.name().to_string(), p.index.len())).collect()
@@ -262,6 +281,8 @@ pub fn start(snapshots: Arc<Snapshots>, shutdown: watch::Receiver<bool>) -> Arc<
     let k = kv.clone();
     tokio::spawn(async move {
         let mut shutdown = shutdown;
+        let mut expiry = tokio::time::interval(EXPIRE_EVERY);
+        expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 changed = rx.changed() => {
@@ -269,6 +290,7 @@ pub fn start(snapshots: Arc<Snapshots>, shutdown: watch::Receiver<bool>) -> Arc<
                     let served = rx.borrow_and_update().clone();
                     sync(&k, served.as_deref(), &shutdown);
                 }
+                _ = expiry.tick() => k.expire(super::now_ms()),
                 _ = shutdown.changed() => return,
             }
         }

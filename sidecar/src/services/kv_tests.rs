@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ferrogate_core::config::KvSource;
-use ferrogate_core::kv::KvFeed;
+use ferrogate_core::kv::{KvFeed, KvOp, Tier};
 use rmpv::Value;
 use zeromq::{PubSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
@@ -18,6 +18,7 @@ fn layout(events: &str, replay: Option<&str>) -> Layout {
             block_size: 4,
             topic: String::new(),
             max_blocks: 1000,
+            offload_ttl_secs: 300,
             endpoints: vec![("a:1".into(), Some(source)), ("b:1".into(), None)],
         }],
     }
@@ -26,6 +27,11 @@ fn layout(events: &str, replay: Option<&str>) -> Layout {
 /// A map-form batch with one `BlockStored` of `blocks` blocks of 4 tokens (hashes from
 /// `first_hash`, tokens from `first_token`), chained to `parent`.
 fn stored(first_hash: u64, blocks: u64, parent: Option<u64>, first_token: u64) -> Vec<u8> {
+    stored_in("GPU", first_hash, blocks, parent, first_token)
+}
+
+/// [`stored`] with the blocks in `medium`.
+fn stored_in(medium: &str, first_hash: u64, blocks: u64, parent: Option<u64>, first_token: u64) -> Vec<u8> {
     let hashes = (first_hash..first_hash + blocks).map(Value::from).collect();
     let tokens = (first_token..first_token + 4 * blocks).map(Value::from).collect();
     let event = Value::Map(vec![
@@ -35,7 +41,7 @@ fn stored(first_hash: u64, blocks: u64, parent: Option<u64>, first_token: u64) -
         ("token_ids".into(), Value::Array(tokens)),
         ("block_size".into(), 4.into()),
         ("lora_id".into(), Value::Nil),
-        ("medium".into(), "GPU".into()),
+        ("medium".into(), medium.into()),
         ("lora_name".into(), Value::Nil),
     ]);
     let mut out = Vec::new();
@@ -91,6 +97,26 @@ fn a_disconnect_during_a_replay_loses_no_batch() {
     kv.replayed(src, 1, chain(1).into(), 0);
     kv.replay_done(src, 0);
     assert_eq!((kv.blocks()[0].1, kv.stats(0)[0].1[0].last_sequence), (3, Some(2)));
+}
+
+/// LMCache's CPU tier sends no removals: its blocks leave the feed `offload_ttl_secs` after
+/// their last store, GPU blocks stay.
+#[test]
+fn offloaded_blocks_leave_the_feed_at_their_ttl() {
+    let kv = Kv::default();
+    let epoch = kv.install(layout("tcp://127.0.0.1:1", None)).unwrap();
+    let src = Source { epoch, pool: 0, endpoint: 0 };
+    kv.live(src, 0, stored(1, 1, None, 100).into(), 1_000);
+    kv.live(src, 1, stored_in("cpu", 5, 2, None, 200).into(), 1_000);
+    let all = decode(kv.feed(None));
+    let cpu_adds = all.ops.iter().filter(|op| matches!(op, KvOp::Add { tier: Tier::Cpu, .. })).count();
+    assert_eq!((all.ops.len(), cpu_adds), (3, 2));
+    kv.expire(300_999);
+    assert!(matches!(kv.feed(Some((epoch, all.generation))), Answer::NotModified), "not yet due");
+    kv.expire(301_000);
+    let delta = decode(kv.feed(Some((epoch, all.generation))));
+    assert!(delta.ops.iter().all(|op| matches!(op, KvOp::Remove { tier: Tier::Cpu, .. })), "{:?}", delta.ops);
+    assert_eq!((delta.ops.len(), kv.blocks()[0].1), (2, 1), "the GPU block stays");
 }
 
 #[test]

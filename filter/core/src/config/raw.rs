@@ -78,6 +78,14 @@ pub struct RawProvider {
     /// Ask a replica's `POST /tokenize` for a request's token ids when the client sent none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_tokenize: Option<bool>,
+    /// What a block held in each cache tier is worth when scoring the pool's endpoints
+    /// (defaults: gpu 1.0, cpu 0.8, storage 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_tier_weights: Option<RawTierWeights>,
+    /// Seconds a block held in CPU memory or storage stays indexed after its last store event
+    /// (LMCache reports no evictions from those tiers; default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lmcache_ttl_secs: Option<u64>,
     /// Most requests in flight on each endpoint (or on the provider without endpoints) for
     /// models with `flow_control`; more wait in the model's queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,6 +98,21 @@ pub struct RawProvider {
     /// the JSON snapshot handed to the filter, which cannot read environment variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+}
+
+/// A provider's `kv_tier_weights`: each between 0 and 1, a tier left out keeps its default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTierWeights {
+    /// A block in GPU memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<f64>,
+    /// A block held only in CPU memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
+    /// A block held only in storage (disk, remote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<f64>,
 }
 
 /// One pool endpoint: `"host:port"`, or an object naming its KV-event sockets too.

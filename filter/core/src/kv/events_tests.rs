@@ -8,9 +8,17 @@ fn fixtures() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/kv-events")
 }
 
+/// A tier as `expected.json` names media.
+fn medium(t: Tier) -> &'static str {
+    match t {
+        Tier::Gpu => "gpu",
+        Tier::Cpu => "cpu",
+        Tier::Storage => "storage",
+    }
+}
+
 /// A decoded batch in the normalized form `expected.json` uses.
 fn normalized(b: &Batch) -> Json {
-    let medium = |t: Tier| if t == Tier::Gpu { "gpu" } else { "cpu" };
     let events: Vec<Json> = b
         .events
         .iter()
@@ -29,14 +37,14 @@ fn normalized(b: &Batch) -> Json {
     json!({"ts": b.ts, "data_parallel_rank": b.dp_rank, "events": events, "unknown_events": b.unknown})
 }
 
-/// `expected.json`'s entry, with the LoRA fields folded as the decoder folds them and any
-/// medium other than GPU read as offloaded memory.
+/// `expected.json`'s entry, with the LoRA fields folded as the decoder folds them and each
+/// medium read as its tier.
 fn expected_entry(e: &Json) -> Json {
     let mut e = e.clone();
     for ev in e["events"].as_array_mut().unwrap() {
         let m = ev.as_object_mut().unwrap();
-        if let Some(medium) = m.get("medium").cloned() {
-            m.insert("medium".into(), json!(if medium == "gpu" { "gpu" } else { "cpu" }));
+        if let Some(given) = m.get("medium").cloned() {
+            m.insert("medium".into(), json!(medium(Tier::of_medium(given.as_str()))));
         }
         if m.get("type") == Some(&json!("BlockStored")) {
             let lora = match (m.remove("lora_name"), m.remove("lora_id")) {
@@ -110,4 +118,38 @@ fn every_prefix_of_a_fixture_is_refused_cleanly() {
     for n in 0..bytes.len() {
         assert!(decode(&bytes[..n]).is_err(), "cut at {n}");
     }
+}
+
+#[test]
+fn media_name_their_tier() {
+    for (medium, tier) in [
+        (None, Tier::Gpu),
+        (Some("GPU"), Tier::Gpu),
+        (Some("gpu"), Tier::Gpu),
+        (Some("cuda"), Tier::Gpu),
+        (Some("CPU"), Tier::Cpu),
+        (Some("cpu"), Tier::Cpu),
+        (Some("LocalCPUBackend"), Tier::Cpu),
+        (Some("LocalDiskBackend"), Tier::Storage),
+        (Some("disk"), Tier::Storage),
+        (Some("RemoteBackend"), Tier::Storage),
+        (Some(""), Tier::Storage),
+    ] {
+        assert_eq!(Tier::of_medium(medium), tier, "{medium:?}");
+    }
+}
+
+/// What LMCache's connectors publish through vLLM's stream: chunk-sized CPU blocks (`"cpu"`
+/// from the in-process connector, with its 257-token first chunk and parent 0; `"CPU"` from
+/// the multiprocess one, which also removes).
+#[test]
+fn lmcache_connector_events_are_cpu_tier_chunks() {
+    let read = |name: &str| decode(&std::fs::read(fixtures().join(name)).unwrap()).unwrap();
+    let b = read("lmcache-v05-connector-cpu.msgpack");
+    let [Event::Stored(first), Event::Stored(second)] = b.events.as_slice() else { panic!("{b:?}") };
+    assert_eq!((first.tier, first.block_size, first.tokens.len(), first.parent), (Tier::Cpu, 256, 257, Some(0)));
+    assert_eq!((second.tier, second.tokens.len(), second.parent), (Tier::Cpu, 256, first.hashes.first().copied()));
+    let b = read("lmcache-mp-cpu-removed.msgpack");
+    let [Event::Stored(s), Event::Removed { tier, .. }] = b.events.as_slice() else { panic!("{b:?}") };
+    assert_eq!((s.tier, s.block_size, s.tokens.len(), *tier), (Tier::Cpu, 256, 256, Tier::Cpu));
 }

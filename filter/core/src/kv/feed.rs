@@ -12,7 +12,8 @@
 //!   name_len u16, name, endpoints u8, then per endpoint:
 //!     flags u8 (bit 0: connected), address_len u16, address
 //! ops u32, then per op (12 bytes):
-//!   kind u8 (1 add GPU, 2 add CPU, 3 remove GPU, 4 remove CPU, 5 clear endpoint),
+//!   kind u8 (1 add GPU, 2 add CPU, 6 add storage, 3 remove GPU, 4 remove CPU,
+//!            7 remove storage, 5 clear endpoint),
 //!   provider u16, endpoint u8, key u64
 //! ```
 //!
@@ -131,12 +132,8 @@ impl KvFeed {
         out.extend_from_slice(&(self.ops.len().min(u32::MAX as usize) as u32).to_le_bytes());
         for op in &self.ops {
             let (kind, provider, endpoint, key) = match *op {
-                KvOp::Add { provider, endpoint, key, tier } => {
-                    (if tier == Tier::Gpu { 1 } else { 2 }, provider, endpoint, key)
-                }
-                KvOp::Remove { provider, endpoint, key, tier } => {
-                    (if tier == Tier::Gpu { 3 } else { 4 }, provider, endpoint, key)
-                }
+                KvOp::Add { provider, endpoint, key, tier } => (add_kind(tier), provider, endpoint, key),
+                KvOp::Remove { provider, endpoint, key, tier } => (remove_kind(tier), provider, endpoint, key),
                 KvOp::Clear { provider, endpoint } => (5, provider, endpoint, 0),
             };
             out.push(kind);
@@ -179,6 +176,35 @@ impl KvFeed {
             n => Err(FeedError::Trailing(n)),
         }
     }
+}
+
+/// The wire kind of adding a block in `tier` (the first two predate the storage tier).
+fn add_kind(tier: Tier) -> u8 {
+    match tier {
+        Tier::Gpu => 1,
+        Tier::Cpu => 2,
+        Tier::Storage => 6,
+    }
+}
+
+/// The wire kind of removing a block from `tier`.
+fn remove_kind(tier: Tier) -> u8 {
+    match tier {
+        Tier::Gpu => 3,
+        Tier::Cpu => 4,
+        Tier::Storage => 7,
+    }
+}
+
+/// Whether `kind` adds (`true`) or removes a block, and in which tier.
+fn adds_or_removes(kind: u8) -> Option<(bool, Tier)> {
+    Tier::ALL.into_iter().find_map(|t| {
+        if kind == add_kind(t) {
+            Some((true, t))
+        } else {
+            (kind == remove_kind(t)).then_some((false, t))
+        }
+    })
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -226,10 +252,12 @@ impl<'a> Reader<'a> {
     fn op(&mut self, index: usize) -> Result<KvOp, FeedError> {
         let (kind, provider, endpoint, key) = (self.u8()?, self.u16()?, self.u8()?, self.u64()?);
         Ok(match kind {
-            1 | 2 => KvOp::Add { provider, endpoint, key, tier: if kind == 1 { Tier::Gpu } else { Tier::Cpu } },
-            3 | 4 => KvOp::Remove { provider, endpoint, key, tier: if kind == 3 { Tier::Gpu } else { Tier::Cpu } },
             5 => KvOp::Clear { provider, endpoint },
-            other => return Err(FeedError::Kind(index, other)),
+            kind => match adds_or_removes(kind) {
+                Some((true, tier)) => KvOp::Add { provider, endpoint, key, tier },
+                Some((false, tier)) => KvOp::Remove { provider, endpoint, key, tier },
+                None => return Err(FeedError::Kind(index, kind)),
+            },
         })
     }
 }
@@ -251,6 +279,10 @@ mod tests {
             ops: vec![
                 KvOp::Add { provider: 0, endpoint: 1, key: u64::MAX, tier: Tier::Cpu },
                 KvOp::Remove { provider: 0, endpoint: 0, key: 3, tier: Tier::Gpu },
+                KvOp::Add { provider: 0, endpoint: 0, key: 4, tier: Tier::Storage },
+                KvOp::Remove { provider: 0, endpoint: 1, key: 5, tier: Tier::Storage },
+                KvOp::Add { provider: 0, endpoint: 0, key: 6, tier: Tier::Gpu },
+                KvOp::Remove { provider: 0, endpoint: 1, key: 7, tier: Tier::Cpu },
                 KvOp::Clear { provider: 0, endpoint: 1 },
             ],
         }
@@ -273,7 +305,7 @@ mod tests {
         longer.push(0);
         assert_eq!(KvFeed::decode(&longer), Err(FeedError::Trailing(1)));
         let mut bad = bytes;
-        let kind_at = bad.len() - 3 * 12;
+        let kind_at = bad.len() - sample().ops.len() * 12;
         bad[kind_at] = 9;
         assert_eq!(KvFeed::decode(&bad), Err(FeedError::Kind(0, 9)));
     }

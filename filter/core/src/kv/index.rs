@@ -2,17 +2,17 @@
 //! and the score it gives each endpoint for a request.
 //!
 //! A block key maps to its holders: one bit per endpoint of the key's provider (its position
-//! in the feed's table), for GPU and for CPU memory. Scoring walks the request's block keys in
-//! order, as llm-d's longest-prefix scorer does: an endpoint earns [`GPU_WEIGHT`] per block it
-//! holds in GPU memory ([`CPU_WEIGHT`] when only in CPU memory) and drops out at its first
-//! block missing; the walk ends when every endpoint has dropped out, so a miss costs one
+//! in the feed's table), for GPU memory, CPU memory and storage. Scoring walks the request's
+//! block keys in order, as llm-d's longest-prefix scorer does: an endpoint earns the weight of
+//! the fastest tier it holds each block in ([`TierWeights`]) and drops out at its first block
+//! missing; the walk ends when every endpoint has dropped out, so a miss costs one
 //! lookup and a hit one per held block. Disconnected endpoints are left out (their holdings
 //! cannot be vouched for). The index grows only as the sidecar's, which bounds it per provider.
 
 use std::collections::HashMap;
 
 use super::feed::{FeedProvider, KvFeed, KvOp};
-use super::{Tier, CPU_WEIGHT, GPU_WEIGHT};
+use super::{Tier, TierWeights};
 use crate::balance::hash::IdBuild;
 
 /// Which endpoints hold a block.
@@ -20,6 +20,7 @@ use crate::balance::hash::IdBuild;
 struct Holders {
     gpu: u64,
     cpu: u64,
+    storage: u64,
     /// The provider the key belongs to (its position in the feed's table).
     provider: u16,
 }
@@ -83,7 +84,7 @@ impl KvIndex {
             KvOp::Remove { endpoint, key, tier, .. } => {
                 if let Some(h) = self.blocks.get_mut(&key) {
                     *tier_of(h, tier) &= !bit(endpoint);
-                    if h.gpu | h.cpu == 0 {
+                    if h.all() == 0 {
                         self.blocks.remove(&key);
                     }
                 }
@@ -99,18 +100,21 @@ impl KvIndex {
             if h.provider == provider {
                 h.gpu &= !bit;
                 h.cpu &= !bit;
+                h.storage &= !bit;
             }
-            h.gpu | h.cpu != 0
+            h.all() != 0
         });
     }
 
     /// Scores the endpoints `slots` (addresses, in the caller's order) of `provider` for the
-    /// request whose block keys are `keys`, into `out` (one entry per slot).
+    /// request whose block keys are `keys`, into `out` (one entry per slot), each held block
+    /// weighed by `weights`.
     pub fn score(
         &self,
         provider: &str,
         slots: &[String],
         keys: impl Iterator<Item = u64>,
+        weights: &TierWeights,
         out: &mut Vec<u32>,
     ) -> Score {
         out.clear();
@@ -129,16 +133,15 @@ impl KvIndex {
         let mut by_bit = [0u32; 64];
         for key in keys {
             let Some(h) = self.blocks.get(&key) else { break };
-            let held = (h.gpu | h.cpu) & alive;
+            let held = h.all() & alive;
             if held == 0 {
                 break;
             }
             let mut rest = held;
             while rest != 0 {
                 let b = rest.trailing_zeros();
-                let weight = if h.gpu & (1 << b) != 0 { GPU_WEIGHT } else { CPU_WEIGHT };
                 if let Some(s) = by_bit.get_mut(b as usize) {
-                    *s += weight;
+                    *s = s.saturating_add(weights.of(h.fastest(1 << b)));
                 }
                 rest &= rest - 1;
             }
@@ -154,10 +157,29 @@ impl KvIndex {
     }
 }
 
+impl Holders {
+    /// Endpoints holding the block in any tier.
+    fn all(&self) -> u64 {
+        self.gpu | self.cpu | self.storage
+    }
+
+    /// The fastest tier endpoint `bit` holds the block in.
+    fn fastest(&self, bit: u64) -> Tier {
+        if self.gpu & bit != 0 {
+            Tier::Gpu
+        } else if self.cpu & bit != 0 {
+            Tier::Cpu
+        } else {
+            Tier::Storage
+        }
+    }
+}
+
 fn tier_of(h: &mut Holders, tier: Tier) -> &mut u64 {
     match tier {
         Tier::Gpu => &mut h.gpu,
         Tier::Cpu => &mut h.cpu,
+        Tier::Storage => &mut h.storage,
     }
 }
 

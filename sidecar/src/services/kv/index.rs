@@ -5,7 +5,8 @@
 //!
 //! Every change is reported as [`KvOp`]s for the feed. Bounds: `max_blocks` keys, least
 //! recently stored first out (their holders are reported removed); each endpoint's hash map
-//! keeps at most `max_blocks` entries, oldest first out.
+//! keeps at most `max_blocks` entries, oldest first out; blocks held in CPU memory or storage
+//! leave `lmcache_ttl_secs` after their last store ([`super::offload`]).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -15,13 +16,41 @@ use ferrogate_core::kv::{KvOp, Tier};
 
 use ferrogate_core::kv::events::Stored;
 
+use super::offload::Offloaded;
+
 /// Which endpoints hold a block (one bit per endpoint of the provider).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Holders {
     /// In GPU memory.
     pub gpu: u64,
-    /// In offloaded memory.
+    /// In CPU memory.
     pub cpu: u64,
+    /// In storage (disk, remote).
+    pub storage: u64,
+}
+
+impl Holders {
+    /// Endpoints holding the block in any tier.
+    pub fn all(&self) -> u64 {
+        self.gpu | self.cpu | self.storage
+    }
+
+    /// The endpoints holding the block in `tier`.
+    pub fn tier(&self, tier: Tier) -> u64 {
+        match tier {
+            Tier::Gpu => self.gpu,
+            Tier::Cpu => self.cpu,
+            Tier::Storage => self.storage,
+        }
+    }
+
+    fn tier_mut(&mut self, tier: Tier) -> &mut u64 {
+        match tier {
+            Tier::Gpu => &mut self.gpu,
+            Tier::Cpu => &mut self.cpu,
+            Tier::Storage => &mut self.storage,
+        }
+    }
 }
 
 /// Why an event was not indexed (counted per endpoint).
@@ -71,14 +100,22 @@ pub struct ProviderIndex {
     blocks: Lru<Holders>,
     engines: Vec<EngineMap>,
     cap: usize,
+    offloaded: Offloaded,
 }
 
 impl ProviderIndex {
-    /// An empty index for provider `name` (feed position `id`) with `endpoints` endpoints.
-    pub fn new(id: u16, name: &str, endpoints: usize, block_size: u32, max_blocks: u64) -> Self {
+    /// An empty index for provider `name` (feed position `id`) with `endpoints` endpoints
+    /// whose offloaded blocks are believed for `ttl_secs` after their last store.
+    pub fn new(id: u16, name: &str, endpoints: usize, block_size: u32, max_blocks: u64, ttl_secs: u64) -> Self {
         let cap = usize::try_from(max_blocks).unwrap_or(usize::MAX).max(1);
         let engines = (0..endpoints).map(|_| EngineMap::default()).collect();
-        Self { id, name: name.to_string(), block_size, blocks: Lru::new(cap), engines, cap }
+        let offloaded = Offloaded::new(ttl_secs);
+        Self { id, name: name.to_string(), block_size, blocks: Lru::new(cap), engines, cap, offloaded }
+    }
+
+    /// Offloaded holdings being aged.
+    pub fn offloaded(&self) -> usize {
+        self.offloaded.len()
     }
 
     /// The provider's name.
@@ -101,7 +138,7 @@ impl ProviderIndex {
     pub fn held_counts(&self) -> Vec<usize> {
         let mut counts = vec![0; self.engines.len()];
         for (_, h) in self.blocks.iter() {
-            for ep in bits(h.gpu | h.cpu) {
+            for ep in bits(h.all()) {
                 if let Some(n) = counts.get_mut(usize::from(ep)) {
                     *n += 1;
                 }
@@ -113,16 +150,16 @@ impl ProviderIndex {
     /// Every holder, as `Add` operations (a reset feed).
     pub fn snapshot(&self, ops: &mut Vec<KvOp>) {
         for (key, h) in self.blocks.iter() {
-            for (tier, set) in [(Tier::Gpu, h.gpu), (Tier::Cpu, h.cpu)] {
-                for endpoint in bits(set) {
+            for tier in Tier::ALL {
+                for endpoint in bits(h.tier(tier)) {
                     ops.push(KvOp::Add { provider: self.id, endpoint, key, tier });
                 }
             }
         }
     }
 
-    /// Indexes a `BlockStored` of endpoint `ep`.
-    pub fn stored(&mut self, ep: u8, s: &Stored, ops: &mut Vec<KvOp>) -> Result<(), Skip> {
+    /// Indexes a `BlockStored` of endpoint `ep`, received at `now_ms`.
+    pub fn stored(&mut self, ep: u8, s: &Stored, now_ms: u64, ops: &mut Vec<KvOp>) -> Result<(), Skip> {
         if s.block_size != self.block_size {
             return Err(Skip::BlockSize);
         }
@@ -135,7 +172,7 @@ impl ProviderIndex {
             // Offload events may carry no tokens: their blocks are known by the engine's hashes.
             let known: Vec<u64> = s.hashes.iter().filter_map(|h| engine.keys.get(h).copied()).collect();
             for key in known {
-                self.add(ep, key, s.tier, ops);
+                self.add(ep, key, s.tier, now_ms, ops);
             }
             return Ok(());
         }
@@ -155,7 +192,7 @@ impl ProviderIndex {
             if let Some(engine) = self.engines.get_mut(usize::from(ep)) {
                 engine.insert(*hash, key, self.cap);
             }
-            self.add(ep, key, s.tier, ops);
+            self.add(ep, key, s.tier, now_ms, ops);
             parent = key;
         }
         Ok(())
@@ -165,20 +202,30 @@ impl ProviderIndex {
     pub fn removed(&mut self, ep: u8, hashes: &[u64], tier: Tier, ops: &mut Vec<KvOp>) {
         for hash in hashes {
             let Some(&key) = self.engines.get(usize::from(ep)).and_then(|e| e.keys.get(hash)) else { continue };
-            let Some(h) = self.blocks.peek_mut(key) else { continue };
-            let set = match tier {
-                Tier::Gpu => &mut h.gpu,
-                Tier::Cpu => &mut h.cpu,
-            };
-            if *set & bit(ep) == 0 {
-                continue;
-            }
-            *set &= !bit(ep);
-            let empty = h.gpu | h.cpu == 0;
-            ops.push(KvOp::Remove { provider: self.id, endpoint: ep, key, tier });
-            if empty {
-                self.blocks.remove(key);
-            }
+            self.take(ep, key, tier, ops);
+        }
+    }
+
+    /// Takes out the offloaded holdings not stored again within the TTL, at `now_ms`.
+    pub fn expire(&mut self, now_ms: u64, ops: &mut Vec<KvOp>) {
+        for (key, ep, tier) in self.offloaded.expired(now_ms) {
+            self.take(ep, key, tier, ops);
+        }
+    }
+
+    /// Endpoint `ep` no longer holds `key` in `tier`.
+    fn take(&mut self, ep: u8, key: u64, tier: Tier, ops: &mut Vec<KvOp>) {
+        self.offloaded.forget((key, ep, tier));
+        let Some(h) = self.blocks.peek_mut(key) else { return };
+        let set = h.tier_mut(tier);
+        if *set & bit(ep) == 0 {
+            return;
+        }
+        *set &= !bit(ep);
+        let empty = h.all() == 0;
+        ops.push(KvOp::Remove { provider: self.id, endpoint: ep, key, tier });
+        if empty {
+            self.blocks.remove(key);
         }
     }
 
@@ -189,7 +236,8 @@ impl ProviderIndex {
         self.blocks.for_each_mut(|key, h| {
             h.gpu &= !b;
             h.cpu &= !b;
-            if h.gpu | h.cpu == 0 {
+            h.storage &= !b;
+            if h.all() == 0 {
                 emptied.push(key);
             }
         });
@@ -199,20 +247,20 @@ impl ProviderIndex {
         if let Some(e) = self.engines.get_mut(usize::from(ep)) {
             e.clear();
         }
+        self.offloaded.forget_endpoint(ep);
         ops.push(KvOp::Clear { provider: self.id, endpoint: ep });
     }
 
-    fn add(&mut self, ep: u8, key: u64, tier: Tier, ops: &mut Vec<KvOp>) {
+    fn add(&mut self, ep: u8, key: u64, tier: Tier, now_ms: u64, ops: &mut Vec<KvOp>) {
         let mut h = self.blocks.peek(key).copied().unwrap_or_default();
-        let set = match tier {
-            Tier::Gpu => &mut h.gpu,
-            Tier::Cpu => &mut h.cpu,
-        };
+        let set = h.tier_mut(tier);
         let new = *set & bit(ep) == 0;
         *set |= bit(ep);
+        self.offloaded.stored((key, ep, tier), now_ms);
         if let Some((old, gone)) = self.blocks.insert(key, h) {
-            for (tier, set) in [(Tier::Gpu, gone.gpu), (Tier::Cpu, gone.cpu)] {
-                for endpoint in bits(set) {
+            for tier in Tier::ALL {
+                for endpoint in bits(gone.tier(tier)) {
+                    self.offloaded.forget((old, endpoint, tier));
                     ops.push(KvOp::Remove { provider: self.id, endpoint, key: old, tier });
                 }
             }

@@ -27,19 +27,22 @@ fn scores(ops: &[KvOp], tokens: std::ops::Range<u32>) -> (Score, Vec<u32>) {
     let tokens: Vec<u32> = tokens.collect();
     let slots: Vec<String> = ENDPOINTS.iter().map(|a| (*a).to_string()).collect();
     let mut out = Vec::new();
-    let s = index.score("pool", &slots, block_keys(chain_seed("pool", None), &tokens, 16), &mut out);
-    (s, out)
+    let s =
+        index.score("pool", &slots, block_keys(chain_seed("pool", None), &tokens, 16), &Default::default(), &mut out);
+    // In tenths of a GPU block (the default weights are in thousandths).
+    let tenths = |v: u32| v / 100;
+    (if let Score::Hit(v) = s { Score::Hit(tenths(v)) } else { s }, out.into_iter().map(tenths).collect())
 }
 
 /// The worked example: A caches three blocks in two events (chained by the parent hash), B
 /// the first block only; a request sharing the three blocks and a tail scores A 3, B 1.
 #[test]
 fn events_become_the_scores_of_a_request() {
-    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000);
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
     let mut ops = Vec::new();
-    index.stored(0, &stored(&[101, 102], None, 1000..1032), &mut ops).unwrap();
-    index.stored(0, &stored(&[103], Some(102), 1032..1048), &mut ops).unwrap();
-    index.stored(1, &stored(&[201], None, 1000..1016), &mut ops).unwrap();
+    index.stored(0, &stored(&[101, 102], None, 1000..1032), 0, &mut ops).unwrap();
+    index.stored(0, &stored(&[103], Some(102), 1032..1048), 0, &mut ops).unwrap();
+    index.stored(1, &stored(&[201], None, 1000..1016), 0, &mut ops).unwrap();
     assert_eq!(index.len(), 3);
     assert_eq!(scores(&ops, 1000..1058), (Score::Hit(30), vec![30, 10, 0]));
     // A's third block is evicted: it then holds two.
@@ -53,47 +56,76 @@ fn events_become_the_scores_of_a_request() {
 
 #[test]
 fn what_cannot_be_placed_is_skipped() {
-    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000);
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
     let mut ops = Vec::new();
-    assert_eq!(index.stored(0, &stored(&[5], Some(4), 0..16), &mut ops), Err(Skip::Orphan));
+    assert_eq!(index.stored(0, &stored(&[5], Some(4), 0..16), 0, &mut ops), Err(Skip::Orphan));
     let mut big = stored(&[5], None, 0..32);
     big.block_size = 32;
-    assert_eq!(index.stored(0, &big, &mut ops), Err(Skip::BlockSize));
-    assert_eq!(index.stored(0, &stored(&[5, 6], None, 0..20), &mut ops), Err(Skip::Tokens));
+    assert_eq!(index.stored(0, &big, 0, &mut ops), Err(Skip::BlockSize));
+    assert_eq!(index.stored(0, &stored(&[5, 6], None, 0..20), 0, &mut ops), Err(Skip::Tokens));
     let mut window = stored(&[5], None, 0..16);
     window.group = Some(1);
-    assert_eq!(index.stored(0, &window, &mut ops), Err(Skip::Group));
+    assert_eq!(index.stored(0, &window, 0, &mut ops), Err(Skip::Group));
     assert!(ops.is_empty());
 }
 
 #[test]
 fn offloaded_copies_and_other_key_spaces() {
-    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000);
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
     let mut ops = Vec::new();
-    index.stored(0, &stored(&[1, 2], None, 0..32), &mut ops).unwrap();
+    index.stored(0, &stored(&[1, 2], None, 0..32), 0, &mut ops).unwrap();
     // A token-less CPU event for a known block adds the CPU tier to it.
     let cpu = Stored { hashes: vec![2, 99], tier: Tier::Cpu, block_size: 16, ..Stored::default() };
-    index.stored(1, &cpu, &mut ops).unwrap();
+    index.stored(1, &cpu, 0, &mut ops).unwrap();
     assert_eq!(scores(&ops, 0..32).1, [20, 0, 0], "C has block 1 only: no leading run");
     // The same tokens under an adapter, or with extra keys, are other blocks.
     let mut lora = stored(&[7], None, 0..16);
     lora.lora = Some("sql".into());
-    index.stored(2, &lora, &mut ops).unwrap();
+    index.stored(2, &lora, 0, &mut ops).unwrap();
     let mut salted = stored(&[8], None, 0..16);
     salted.extra = vec![Some(b"salt".to_vec())];
-    index.stored(2, &salted, &mut ops).unwrap();
+    index.stored(2, &salted, 0, &mut ops).unwrap();
     assert_eq!(scores(&ops, 0..32).1[2], 0);
 }
 
 #[test]
 fn the_bound_evicts_the_least_recent_and_reports_it() {
-    let mut index = ProviderIndex::new(0, "pool", 3, 16, 2);
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 2, 300);
     let mut ops = Vec::new();
-    index.stored(0, &stored(&[1, 2, 3], None, 0..48), &mut ops).unwrap();
+    index.stored(0, &stored(&[1, 2, 3], None, 0..48), 0, &mut ops).unwrap();
     assert_eq!(index.len(), 2);
     assert!(ops.iter().any(|op| matches!(op, KvOp::Remove { endpoint: 0, .. })), "{ops:?}");
     assert_eq!(scores(&ops, 0..48).1, [0, 0, 0], "the first block went: no leading run is left");
     let mut snapshot = Vec::new();
     index.snapshot(&mut snapshot);
     assert_eq!(snapshot.len(), 2);
+}
+
+/// LMCache's CPU and storage tiers send no removals: their blocks leave at the TTL after
+/// their last store, while GPU blocks stay until the engine removes them.
+#[test]
+fn offloaded_blocks_age_out_and_gpu_blocks_do_not() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 10);
+    let mut ops = Vec::new();
+    index.stored(0, &stored(&[1, 2], None, 0..32), 0, &mut ops).unwrap();
+    let mut cpu = stored(&[11, 12], None, 0..32);
+    cpu.tier = Tier::Cpu;
+    index.stored(1, &cpu, 1_000, &mut ops).unwrap();
+    let mut disk = stored(&[21, 22], None, 0..32);
+    disk.tier = Tier::Storage;
+    index.stored(2, &disk, 2_000, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 0..32).1, [20, 16, 10]);
+    // B stores its blocks again: its TTL starts over.
+    index.stored(1, &cpu, 9_000, &mut ops).unwrap();
+    index.expire(12_000, &mut ops);
+    assert_eq!(scores(&ops, 0..32).1, [20, 16, 0], "C's storage copy aged out");
+    index.expire(19_000, &mut ops);
+    assert_eq!(scores(&ops, 0..32).1, [20, 0, 0], "B's CPU copy aged out");
+    assert_eq!((index.len(), index.offloaded()), (2, 0));
+    // A block removed by an event is not reported again when its TTL comes.
+    index.stored(1, &cpu, 20_000, &mut ops).unwrap();
+    index.removed(1, &[11, 12], Tier::Cpu, &mut ops);
+    let before = ops.len();
+    index.expire(40_000, &mut ops);
+    assert_eq!(ops.len(), before);
 }

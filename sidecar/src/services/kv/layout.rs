@@ -14,6 +14,8 @@ pub struct PoolLayout {
     pub topic: String,
     /// Bound on the index.
     pub max_blocks: u64,
+    /// Seconds an offloaded block stays indexed after its last store.
+    pub offload_ttl_secs: u64,
     /// Every endpoint (`host:port`) in configuration order, with its sockets when it publishes.
     pub endpoints: Vec<(String, Option<KvSource>)>,
 }
@@ -39,6 +41,7 @@ impl Layout {
                     block_size: kv.block_size,
                     topic: kv.topic.clone(),
                     max_blocks: kv.max_blocks,
+                    offload_ttl_secs: kv.offload_ttl_secs,
                     endpoints,
                 })
             })

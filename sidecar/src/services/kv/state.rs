@@ -76,7 +76,7 @@ impl State {
 
 fn pool(i: usize, p: &PoolLayout) -> Pool {
     let id = u16::try_from(i).unwrap_or(u16::MAX);
-    let index = ProviderIndex::new(id, &p.provider, p.endpoints.len(), p.block_size, p.max_blocks);
+    let index = ProviderIndex::new(id, &p.provider, p.endpoints.len(), p.block_size, p.max_blocks, p.offload_ttl_secs);
     let endpoints = p
         .endpoints
         .iter()
@@ -118,7 +118,7 @@ pub(super) fn apply(pool: &mut Pool, ep: u8, payload: &[u8], now_ms: u64, ops: &
     let (mut applied, mut skipped) = (0, 0);
     for event in &batch.events {
         let done = match event {
-            Event::Stored(s) => pool.index.stored(ep, s, ops).is_ok(),
+            Event::Stored(s) => pool.index.stored(ep, s, now_ms, ops).is_ok(),
             Event::Removed { group: Some(g), .. } if *g != 0 => false,
             Event::Removed { hashes, tier, .. } => {
                 pool.index.removed(ep, hashes, *tier, ops);

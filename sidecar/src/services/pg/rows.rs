@@ -402,8 +402,12 @@ pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
 /// The provider's KV-cache settings as the `kv` column holds them (`None`: none set).
 fn kv_column(p: &RawProvider) -> Option<serde_json::Value> {
     let objects = p.endpoints.iter().any(|e| e.kv_events.is_some() || e.kv_replay.is_some());
-    let settings =
-        p.kv_block_size.is_some() || p.kv_topic.is_some() || p.kv_max_blocks.is_some() || p.kv_tokenize.is_some();
+    let settings = p.kv_block_size.is_some()
+        || p.kv_topic.is_some()
+        || p.kv_max_blocks.is_some()
+        || p.kv_tokenize.is_some()
+        || p.kv_tier_weights.is_some()
+        || p.lmcache_ttl_secs.is_some();
     if !objects && !settings {
         return None;
     }
@@ -413,11 +417,13 @@ fn kv_column(p: &RawProvider) -> Option<serde_json::Value> {
         kv_topic: p.kv_topic.clone(),
         kv_max_blocks: p.kv_max_blocks,
         kv_tokenize: p.kv_tokenize,
+        kv_tier_weights: p.kv_tier_weights,
+        lmcache_ttl_secs: p.lmcache_ttl_secs,
         ..RawProvider::default()
     };
     let mut value = serde_json::to_value(kv).ok()?;
     if let Some(map) = value.as_object_mut() {
-        map.retain(|k, _| k == "endpoints" || k.starts_with("kv_"));
+        map.retain(|k, _| k == "endpoints" || k.starts_with("kv_") || k.starts_with("lmcache_"));
     }
     Some(value)
 }
@@ -436,6 +442,8 @@ fn with_kv(mut provider: RawProvider, kv: Option<serde_json::Value>) -> RawProvi
         kv_topic: Option<String>,
         kv_max_blocks: Option<u64>,
         kv_tokenize: Option<bool>,
+        kv_tier_weights: Option<ferrogate_core::config::RawTierWeights>,
+        lmcache_ttl_secs: Option<u64>,
     }
     let Some(kv) = kv.and_then(|v| serde_json::from_value::<Kv>(v).ok()) else { return provider };
     if kv.endpoints.len() == provider.endpoints.len() {
@@ -445,5 +453,7 @@ fn with_kv(mut provider: RawProvider, kv: Option<serde_json::Value>) -> RawProvi
     provider.kv_topic = kv.kv_topic;
     provider.kv_max_blocks = kv.kv_max_blocks;
     provider.kv_tokenize = kv.kv_tokenize;
+    provider.kv_tier_weights = kv.kv_tier_weights;
+    provider.lmcache_ttl_secs = kv.lmcache_ttl_secs;
     provider
 }

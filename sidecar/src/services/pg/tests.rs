@@ -189,6 +189,12 @@ async fn a_pool_s_kv_settings_round_trip() {
         kv_topic: Some("kv@".into()),
         kv_max_blocks: Some(5000),
         kv_tokenize: Some(true),
+        kv_tier_weights: Some(ferrogate_core::config::RawTierWeights {
+            gpu: None,
+            cpu: Some(0.9),
+            storage: Some(0.25),
+        }),
+        lmcache_ttl_secs: Some(60),
         ..RawProvider::default()
     };
     store.write(Change::Create(Resource::Provider(pool.clone()))).await.unwrap();

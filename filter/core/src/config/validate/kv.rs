@@ -1,15 +1,21 @@
 //! The KV-cache settings of a pool (`endpoints[].kv_events`, `kv_replay`, `kv_block_size`,
-//! `kv_topic`, `kv_max_blocks`, `kv_tokenize`) and what `precise_cache_aware` asks of its
+//! `kv_topic`, `kv_max_blocks`, `kv_tokenize`, `kv_tier_weights`, `lmcache_ttl_secs`) and what `precise_cache_aware` asks of its
 //! model's pool.
 
 use super::{Problems, Refs};
+use crate::config::raw::RawTierWeights;
 use crate::config::raw::{RawModel, RawProvider};
-use crate::config::{KvPool, KvSource, DEFAULT_KV_BLOCK_SIZE, DEFAULT_KV_MAX_BLOCKS, MAX_KV_ENDPOINTS};
+use crate::config::{
+    KvPool, KvSource, DEFAULT_KV_BLOCK_SIZE, DEFAULT_KV_MAX_BLOCKS, DEFAULT_LMCACHE_TTL_SECS, MAX_KV_ENDPOINTS,
+};
+use crate::kv::TierWeights;
 
 /// Largest block size accepted (vLLM's largest is 256; hybrid models' groups go further).
 const MAX_BLOCK_SIZE: u32 = 4096;
 /// Largest index bound accepted per provider.
 const MAX_BLOCKS: u64 = 100_000_000;
+/// Longest `lmcache_ttl_secs` accepted (a day).
+const MAX_TTL_SECS: u64 = 86_400;
 
 /// The pool's KV settings, or `None` when no endpoint publishes and `kv_tokenize` is off.
 pub(super) fn pool(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<KvPool> {
@@ -17,7 +23,11 @@ pub(super) fn pool(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<KvPo
     let sources: Vec<Option<KvSource>> = raw.endpoints.iter().enumerate().map(|(j, e)| source(i, j, e, p)).collect();
     let publishes = sources.iter().any(Option::is_some);
     let tokenize = raw.kv_tokenize.unwrap_or(false);
-    let settings = raw.kv_block_size.is_some() || raw.kv_topic.is_some() || raw.kv_max_blocks.is_some();
+    let settings = raw.kv_block_size.is_some()
+        || raw.kv_topic.is_some()
+        || raw.kv_max_blocks.is_some()
+        || raw.kv_tier_weights.is_some()
+        || raw.lmcache_ttl_secs.is_some();
     if raw.endpoints.is_empty() && (settings || tokenize) {
         p.add(at("endpoints"), "kv_* settings need an endpoints pool (the engines they describe)");
         return None;
@@ -34,8 +44,31 @@ pub(super) fn pool(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<KvPo
     if !(1..=MAX_BLOCKS).contains(&max_blocks) {
         p.add(at("kv_max_blocks"), format!("{max_blocks} is out of range (1 to {MAX_BLOCKS} blocks)"));
     }
+    let offload_ttl_secs = raw.lmcache_ttl_secs.unwrap_or(DEFAULT_LMCACHE_TTL_SECS);
+    if !(1..=MAX_TTL_SECS).contains(&offload_ttl_secs) {
+        p.add(at("lmcache_ttl_secs"), format!("{offload_ttl_secs} is out of range (1 to {MAX_TTL_SECS} seconds)"));
+    }
+    let tier_weights = weights(raw.kv_tier_weights.as_ref(), &at("kv_tier_weights"), p);
     let topic = raw.kv_topic.clone().unwrap_or_default();
-    (publishes || tokenize || settings).then_some(KvPool { block_size, topic, max_blocks, tokenize, sources })
+    let pool = KvPool { block_size, topic, max_blocks, tokenize, tier_weights, offload_ttl_secs, sources };
+    (publishes || tokenize || settings).then_some(pool)
+}
+
+/// The tier weights in thousandths; each given weight must lie in 0..=1.
+fn weights(raw: Option<&RawTierWeights>, at: &str, p: &mut Problems) -> TierWeights {
+    let mut out = TierWeights::default();
+    let Some(raw) = raw else { return out };
+    let given =
+        [("gpu", raw.gpu, &mut out.gpu), ("cpu", raw.cpu, &mut out.cpu), ("storage", raw.storage, &mut out.storage)];
+    for (name, value, slot) in given {
+        let Some(v) = value else { continue };
+        if (0.0..=1.0).contains(&v) {
+            *slot = (v * 1000.0).round() as u32;
+        } else {
+            p.add(format!("{at}.{name}"), format!("{v} is not a weight (0 to 1)"));
+        }
+    }
+    out
 }
 
 fn source(i: usize, j: usize, e: &crate::config::raw::RawEndpoint, p: &mut Problems) -> Option<KvSource> {

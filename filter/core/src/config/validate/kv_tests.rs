@@ -95,3 +95,28 @@ models: [{ name: m, strategy: precise_cache_aware, targets: [{ provider: p, mode
         ["models[0].strategy: precise_cache_aware needs exactly one target, whose provider has an endpoints pool"]
     );
 }
+
+#[test]
+fn tier_weights_and_offload_ttl_have_defaults_and_bounds() {
+    let kv = load(POOL).unwrap().providers[0].kv.clone().unwrap();
+    assert_eq!(kv.tier_weights, crate::kv::TierWeights { gpu: 1000, cpu: 800, storage: 500 });
+    assert_eq!(kv.offload_ttl_secs, crate::config::DEFAULT_LMCACHE_TTL_SECS);
+    let set =
+        POOL.replace("kv_tokenize: true", "kv_tier_weights: { cpu: 0.9, storage: 0.25 }\n    lmcache_ttl_secs: 60");
+    let kv = load(&set).unwrap().providers[0].kv.clone().unwrap();
+    assert_eq!(kv.tier_weights, crate::kv::TierWeights { gpu: 1000, cpu: 900, storage: 250 });
+    assert_eq!(kv.offload_ttl_secs, 60);
+    let bad =
+        POOL.replace("kv_tokenize: true", "kv_tier_weights: { gpu: 1.5, storage: -0.1 }\n    lmcache_ttl_secs: 0");
+    assert_eq!(
+        problems(&bad),
+        [
+            "providers[0].lmcache_ttl_secs: 0 is out of range (1 to 86400 seconds)",
+            "providers[0].kv_tier_weights.gpu: 1.5 is not a weight (0 to 1)",
+            "providers[0].kv_tier_weights.storage: -0.1 is not a weight (0 to 1)",
+        ]
+    );
+    let typo = POOL.replace("kv_tokenize: true", "kv_tier_weights: { disk: 0.5 }");
+    let e = serde_saphyr::from_str::<RawConfig>(&typo).unwrap_err();
+    assert!(e.to_string().contains("disk"), "{e}");
+}

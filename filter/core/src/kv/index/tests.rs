@@ -26,9 +26,16 @@ fn slots() -> Vec<String> {
     vec![A.into(), B.into(), C.into()]
 }
 
+/// Scores with the default weights, in tenths of a GPU block (1000 thousandths = 10).
 fn score(index: &KvIndex, keys: &[u64]) -> (Score, Vec<u32>) {
+    let (s, out) = score_with(index, keys, &TierWeights::default());
+    let tenths = |v: u32| v / 100;
+    (if let Score::Hit(v) = s { Score::Hit(tenths(v)) } else { s }, out.into_iter().map(tenths).collect())
+}
+
+fn score_with(index: &KvIndex, keys: &[u64], weights: &TierWeights) -> (Score, Vec<u32>) {
     let mut out = Vec::new();
-    let s = index.score("pool", &slots(), keys.iter().copied(), &mut out);
+    let s = index.score("pool", &slots(), keys.iter().copied(), weights, &mut out);
     (s, out)
 }
 
@@ -87,7 +94,7 @@ fn disconnected_or_unknown_endpoints_are_neutral() {
     index.apply(&f);
     assert_eq!(score(&index, &[10]).0, Score::Neutral);
     let mut out = Vec::new();
-    assert_eq!(index.score("other", &slots(), [10].into_iter(), &mut out), Score::Neutral);
+    assert_eq!(index.score("other", &slots(), [10].into_iter(), &TierWeights::default(), &mut out), Score::Neutral);
     assert_eq!(score(&KvIndex::default(), &[10]).0, Score::Neutral);
 }
 
@@ -98,6 +105,34 @@ fn a_miss_costs_one_lookup_and_reports_miss() {
     let mut looked = 0;
     let keys = [99u64, 10, 10].into_iter().inspect(|_| looked += 1);
     let mut out = Vec::new();
-    assert_eq!(index.score("pool", &slots(), keys, &mut out), Score::Miss);
+    assert_eq!(index.score("pool", &slots(), keys, &TierWeights::default(), &mut out), Score::Miss);
     assert_eq!(looked, 1);
+}
+
+/// A block counts once per endpoint, at the fastest tier that endpoint holds it in; storage
+/// counts least, and the weights are the provider's.
+#[test]
+fn each_block_weighs_as_its_fastest_tier() {
+    let mut index = KvIndex::default();
+    let ops = vec![
+        add(0, 10, Tier::Storage),
+        add(0, 11, Tier::Storage),
+        add(1, 10, Tier::Cpu),
+        add(1, 10, Tier::Storage),
+        add(1, 11, Tier::Storage),
+        add(2, 10, Tier::Gpu),
+        add(2, 10, Tier::Cpu),
+    ];
+    index.apply(&feed(1, true, ops));
+    // A: 0.5 + 0.5; B: 0.8 + 0.5; C: 1 (its second block missing).
+    assert_eq!(score(&index, &[10, 11]), (Score::Hit(13), vec![10, 13, 10]));
+    let flat = TierWeights { gpu: 1000, cpu: 1000, storage: 1000 };
+    assert_eq!(score_with(&index, &[10, 11], &flat).1, [2000, 2000, 1000]);
+    let gpu_only = TierWeights { gpu: 1000, cpu: 0, storage: 0 };
+    assert_eq!(score_with(&index, &[10, 11], &gpu_only), (Score::Hit(1000), vec![0, 0, 1000]));
+    // Taking a block out of storage leaves the endpoint's other tiers.
+    index.apply(&feed(2, false, vec![KvOp::Remove { provider: 0, endpoint: 1, key: 10, tier: Tier::Storage }]));
+    assert_eq!(score(&index, &[10, 11]).1, [10, 13, 10]);
+    index.apply(&feed(3, false, vec![KvOp::Remove { provider: 0, endpoint: 0, key: 10, tier: Tier::Storage }]));
+    assert_eq!(score(&index, &[10, 11]).1, [0, 13, 10]);
 }
