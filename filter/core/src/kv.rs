@@ -8,6 +8,7 @@
 //!   same keys from the request's token ids.
 //! - [`token_ids`]: the `x-ferrogate-token-ids` request header.
 //! - `events` (feature `events`, the sidecar's): vLLM's KV-event payloads.
+//! - `lmcache` (feature `events`): LMCache's worker messages to a cache controller.
 //! - [`feed`]: the `GET /v1/kv` answer by which the sidecar hands its index to the filter —
 //!   changes since a generation, or everything after a reset.
 //! - [`index`]: the filter's copy of that index, and the score of each endpoint for a request
@@ -19,6 +20,8 @@ pub mod events;
 pub mod feed;
 pub mod index;
 pub mod keys;
+#[cfg(feature = "events")]
+pub mod lmcache;
 pub mod token_ids;
 pub mod tokenize;
 
