@@ -57,7 +57,7 @@ pub fn operations() -> Vec<Operation> {
         op(
             "get",
             "/api/v1/targets",
-            "Health (probe verdict, cooldown, consecutive results) and engine load of every routing target",
+            "Health (probe verdict, cooldown, consecutive results), engine load and cache figures (LMCache) of every routing target",
             false,
         ),
         op(

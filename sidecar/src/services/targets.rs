@@ -30,6 +30,7 @@ use tokio::sync::watch;
 
 use super::snapshot::{Served, Snapshots};
 
+pub mod cache;
 pub mod health;
 pub mod lora;
 pub mod probe;
@@ -91,6 +92,8 @@ struct Entry {
     target: Target,
     health: Health,
     load: prom::Load,
+    /// What it reports of its CPU and storage caches (LMCache) and external cache hits.
+    cache: cache::CacheFigures,
     /// The LoRA adapters it reports (nothing when it does not).
     lora: lora::Lora,
     /// Unix ms before which `/metrics` is not scraped again (it had no engine series).
@@ -226,6 +229,7 @@ fn carry_over(old: &mut Vec<Entry>, target: Target) -> Entry {
             if e.target.active && !target.active {
                 e.health = Health::default();
                 e.load = prom::Load::default();
+                e.cache = cache::CacheFigures::default();
                 e.lora = lora::Lora::default();
             }
             e.target = target;
@@ -235,6 +239,7 @@ fn carry_over(old: &mut Vec<Entry>, target: Target) -> Entry {
             target,
             health: Health::default(),
             load: prom::Load::default(),
+            cache: cache::CacheFigures::default(),
             lora: lora::Lora::default(),
             metrics_retry_at_ms: 0,
         },
@@ -251,14 +256,18 @@ impl Entry {
     /// Records a scrape; an answer without engine series puts the next one off until
     /// `retry_at_ms`. No answer (the engine restarting) is retried on the next round.
     fn record_scrape(&mut self, scrape: Scrape, retry_at_ms: u64) {
-        let (load, lora, no_metrics) = match scrape {
+        let (load, lora, no_metrics) = match &scrape {
             Scrape::Page(text) => {
-                let load = prom::load(&text);
+                let load = prom::load(text);
                 let empty = load.is_empty();
-                (load, lora::read(&text).unwrap_or_default(), empty)
+                (load, lora::read(text).unwrap_or_default(), empty)
             }
             Scrape::NoMetrics(_) => (prom::Load::default(), lora::Lora::default(), true),
             Scrape::Failed(_) => (prom::Load::default(), lora::Lora::default(), false),
+        };
+        self.cache = match &scrape {
+            Scrape::Page(text) => cache::read(text),
+            _ => cache::CacheFigures::default(),
         };
         self.load = load;
         self.lora = lora;
@@ -294,6 +303,7 @@ impl Entry {
             kv_usage: state.kv_usage_permille.map(|p| f64::from(p) / 1000.0),
             adapters: state.adapters,
             max_loras: state.max_loras,
+            cache: (!self.cache.is_empty()).then_some(self.cache),
         }
     }
 }

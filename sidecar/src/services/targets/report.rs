@@ -39,6 +39,9 @@ pub struct TargetReport {
     pub adapters: Vec<String>,
     /// Adapters the engine keeps loaded at once, when it says.
     pub max_loras: Option<u32>,
+    /// Its CPU and storage cache (LMCache) and external-cache figures, when it reports any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<super::cache::CacheFigures>,
 }
 
 /// Appends the target gauges in Prometheus text form, labels `provider` and `endpoint`:

@@ -201,6 +201,7 @@ async fn the_feed_carries_the_adapters_an_engine_reports() {
     let text = String::from_utf8(t.feed().1.to_vec()).unwrap();
     assert!(text.contains(r#""adapters":["sql","chat"],"max_loras":2"#), "{text}");
     assert_eq!(t.report().targets[0].adapters, ["sql", "chat"]);
+    assert!(t.report().targets[0].cache.is_none(), "no LMCache series: no cache figures");
     // A failed scrape: unknown, not stale.
     up.store(false, Ordering::SeqCst);
     t.scrape_round().await;
@@ -221,6 +222,7 @@ fn prometheus_gauges_cover_known_values_only() {
         kv_usage: Some(0.25),
         adapters: Vec::new(),
         max_loras: None,
+        cache: None,
     };
     let down = TargetReport {
         endpoint: "10.0.0.2:8000".into(),
@@ -246,4 +248,47 @@ ferrogate_target_kv_usage{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 0.25
     let without_help: String = text.lines().filter(|l| !l.starts_with("# HELP ")).map(|l| format!("{l}\n")).collect();
     assert_eq!(without_help, expected);
     assert_eq!(text.lines().filter(|l| l.starts_with("# HELP ferrogate_target_")).count(), 4, "{text}");
+}
+
+/// An engine with LMCache reports its CPU cache and hit figures; the admin report shows them
+/// and a failed scrape forgets them.
+#[tokio::test]
+async fn the_report_carries_an_engines_cache_figures() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let up = Arc::new(AtomicBool::new(true));
+    let page = concat!(
+        "vllm:num_requests_running{model_name=\"m\"} 1\n",
+        "lmcache:local_cache_usage{model_name=\"m\",worker_id=\"0\"} 5e8\n",
+        "lmcache:lookup_hit_rate{model_name=\"m\",worker_id=\"0\"} 0.25\n",
+        "vllm:external_prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} 64\n",
+    );
+    let serving = up.clone();
+    let metrics = move || {
+        let serving = serving.load(Ordering::SeqCst);
+        async move {
+            if serving {
+                Ok(page)
+            } else {
+                Err(StatusCode::SERVICE_UNAVAILABLE)
+            }
+        }
+    };
+    let engine = serve(axum::Router::new().route("/metrics", get(metrics))).await;
+    let s = snapshots(
+        serde_json::json!({"providers": [provider("p", "openai_compatible", &format!("http://{engine}"), &[])]}),
+    );
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    t.scrape_round().await;
+    let cache = t.report().targets[0].cache.expect("cache figures");
+    assert_eq!(
+        (cache.cpu_bytes, cache.lookup_hit_rate, cache.external_hit_tokens),
+        (Some(5e8), Some(0.25), Some(64.0))
+    );
+    let json = serde_json::to_value(t.report()).unwrap();
+    assert_eq!(json["targets"][0]["cache"]["cpu_bytes"], 5e8);
+    up.store(false, Ordering::SeqCst);
+    t.scrape_round().await;
+    assert!(t.report().targets[0].cache.is_none(), "unknown, not stale");
 }
