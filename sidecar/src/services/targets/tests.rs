@@ -168,16 +168,11 @@ async fn a_target_without_engine_metrics_is_scraped_again_only_later() {
     assert_eq!(feed_of(&t).endpoints[0].running, None);
 }
 
-#[tokio::test]
-async fn the_feed_carries_the_adapters_an_engine_reports() {
+/// Targets over one engine whose `/metrics` answers `page` while the flag is set (503 after),
+/// scraped once.
+async fn engine_serving(page: &'static str) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, Targets) {
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let up = Arc::new(AtomicBool::new(true));
-    let page = concat!(
-        "vllm:num_requests_running{model_name=\"base\"} 1\n",
-        "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"sql\",waiting_lora_adapters=\"chat\"} 7\n",
-        "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 3\n",
-    );
+    let up = std::sync::Arc::new(AtomicBool::new(true));
     let serving = up.clone();
     let metrics = move || {
         let serving = serving.load(Ordering::SeqCst);
@@ -196,6 +191,18 @@ async fn the_feed_carries_the_adapters_an_engine_reports() {
     let t = Targets::new(fast());
     t.sync(s.current().as_deref());
     t.scrape_round().await;
+    (up, t)
+}
+
+#[tokio::test]
+async fn the_feed_carries_the_adapters_an_engine_reports() {
+    use std::sync::atomic::Ordering;
+    let page = concat!(
+        "vllm:num_requests_running{model_name=\"base\"} 1\n",
+        "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"sql\",waiting_lora_adapters=\"chat\"} 7\n",
+        "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 3\n",
+    );
+    let (up, t) = engine_serving(page).await;
     let e = feed_of(&t).endpoints.remove(0);
     assert_eq!((e.adapters, e.max_loras), (vec!["sql".to_string(), "chat".to_string()], Some(2)));
     let text = String::from_utf8(t.feed().1.to_vec()).unwrap();
@@ -254,33 +261,14 @@ ferrogate_target_kv_usage{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 0.25
 /// and a failed scrape forgets them.
 #[tokio::test]
 async fn the_report_carries_an_engines_cache_figures() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let up = Arc::new(AtomicBool::new(true));
+    use std::sync::atomic::Ordering;
     let page = concat!(
         "vllm:num_requests_running{model_name=\"m\"} 1\n",
         "lmcache:local_cache_usage{model_name=\"m\",worker_id=\"0\"} 5e8\n",
         "lmcache:lookup_hit_rate{model_name=\"m\",worker_id=\"0\"} 0.25\n",
         "vllm:external_prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} 64\n",
     );
-    let serving = up.clone();
-    let metrics = move || {
-        let serving = serving.load(Ordering::SeqCst);
-        async move {
-            if serving {
-                Ok(page)
-            } else {
-                Err(StatusCode::SERVICE_UNAVAILABLE)
-            }
-        }
-    };
-    let engine = serve(axum::Router::new().route("/metrics", get(metrics))).await;
-    let s = snapshots(
-        serde_json::json!({"providers": [provider("p", "openai_compatible", &format!("http://{engine}"), &[])]}),
-    );
-    let t = Targets::new(fast());
-    t.sync(s.current().as_deref());
-    t.scrape_round().await;
+    let (up, t) = engine_serving(page).await;
     let cache = t.report().targets[0].cache.expect("cache figures");
     assert_eq!(
         (cache.cpu_bytes, cache.lookup_hit_rate, cache.external_hit_tokens),
