@@ -94,6 +94,8 @@ pub struct Load {
     pub waiting: Option<u32>,
     /// Fraction of the engine's KV cache in use (0..=1), if known.
     pub kv_usage: Option<f32>,
+    /// How full the engine's offload cache is (LMCache's occupancy, 0..=1), if known.
+    pub cache_occupancy: Option<f32>,
 }
 
 impl Load {
@@ -171,6 +173,11 @@ impl<'a> PickContext<'a> {
     /// The queue of `target` ([`Load::queue`]); 0 when unknown.
     pub fn queue(&self, target: usize) -> u64 {
         self.loads.get(target).map_or(0, Load::queue)
+    }
+
+    /// Offload-cache occupancy of `target` (0..=1), if known.
+    pub fn cache_occupancy(&self, target: usize) -> Option<f32> {
+        self.loads.get(target).and_then(|l| l.cache_occupancy)
     }
 
     /// KV-cache usage of `target`; 0 when unknown.
@@ -268,6 +275,9 @@ impl Balancer {
             StrategyKind::PreciseCacheAware => {
                 Box::new(PreciseCacheAware::with_names(targets.iter().map(|t| t.name.as_str()), DEFAULT_MAX_NODES))
             }
+            StrategyKind::LmcacheAware => Box::new(
+                PreciseCacheAware::with_names(targets.iter().map(|t| t.name.as_str()), DEFAULT_MAX_NODES).with_room(),
+            ),
             StrategyKind::Pipeline => Box::new(Pipeline::new(weights(), PipelineWeights::default())),
             StrategyKind::PredictedLatency => Box::new(PredictedLatency::new(n)),
             StrategyKind::LoraAware => {

@@ -20,10 +20,11 @@ use crate::auth::DigestIndex;
 use crate::grants::Grants;
 
 pub use raw::{
-    RawBand, RawConfig, RawEndpoint, RawFlowControl, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider,
-    RawRedis, RawStore, RawTarget, RawTierWeights,
+    RawBand, RawConfig, RawEndpoint, RawFlowControl, RawGroup, RawKey, RawLimits, RawLmcache, RawModel, RawPrice,
+    RawProvider, RawRedis, RawStore, RawTarget, RawTierWeights,
 };
 pub use syntax::{BaseUrl, Scheme};
+pub use validate::lmcache::{Lmcache, OccupancySource};
 
 /// API family a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +116,8 @@ pub struct Provider {
     /// KV-cache events and tokenization of the pool, when an endpoint publishes events or
     /// `kv_tokenize` is on.
     pub kv: Option<KvPool>,
+    /// LMCache telemetry of the pool's engines, when configured.
+    pub lmcache: Option<Lmcache>,
     /// Most requests in flight per endpoint for flow-controlled models (`None`: no bound).
     pub max_concurrency: Option<u32>,
 }

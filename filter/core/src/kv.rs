@@ -93,7 +93,9 @@ impl Tier {
 
 /// Scores the slots of model `model` (its pool's endpoints, in order) for a request with
 /// `tokens` under adapter `lora`, into `out`; `None` when the model does not route by KV
-/// events (another strategy, or no pool with KV settings).
+/// events (another strategy, or no pool with KV settings). `precise_cache_aware` counts the
+/// engines' GPU blocks only (what vLLM's own prefix cache holds); `lmcache_aware` every tier
+/// at the pool's `kv_tier_weights`.
 pub fn score_model(
     config: &crate::config::Config,
     model: usize,
@@ -103,18 +105,20 @@ pub fn score_model(
     out: &mut Vec<u32>,
 ) -> Option<Score> {
     let m = config.models.get(model)?;
-    if m.strategy != crate::balance::StrategyKind::PreciseCacheAware {
+    if !m.strategy.uses_kv_index() {
         return None;
     }
     let [target] = m.targets.as_slice() else { return None };
     let provider = config.providers.get(target.provider)?;
     let kv = provider.kv.as_ref()?;
     let seed = chain_seed(&provider.name, lora);
-    Some(index.score(
-        &provider.name,
-        &provider.endpoints,
-        block_keys(seed, tokens, kv.block_size),
-        &kv.tier_weights,
-        out,
-    ))
+    let weights = match m.strategy {
+        crate::balance::StrategyKind::LmcacheAware => kv.tier_weights,
+        _ => TierWeights { cpu: 0, storage: 0, ..kv.tier_weights },
+    };
+    Some(index.score(&provider.name, &provider.endpoints, block_keys(seed, tokens, kv.block_size), &weights, out))
 }
+
+#[cfg(test)]
+#[path = "kv/score_tests.rs"]
+mod score_tests;

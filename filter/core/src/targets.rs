@@ -17,6 +17,8 @@
 //!   serves; `kv_usage_permille`: KV-cache usage in per mille (0..=1000, integer so the filter
 //!   compares without floats), the fullest model's when an engine serves several. Each is
 //!   absent when unknown (no `/metrics`, scrape failed, not a self-hosted engine).
+//! - `cache_occupancy_permille`: how full the engine's LMCache store is (its occupancy
+//!   source), for `lmcache_aware`; absent when unknown.
 //! - `adapters` / `max_loras`: the LoRA adapters a vLLM engine reports in use (its running
 //!   and waiting requests' adapters, `vllm:lora_requests_info`) and its adapter capacity;
 //!   omitted when the engine reports none. `lora_aware` prefers them over what it learned.
@@ -60,6 +62,10 @@ pub struct EndpointState {
     /// KV-cache usage, per mille (0..=1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_usage_permille: Option<u16>,
+    /// How full the engine's offload cache is, per mille (LMCache's occupancy source:
+    /// `occupancy` when `cache_available`); absent when unknown, unavailable or stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_occupancy_permille: Option<u16>,
     /// LoRA adapters the engine reports in use (vLLM's running and waiting adapters), each
     /// once; empty when it reports none or is not asked (so older feeds read the same).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -122,6 +128,7 @@ mod tests {
             running: Some(3),
             waiting: Some(0),
             kv_usage_permille: Some(412),
+            cache_occupancy_permille: None,
             adapters: Vec::new(),
             max_loras: None,
         }

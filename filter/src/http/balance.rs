@@ -68,9 +68,7 @@ impl Chooser<'_> {
     /// Scores model `model`'s slots by the KV index into `scores`, when it routes by KV events.
     fn kv_scores(&mut self, config: &Config, model: usize, lora: Option<&str>) -> bool {
         let (tokens, index) = self.kv;
-        if config.models.get(model).map(|m| m.strategy)
-            != Some(ferrogate_core::balance::StrategyKind::PreciseCacheAware)
-        {
+        if !config.models.get(model).is_some_and(|m| m.strategy.uses_kv_index()) {
             return false;
         }
         let score =

@@ -14,8 +14,11 @@
 //! [`Settings::scrape_interval`] for the running and waiting requests and the KV-cache usage
 //! (vLLM or SGLang series, [`prom`]) and, from vLLM, the LoRA adapters in use ([`lora`]); an
 //! endpoint whose `/metrics` answers without engine series is asked again only every
-//! [`NO_METRICS_RETRY`]. A failed scrape makes the load and adapters unknown (never stale). SaaS providers are not probed: they stay healthy here, and
-//! passive signals from real traffic are the filter's to add.
+//! [`NO_METRICS_RETRY`]. A failed scrape makes the load and adapters unknown (never stale).
+//! With the provider's `lmcache.occupancy`, each scrape round also reads every endpoint's
+//! LMCache occupancy ([`occupancy`]), unknown when the read fails. SaaS providers are not
+//! probed: they stay healthy here, and passive signals from real traffic are the filter's to
+//! add.
 //!
 //! Probes and scrapes of a round run concurrently, at most [`CONCURRENCY`] at a time. The
 //! feed is rebuilt after every round and gets a new version only when something changed.
@@ -33,6 +36,7 @@ use super::snapshot::{Served, Snapshots};
 pub mod cache;
 pub mod health;
 pub mod lora;
+pub mod occupancy;
 pub mod probe;
 pub mod prom;
 mod report;
@@ -96,6 +100,8 @@ struct Entry {
     cache: cache::CacheFigures,
     /// The LoRA adapters it reports (nothing when it does not).
     lora: lora::Lora,
+    /// Its LMCache occupancy (0..=1) from the last read, if it has a source that answered.
+    occupancy: Option<f64>,
     /// Unix ms before which `/metrics` is not scraped again (it had no engine series).
     metrics_retry_at_ms: u64,
 }
@@ -143,7 +149,7 @@ impl Targets {
 
     /// Probes every active target once, concurrently, and records the results.
     pub async fn probe_round(&self) {
-        let work = self.active_targets(None);
+        let work = self.active_targets();
         let prober = &self.prober;
         let results: Vec<(Target, Result<(), String>)> = stream::iter(work)
             .map(|t| async move {
@@ -165,14 +171,22 @@ impl Targets {
         self.publish();
     }
 
-    /// Scrapes `/metrics` of every active target once, concurrently, and records the load.
+    /// Scrapes `/metrics` of every active target whose metrics are due, and reads the LMCache
+    /// occupancy of every one with a source, once, concurrently; records what came back.
     pub async fn scrape_round(&self) {
-        let work = self.active_targets(Some(now_ms()));
+        let work = self.scrape_work(now_ms());
         let prober = &self.prober;
-        let results: Vec<(Target, Scrape)> = stream::iter(work)
-            .map(|t| async move {
-                let s = prober.metrics(&t).await;
-                (t, s)
+        let results: Vec<(Target, Option<Scrape>, Option<f64>)> = stream::iter(work)
+            .map(|(t, due)| async move {
+                let scrape = async {
+                    if due {
+                        Some(prober.metrics(&t).await)
+                    } else {
+                        None
+                    }
+                };
+                let (s, occupancy) = tokio::join!(scrape, prober.occupancy(&t));
+                (t, s, occupancy)
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
@@ -180,19 +194,29 @@ impl Targets {
         let retry_at = now_ms().saturating_add(millis(NO_METRICS_RETRY));
         {
             let mut table = self.table();
-            for (t, scrape) in results {
+            for (t, scrape, occupancy) in results {
                 if let Some(e) = find(&mut table.entries, &t) {
-                    e.record_scrape(scrape, retry_at);
+                    if let Some(scrape) = scrape {
+                        e.record_scrape(scrape, retry_at);
+                    }
+                    e.occupancy = occupancy;
                 }
             }
         }
         self.publish();
     }
 
-    /// Active targets; with `scrape_at_ms`, only those whose metrics are due then.
-    fn active_targets(&self, scrape_at_ms: Option<u64>) -> Vec<Target> {
-        let due = |e: &&Entry| scrape_at_ms.is_none_or(|now| e.metrics_retry_at_ms <= now);
-        self.table().entries.iter().filter(|e| e.target.active).filter(due).map(|e| e.target.clone()).collect()
+    /// What a scrape round at `now` asks: every active target whose metrics are due or that
+    /// has an occupancy source, with whether its metrics are due.
+    fn scrape_work(&self, now: u64) -> Vec<(Target, bool)> {
+        let due = |e: &Entry| e.metrics_retry_at_ms <= now;
+        let wanted = |e: &&Entry| e.target.active && (due(e) || e.target.occupancy_url.is_some());
+        self.table().entries.iter().filter(wanted).map(|e| (e.target.clone(), due(e))).collect()
+    }
+
+    /// Active targets (those probed).
+    fn active_targets(&self) -> Vec<Target> {
+        self.table().entries.iter().filter(|e| e.target.active).map(|e| e.target.clone()).collect()
     }
 
     /// Rebuilds the feed; its version moves only when a state changed.
@@ -231,6 +255,7 @@ fn carry_over(old: &mut Vec<Entry>, target: Target) -> Entry {
                 e.load = prom::Load::default();
                 e.cache = cache::CacheFigures::default();
                 e.lora = lora::Lora::default();
+                e.occupancy = None;
             }
             e.target = target;
             e
@@ -241,6 +266,7 @@ fn carry_over(old: &mut Vec<Entry>, target: Target) -> Entry {
             load: prom::Load::default(),
             cache: cache::CacheFigures::default(),
             lora: lora::Lora::default(),
+            occupancy: None,
             metrics_retry_at_ms: 0,
         },
     }
@@ -285,6 +311,7 @@ impl Entry {
             running: self.load.running.map(count),
             waiting: self.load.waiting.map(count),
             kv_usage_permille: self.load.kv_usage.and_then(EndpointState::permille),
+            cache_occupancy_permille: self.occupancy.and_then(EndpointState::permille),
             adapters: self.lora.adapters.clone(),
             max_loras: self.lora.max_loras,
         }
@@ -301,6 +328,7 @@ impl Entry {
             running: state.running,
             waiting: state.waiting,
             kv_usage: state.kv_usage_permille.map(|p| f64::from(p) / 1000.0),
+            cache_occupancy: state.cache_occupancy_permille.map(|p| f64::from(p) / 1000.0),
             adapters: state.adapters,
             max_loras: state.max_loras,
             cache: (!self.cache.is_empty()).then_some(self.cache),

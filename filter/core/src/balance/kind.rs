@@ -26,6 +26,9 @@ pub enum StrategyKind {
     CacheAware,
     /// `precise_cache_aware`: the engines' KV-cache events say who holds the prefix.
     PreciseCacheAware,
+    /// `lmcache_aware`: as `precise_cache_aware` over every cache tier (GPU, LMCache's CPU
+    /// memory and storage), tier-weighted, then the engines' cache room.
+    LmcacheAware,
     /// `pipeline`: weighted sum of session, weight, load and prefix scores.
     Pipeline,
     /// `predicted_latency`: the smallest modelled latency.
@@ -36,7 +39,7 @@ pub enum StrategyKind {
 
 impl StrategyKind {
     /// Every kind, in documentation order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::RoundRobin,
         Self::Priority,
         Self::Random,
@@ -46,6 +49,7 @@ impl StrategyKind {
         Self::ConsistentHash,
         Self::CacheAware,
         Self::PreciseCacheAware,
+        Self::LmcacheAware,
         Self::Pipeline,
         Self::PredictedLatency,
         Self::LoraAware,
@@ -63,10 +67,17 @@ impl StrategyKind {
             Self::ConsistentHash => "consistent_hash",
             Self::CacheAware => "cache_aware",
             Self::PreciseCacheAware => "precise_cache_aware",
+            Self::LmcacheAware => "lmcache_aware",
             Self::Pipeline => "pipeline",
             Self::PredictedLatency => "predicted_latency",
             Self::LoraAware => "lora_aware",
         }
+    }
+
+    /// Whether it routes by the engines' KV-cache events (the request's token ids scored
+    /// against the KV index): `precise_cache_aware` and `lmcache_aware`.
+    pub fn uses_kv_index(self) -> bool {
+        matches!(self, Self::PreciseCacheAware | Self::LmcacheAware)
     }
 
     /// Whether target weights change its picks (the others ignore them).

@@ -12,6 +12,13 @@
 //! - No scores (no token ids, no index), or no target left with a positive score: the
 //!   approximate `cache_aware` decides, and learns every pick either way, so a request without
 //!   token ids still follows its conversation.
+//!
+//! `lmcache_aware` is the same walk with two differences: its caller scores every tier
+//! (GPU, and LMCache's CPU memory and storage, each at its weight) where `precise_cache_aware`
+//! counts GPU blocks only ([`crate::kv::score_model`]), and among tied targets it prefers the
+//! one with more cache room ([`super::Load::cache_occupancy`], LMCache's occupancy) before
+//! the lighter one, so a prefix is stored where it will not push out others. Unknown
+//! occupancy is neutral: the comparison then falls to load.
 
 use super::cache_aware::{imbalanced, CacheAware};
 use super::simple::{least_loaded_among, lighter, scan_best};
@@ -20,13 +27,33 @@ use super::{PickContext, Strategy};
 /// Event-driven prefix affinity with a load guard; `cache_aware` when it knows nothing.
 pub struct PreciseCacheAware {
     approximate: CacheAware,
+    /// Ties go to the target with more cache room first (`lmcache_aware`).
+    room: bool,
 }
 
 impl PreciseCacheAware {
     /// Over targets named `names` (the approximate fallback's home ring), remembering at most
     /// `max_nodes` prefix blocks for it.
     pub fn with_names<'a>(names: impl IntoIterator<Item = &'a str>, max_nodes: usize) -> Self {
-        Self { approximate: CacheAware::with_names(names, max_nodes) }
+        Self { approximate: CacheAware::with_names(names, max_nodes), room: false }
+    }
+
+    /// The `lmcache_aware` variant: ties go to the target with more cache room first.
+    pub fn with_room(mut self) -> Self {
+        self.room = true;
+        self
+    }
+
+    /// Whether `a` is to be preferred to `b` among tied targets.
+    fn better(&self, ctx: &PickContext<'_>, a: usize, b: usize) -> bool {
+        if self.room {
+            if let (Some(oa), Some(ob)) = (ctx.cache_occupancy(a), ctx.cache_occupancy(b)) {
+                if oa != ob {
+                    return oa < ob;
+                }
+            }
+        }
+        lighter(ctx, a, b)
     }
 
     /// The eligible target with the best positive score that the load guard allows.
@@ -41,7 +68,7 @@ impl PreciseCacheAware {
                 return Some(warm);
             }
         }
-        scan_best(eligible, ctx.random, tied, |a, b| lighter(ctx, a, b))
+        scan_best(eligible, ctx.random, tied, |a, b| self.better(ctx, a, b))
     }
 }
 
@@ -89,6 +116,24 @@ mod tests {
         s.approximate.record(&ctx(None), 2);
         assert_eq!(s.pick(&ctx(Some(&[20, 0, 20])), &[0, 1, 2]), Some(2));
         assert_eq!(s.pick(&ctx(Some(&[20, 0, 10])), &[0, 1, 2]), Some(0), "a longer run still wins");
+    }
+
+    #[test]
+    fn lmcache_aware_breaks_ties_by_cache_room_then_load() {
+        let occupied = |o: Option<f32>, in_flight| Load { cache_occupancy: o, ..Load::in_flight(in_flight) };
+        let loads = [occupied(Some(0.9), 0), occupied(Some(0.2), 1), occupied(Some(0.5), 0)];
+        let pick_with = |mut s: PreciseCacheAware, kv: &[u32], loads: &[Load]| {
+            let ctx = PickContext { kv: Some(kv), loads, conversation: b"x", ..PickContext::default() };
+            s.pick(&ctx, &[0, 1, 2])
+        };
+        let room = || PreciseCacheAware::with_names(["a", "b", "c"], 64).with_room();
+        assert_eq!(pick_with(room(), &[20, 20, 20], &loads), Some(1), "the most room");
+        assert_eq!(pick_with(room(), &[20, 10, 20], &loads), Some(2), "room among the tied only");
+        assert_eq!(pick_with(room(), &[30, 20, 20], &loads), Some(0), "a longer run beats room");
+        let plain = PreciseCacheAware::with_names(["a", "b", "c"], 64);
+        assert_ne!(pick_with(plain, &[20, 20, 20], &loads), Some(1), "precise_cache_aware ignores room");
+        let unknown = [occupied(None, 2), occupied(Some(0.1), 3), occupied(None, 1)];
+        assert_eq!(pick_with(room(), &[20, 20, 20], &unknown), Some(2), "unknown room: the lighter");
     }
 
     #[test]

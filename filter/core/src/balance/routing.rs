@@ -41,6 +41,8 @@ pub struct EndpointHealth {
     pub waiting: Option<u32>,
     /// KV-cache usage per mille.
     pub kv_permille: Option<u16>,
+    /// Offload-cache occupancy per mille (LMCache).
+    pub cache_permille: Option<u16>,
 }
 
 impl EndpointHealth {
@@ -151,6 +153,7 @@ impl Routing {
                     running: s.running,
                     waiting: s.waiting,
                     kv_permille: s.kv_usage_permille,
+                    cache_permille: s.cache_occupancy_permille,
                 });
             }
         }
@@ -307,11 +310,12 @@ fn slot_state(entries: &[EndpointHealth], endpoint: Option<usize>, now_ms: u64) 
     for e in pick {
         load.running = sum(load.running, e.running);
         load.waiting = sum(load.waiting, e.waiting);
-        let kv = e.kv_permille.map(|k| f32::from(k) / 1000.0);
-        load.kv_usage = match (load.kv_usage, kv) {
+        let fullest = |a: Option<f32>, b: Option<u16>| match (a, b.map(|k| f32::from(k) / 1000.0)) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
+        load.kv_usage = fullest(load.kv_usage, e.kv_permille);
+        load.cache_occupancy = fullest(load.cache_occupancy, e.cache_permille);
     }
     let parked = !pick.is_empty() && pick.iter().all(|e| e.parked(now_ms));
     (load, parked)

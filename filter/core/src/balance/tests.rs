@@ -153,9 +153,9 @@ fn prefix_is_bounded_and_cut_on_a_character_boundary() {
 #[test]
 fn queue_is_the_larger_of_own_and_engine_counts() {
     assert_eq!(Load::in_flight(3).queue(), 3);
-    let engine = Load { in_flight: 3, running: Some(4), waiting: Some(2), kv_usage: None };
+    let engine = Load { in_flight: 3, running: Some(4), waiting: Some(2), kv_usage: None, cache_occupancy: None };
     assert_eq!(engine.queue(), 6);
-    let behind = Load { in_flight: 9, running: Some(4), waiting: None, kv_usage: None };
+    let behind = Load { in_flight: 9, running: Some(4), waiting: None, kv_usage: None, cache_occupancy: None };
     assert_eq!(behind.queue(), 9);
     let c = ctx(b"", &[], 0);
     assert_eq!((c.queue(5), c.has_load()), (0, false));

@@ -86,6 +86,9 @@ pub struct RawProvider {
     /// (LMCache reports no evictions from those tiers; default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lmcache_ttl_secs: Option<u64>,
+    /// LMCache telemetry of the pool's engines (`lmcache_aware`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lmcache: Option<RawLmcache>,
     /// Most requests in flight on each endpoint (or on the provider without endpoints) for
     /// models with `flow_control`; more wait in the model's queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +101,17 @@ pub struct RawProvider {
     /// the JSON snapshot handed to the filter, which cannot read environment variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+}
+
+/// A provider's `lmcache` block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLmcache {
+    /// Where each engine's cache occupancy is read (`{"occupancy": 0.42, "cache_available":
+    /// true}`): a path on the endpoint itself (`/v1/occupancy`), or a URL in which `{host}`
+    /// stands for the endpoint's host (`http://{host}:9000/v1/occupancy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occupancy: Option<String>,
 }
 
 /// A provider's `kv_tier_weights`: each between 0 and 1, a tier left out keeps its default.

@@ -18,6 +18,7 @@ use super::{
 
 mod flow;
 mod kv;
+pub(super) mod lmcache;
 mod sections;
 
 use sections::{limits, pricing, shared_limits, store};
@@ -152,6 +153,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         }
     }
     let kv = kv::pool(i, raw, p);
+    let lmcache = raw.lmcache.as_ref().and_then(|l| lmcache::settings(i, raw, l, p));
     let max_concurrency = flow::max_concurrency(i, raw, p);
     if let Some(var) = &raw.api_key_env {
         p.check(at("api_key_env"), syntax::check_env_name(var));
@@ -171,6 +173,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         api_key_env: raw.api_key_env.clone(),
         credential,
         kv,
+        lmcache,
         max_concurrency,
     })
 }
@@ -210,8 +213,8 @@ fn model(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) -> Option<
         }),
     };
     let fallbacks = fallbacks(i, raw, refs, p);
-    if strategy == Some(Strategy::PreciseCacheAware) {
-        kv::check_precise(i, raw, refs, p);
+    if let Some(kind) = strategy.filter(|s| s.uses_kv_index()) {
+        kv::check_precise(i, kind, raw, refs, p);
     }
     let flow = flow::model(i, raw, refs, p);
     Some(Model { name: raw.name.clone(), targets, strategy: strategy?, fallbacks, flow })

@@ -91,6 +91,7 @@ fn engine_thresholds_count_unknown_figures_as_saturated() {
         running,
         waiting,
         kv_usage,
+        cache_occupancy: None,
     };
     let fc = FlowControl {
         max_queue: 1,

@@ -108,7 +108,8 @@ impl KvIndex {
 
     /// Scores the endpoints `slots` (addresses, in the caller's order) of `provider` for the
     /// request whose block keys are `keys`, into `out` (one entry per slot), each held block
-    /// weighed by `weights`.
+    /// weighed by `weights`; a tier of weight 0 is not counted at all (a block held only there
+    /// ends the endpoint's run).
     pub fn score(
         &self,
         provider: &str,
@@ -133,7 +134,7 @@ impl KvIndex {
         let mut by_bit = [0u32; 64];
         for key in keys {
             let Some(h) = self.blocks.get(&key) else { break };
-            let held = h.all() & alive;
+            let held = h.counted(weights) & alive;
             if held == 0 {
                 break;
             }
@@ -161,6 +162,12 @@ impl Holders {
     /// Endpoints holding the block in any tier.
     fn all(&self) -> u64 {
         self.gpu | self.cpu | self.storage
+    }
+
+    /// The endpoints holding the block in a tier `weights` counts (weight above 0).
+    fn counted(&self, weights: &TierWeights) -> u64 {
+        let tier = |holders: u64, weight: u32| if weight > 0 { holders } else { 0 };
+        tier(self.gpu, weights.gpu) | tier(self.cpu, weights.cpu) | tier(self.storage, weights.storage)
     }
 
     /// The fastest tier endpoint `bit` holds the block in.

@@ -42,7 +42,7 @@ pub fn plan(config: &Config, api: Api, body: &[u8]) -> Option<TokenizeCall> {
     let name: String = serde_json::from_str(prompt.model?.get()).ok()?;
     let Some(Resolved::Model(m)) = config.resolve(&name) else { return None };
     let model = config.models.get(m)?;
-    if model.strategy != crate::balance::StrategyKind::PreciseCacheAware {
+    if !model.strategy.uses_kv_index() {
         return None;
     }
     let [target] = model.targets.as_slice() else { return None };

@@ -38,6 +38,8 @@ pub struct Target {
     pub path_prefix: String,
     /// The provider's credential header, sent with `/v1/models`.
     pub credential: Option<Credential>,
+    /// Where its LMCache occupancy is read (the provider's `lmcache.occupancy`), if anywhere.
+    pub occupancy_url: Option<String>,
 }
 
 /// Every endpoint of every provider of `config`, in file order.
@@ -46,8 +48,10 @@ pub fn targets(config: &Config) -> Vec<Target> {
     for p in &config.providers {
         let active = p.kind == ProviderKind::OpenAiCompatible || !p.endpoints.is_empty();
         let pool = if p.endpoints.is_empty() { std::slice::from_ref(&p.authority) } else { &p.endpoints[..] };
+        let occupancy = p.lmcache.as_ref().and_then(|l| l.occupancy.as_ref());
         for endpoint in pool {
             out.push(Target {
+                occupancy_url: occupancy.map(|o| o.url(p.base_url.scheme.as_str(), endpoint)),
                 provider: p.name.clone(),
                 endpoint: endpoint.clone(),
                 kind: p.kind,
@@ -113,23 +117,47 @@ impl Prober {
 
     /// Scrapes `GET /metrics`.
     pub async fn metrics(&self, t: &Target) -> Scrape {
-        let url = format!("{}/metrics", t.origin);
+        match self.fetch(&format!("{}/metrics", t.origin), METRICS_BODY_LIMIT).await {
+            Ok((status, _)) if !status.is_success() => Scrape::NoMetrics(status),
+            Ok((_, body)) => Scrape::Page(String::from_utf8_lossy(&body).into_owned()),
+            Err(e) => Scrape::Failed(e),
+        }
+    }
+
+    /// Reads the target's LMCache occupancy (0..=1) from its source; `None` when it has none
+    /// or the source says nothing usable ([`super::occupancy::parse`]).
+    pub async fn occupancy(&self, t: &Target) -> Option<f64> {
+        let url = t.occupancy_url.as_deref()?;
+        match self.fetch(url, super::occupancy::BODY_LIMIT).await {
+            Ok((status, body)) if status.is_success() => super::occupancy::parse(&body),
+            Ok((status, _)) => {
+                tracing::debug!(url, %status, "targets: occupancy source answered without a signal");
+                None
+            }
+            Err(error) => {
+                tracing::debug!(url, %error, "targets: occupancy source did not answer");
+                None
+            }
+        }
+    }
+
+    /// `GET url`: its status and body (at most `limit` bytes), within the timeout.
+    async fn fetch(&self, url: &str, limit: usize) -> Result<(StatusCode, Bytes), String> {
         let fetch = async {
             let client = self.client.as_ref().ok_or("no HTTP client")?;
             let response =
-                client.request(request(&url, None)?).await.map_err(|e| crate::serve::upstream::error_chain(&e))?;
+                client.request(request(url, None)?).await.map_err(|e| crate::serve::upstream::error_chain(&e))?;
             let status = response.status();
             if !status.is_success() {
-                return Ok(Scrape::NoMetrics(status));
+                return Ok((status, Bytes::new()));
             }
-            let body = Limited::new(response.into_body(), METRICS_BODY_LIMIT).collect().await;
-            let body = body.map_err(|e| format!("reading /metrics: {e}"))?.to_bytes();
-            Ok::<_, String>(Scrape::Page(String::from_utf8_lossy(&body).into_owned()))
+            let body = Limited::new(response.into_body(), limit).collect().await;
+            let body = body.map_err(|e| format!("reading {}: {e}", path_of(url)))?.to_bytes();
+            Ok::<_, String>((status, body))
         };
         match tokio::time::timeout(self.timeout, fetch).await {
-            Ok(Ok(scrape)) => scrape,
-            Ok(Err(e)) => Scrape::Failed(e),
-            Err(_) => Scrape::Failed(format!("GET /metrics: no answer within {:?}", self.timeout)),
+            Ok(result) => result,
+            Err(_) => Err(format!("GET {}: no answer within {:?}", path_of(url), self.timeout)),
         }
     }
 

@@ -39,6 +39,9 @@ pub struct TargetReport {
     pub adapters: Vec<String>,
     /// Adapters the engine keeps loaded at once, when it says.
     pub max_loras: Option<u32>,
+    /// LMCache occupancy 0..=1 (to the per mille the feed carries), when its source says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_occupancy: Option<f64>,
     /// Its CPU and storage cache (LMCache) and external-cache figures, when it reports any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<super::cache::CacheFigures>,
@@ -46,15 +49,19 @@ pub struct TargetReport {
 
 /// Appends the target gauges in Prometheus text form, labels `provider` and `endpoint`:
 /// `ferrogate_target_healthy` (1/0) for every target, and `ferrogate_target_running`,
-/// `ferrogate_target_waiting` and `ferrogate_target_kv_usage` (0..=1) where the load is known.
+/// `ferrogate_target_waiting` and `ferrogate_target_kv_usage` (0..=1) where the load is known,
+/// `ferrogate_target_cache_occupancy` (0..=1) where an LMCache occupancy source answers.
 pub fn prometheus(report: &Report, out: &mut String) {
     use std::fmt::Write;
     type Pick = fn(&TargetReport) -> Option<f64>;
-    let series: [(&str, &str, Pick); 4] = [
+    let series: [(&str, &str, Pick); 5] = [
         ("healthy", "1 while a routing target is healthy, else 0.", |t| Some(f64::from(u8::from(t.health.healthy)))),
         ("running", "Requests running in the target's engine, where scraped.", |t| t.running.map(f64::from)),
         ("waiting", "Requests waiting in the target's engine, where scraped.", |t| t.waiting.map(f64::from)),
         ("kv_usage", "KV-cache usage of the target's engine, 0 to 1, where scraped.", |t| t.kv_usage),
+        ("cache_occupancy", "LMCache occupancy of the target's engine, 0 to 1, where its source answers.", |t| {
+            t.cache_occupancy
+        }),
     ];
     for (name, help, pick) in series {
         let _ = writeln!(out, "# HELP ferrogate_target_{name} {help}\n# TYPE ferrogate_target_{name} gauge");

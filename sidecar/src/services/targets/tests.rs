@@ -145,6 +145,7 @@ async fn health_falls_back_to_the_models_list_and_trusts_any_answer_below_500() 
         origin: format!("http://{addr}"),
         path_prefix: String::new(),
         credential: None,
+        occupancy_url: None,
     };
     assert_eq!(prober.health(&target(no_health)).await, Ok(()));
     assert_eq!(prober.health(&target(broken)).await, Err("GET /health: 503 Service Unavailable".into()));
@@ -161,10 +162,11 @@ async fn a_target_without_engine_metrics_is_scraped_again_only_later() {
     );
     let t = Targets::new(fast());
     t.sync(s.current().as_deref());
-    assert_eq!(t.active_targets(Some(now_ms())).len(), 1);
+    let metrics_due = |t: &Targets| t.scrape_work(now_ms()).iter().filter(|(_, due)| *due).count();
+    assert_eq!(metrics_due(&t), 1);
     t.scrape_round().await;
-    assert!(t.active_targets(Some(now_ms())).is_empty(), "404 on /metrics: put off");
-    assert_eq!(t.active_targets(None).len(), 1, "still probed");
+    assert_eq!(metrics_due(&t), 0, "404 on /metrics: put off");
+    assert_eq!(t.active_targets().len(), 1, "still probed");
     assert_eq!(feed_of(&t).endpoints[0].running, None);
 }
 
@@ -229,6 +231,7 @@ fn prometheus_gauges_cover_known_values_only() {
         kv_usage: Some(0.25),
         adapters: Vec::new(),
         max_loras: None,
+        cache_occupancy: Some(0.5),
         cache: None,
     };
     let down = TargetReport {
@@ -237,6 +240,7 @@ fn prometheus_gauges_cover_known_values_only() {
         running: None,
         waiting: None,
         kv_usage: None,
+        cache_occupancy: None,
         ..known.clone()
     };
     let mut text = String::new();
@@ -251,10 +255,12 @@ ferrogate_target_running{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 3
 ferrogate_target_waiting{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 1
 # TYPE ferrogate_target_kv_usage gauge
 ferrogate_target_kv_usage{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 0.25
+# TYPE ferrogate_target_cache_occupancy gauge
+ferrogate_target_cache_occupancy{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 0.5
 ";
     let without_help: String = text.lines().filter(|l| !l.starts_with("# HELP ")).map(|l| format!("{l}\n")).collect();
     assert_eq!(without_help, expected);
-    assert_eq!(text.lines().filter(|l| l.starts_with("# HELP ferrogate_target_")).count(), 4, "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("# HELP ferrogate_target_")).count(), 5, "{text}");
 }
 
 /// An engine with LMCache reports its CPU cache and hit figures; the admin report shows them
@@ -279,4 +285,41 @@ async fn the_report_carries_an_engines_cache_figures() {
     up.store(false, Ordering::SeqCst);
     t.scrape_round().await;
     assert!(t.report().targets[0].cache.is_none(), "unknown, not stale");
+}
+
+/// An engine whose LMCache occupancy source answers `body` while the flag is set (500 after):
+/// its occupancy reaches the feed and the report, is re-read every round, and is unknown (not
+/// stale) once the source fails; an engine without `/metrics` is still read every round.
+#[tokio::test]
+async fn occupancy_is_read_from_its_source_every_round() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex as StdMutex;
+    let body = Arc::new(StdMutex::new(r#"{"occupancy": 0.42, "cache_available": true}"#.to_string()));
+    let up = Arc::new(AtomicBool::new(true));
+    let (b, u) = (body.clone(), up.clone());
+    let source = move || {
+        let (b, u) = (b.clone(), u.clone());
+        async move {
+            if u.load(Ordering::SeqCst) {
+                (StatusCode::OK, b.lock().unwrap().clone())
+            } else {
+                (StatusCode::INTERNAL_SERVER_ERROR, String::new())
+            }
+        }
+    };
+    let engine = serve(axum::Router::new().route("/lmcache/occupancy", get(source))).await;
+    let mut p = provider("pool", "openai_compatible", &format!("http://{engine}"), &[&engine.to_string()]);
+    p["lmcache"] = serde_json::json!({"occupancy": "/lmcache/occupancy"});
+    let s = snapshots(serde_json::json!({"providers": [p]}));
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    t.scrape_round().await;
+    assert_eq!(feed_of(&t).endpoints[0].cache_occupancy_permille, Some(420));
+    assert_eq!(t.report().targets[0].cache_occupancy, Some(0.42));
+    *body.lock().unwrap() = r#"{"occupancy": 0.1, "cache_available": false}"#.into();
+    t.scrape_round().await;
+    assert_eq!(feed_of(&t).endpoints[0].cache_occupancy_permille, Some(1000), "unavailable: full");
+    up.store(false, Ordering::SeqCst);
+    t.scrape_round().await;
+    assert_eq!(feed_of(&t).endpoints[0].cache_occupancy_permille, None, "unknown, not stale");
 }

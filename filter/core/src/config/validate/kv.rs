@@ -3,6 +3,7 @@
 //! model's pool.
 
 use super::{Problems, Refs};
+use crate::balance::StrategyKind as Strategy;
 use crate::config::raw::RawTierWeights;
 use crate::config::raw::{RawModel, RawProvider};
 use crate::config::{
@@ -96,11 +97,12 @@ fn check_socket(s: &str) -> Result<(), String> {
     crate::config::syntax::parse_endpoint(rest).map(|_| ())
 }
 
-/// `precise_cache_aware` routes among one pool's engines by their KV events.
-pub(super) fn check_precise(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) {
+/// `precise_cache_aware` and `lmcache_aware` (`kind`) route among one pool's engines by their
+/// KV events.
+pub(super) fn check_precise(i: usize, kind: Strategy, raw: &RawModel, refs: &Refs<'_>, p: &mut Problems) {
     let at = format!("models[{i}].strategy");
     let [only] = raw.targets.as_slice() else {
-        p.add(at, "precise_cache_aware needs exactly one target, whose provider has an endpoints pool");
+        p.add(at, format!("{kind} needs exactly one target, whose provider has an endpoints pool"));
         return;
     };
     let Some(provider) = refs.providers.get(&only.provider).and_then(|&k| refs.raw_providers.get(k)) else {
@@ -108,7 +110,7 @@ pub(super) fn check_precise(i: usize, raw: &RawModel, refs: &Refs<'_>, p: &mut P
     };
     let publishes = provider.endpoints.iter().any(|e| e.kv_events.is_some());
     if !publishes {
-        let why = format!("precise_cache_aware needs endpoints of provider {:?} with kv_events", provider.name);
+        let why = format!("{kind} needs endpoints of provider {:?} with kv_events", provider.name);
         p.add(at, why);
     }
 }

@@ -94,6 +94,16 @@ models: [{ name: m, strategy: precise_cache_aware, targets: [{ provider: p, mode
         problems(&two),
         ["models[0].strategy: precise_cache_aware needs exactly one target, whose provider has an endpoints pool"]
     );
+    // lmcache_aware asks the same of its pool, in its own name.
+    let lmcache = no_pool.replace("precise_cache_aware", "lmcache_aware");
+    assert_eq!(
+        problems(&lmcache)[1],
+        "models[0].strategy: lmcache_aware needs endpoints of provider \"p\" with kv_events"
+    );
+    assert_eq!(
+        load(&POOL.replace("precise_cache_aware", "lmcache_aware")).unwrap().models[0].strategy,
+        Strategy::LmcacheAware
+    );
 }
 
 #[test]

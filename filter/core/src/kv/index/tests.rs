@@ -130,9 +130,15 @@ fn each_block_weighs_as_its_fastest_tier() {
     assert_eq!(score_with(&index, &[10, 11], &flat).1, [2000, 2000, 1000]);
     let gpu_only = TierWeights { gpu: 1000, cpu: 0, storage: 0 };
     assert_eq!(score_with(&index, &[10, 11], &gpu_only), (Score::Hit(1000), vec![0, 0, 1000]));
+    // A tier of weight 0 is not counted at all: a block held only there ends the run, so a
+    // GPU block after it earns nothing (precise_cache_aware's GPU-only view).
+    index.apply(&feed(2, false, vec![add(2, 11, Tier::Cpu), add(2, 12, Tier::Gpu)]));
+    assert_eq!(score_with(&index, &[10, 11, 12], &gpu_only).1, [0, 0, 1000]);
+    assert_eq!(score_with(&index, &[10, 11, 12], &flat).1, [2000, 2000, 3000]);
+    index.apply(&feed(3, false, vec![KvOp::Remove { provider: 0, endpoint: 2, key: 12, tier: Tier::Gpu }]));
     // Taking a block out of storage leaves the endpoint's other tiers.
-    index.apply(&feed(2, false, vec![KvOp::Remove { provider: 0, endpoint: 1, key: 10, tier: Tier::Storage }]));
-    assert_eq!(score(&index, &[10, 11]).1, [10, 13, 10]);
-    index.apply(&feed(3, false, vec![KvOp::Remove { provider: 0, endpoint: 0, key: 10, tier: Tier::Storage }]));
-    assert_eq!(score(&index, &[10, 11]).1, [0, 13, 10]);
+    index.apply(&feed(4, false, vec![KvOp::Remove { provider: 0, endpoint: 1, key: 10, tier: Tier::Storage }]));
+    assert_eq!(score(&index, &[10, 11]).1, [10, 13, 18]);
+    index.apply(&feed(5, false, vec![KvOp::Remove { provider: 0, endpoint: 0, key: 10, tier: Tier::Storage }]));
+    assert_eq!(score(&index, &[10, 11]).1, [0, 13, 18]);
 }
