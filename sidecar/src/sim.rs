@@ -6,7 +6,7 @@
 //! `/v1/messages/count_tokens`; Gemini's `/v1beta/models/{model}:generateContent` and
 //! `:streamGenerateContent` (SSE with `alt=sse`, else a JSON array); vLLM's `/metrics`,
 //! `/health`, `/tokenize` and `/reset_prefix_cache`, and (with `--kv-events`) its KV-cache
-//! events over ZMQ. Output is deterministic and the same for every dialect; latency is
+//! events over ZMQ; with `--lmcache-blocks`, an LMCache CPU tier (`/lmcache/occupancy`). Output is deterministic and the same for every dialect; latency is
 //! configurable and faults are injected from a seeded RNG (429/500, slow requests, connection
 //! resets).
 //!
@@ -14,7 +14,8 @@
 //! is in `sim/reply.rs` (text and tool-call rules, with `sim/text.rs` and `sim/tools.rs`);
 //! the dialects in `sim/openai.rs`, `sim/anthropic.rs` and `sim/gemini.rs`; pacing in
 //! `sim/stream.rs`, metrics in `sim/metrics.rs`, the prefix cache in `sim/prefix.rs` (its
-//! events in `sim/kv_events.rs`, token ids in `sim/tokens.rs`), LoRA adapters in
+//! events in `sim/kv_events.rs`, token ids in `sim/tokens.rs`, its LMCache tier and the
+//! prefill-time model in `sim/lmcache.rs`), LoRA adapters in
 //! `sim/lora.rs`, faults in `sim/faults.rs` and error envelopes in `sim/error.rs`.
 
 mod anthropic;
@@ -22,6 +23,7 @@ mod error;
 mod faults;
 mod gemini;
 mod kv_events;
+mod lmcache;
 mod lora;
 mod metrics;
 mod openai;
@@ -50,8 +52,9 @@ use tower::ServiceExt as _;
 
 pub use faults::{ITL_HEADER, KV_DROP_HEADER, RESET_HEADER, RETRY_AFTER_HEADER, STATUS_HEADER, TTFT_HEADER};
 pub use kv_events::{encode_batch, KvEndpoints, KvEvent, KvEventsArgs, KvPublisher, KvSender, END_SEQ};
+pub use lmcache::LmcacheArgs;
 pub use lora::LORA_LOAD_HEADER;
-pub use prefix::PREFIX_HIT_HEADER;
+pub use prefix::{CPU_HIT_HEADER, PREFILL_HEADER, PREFIX_HIT_HEADER};
 
 /// Response header naming the sim instance that answered: its listening `host:port` (set by
 /// [`run`]), so a benchmark behind a balancer can tell the replicas apart.
@@ -118,6 +121,9 @@ pub struct SimArgs {
     /// vLLM KV-cache events over ZMQ (`--kv-events`, `--kv-replay`, ...).
     #[command(flatten)]
     pub kv: KvEventsArgs,
+    /// LMCache's CPU tier and the prefill-time model (`--lmcache-blocks`, ...).
+    #[command(flatten)]
+    pub lmcache: LmcacheArgs,
 }
 
 impl Default for SimArgs {
@@ -141,6 +147,7 @@ impl Default for SimArgs {
             max_loras: 0,
             lora_load_ms: 0,
             kv: KvEventsArgs::default(),
+            lmcache: LmcacheArgs::default(),
         }
     }
 }
@@ -154,6 +161,8 @@ struct SimState {
     itl: Duration,
     output_tokens: u32,
     kv_blocks: u32,
+    /// `--lmcache-blocks` (0: no LMCache tier).
+    lmcache_blocks: u32,
     /// Loaded LoRA adapters, with `--max-loras`.
     adapters: Option<lora::Adapters>,
     faults: faults::FaultInjector,
@@ -167,7 +176,12 @@ struct SimState {
 impl SimState {
     fn new(args: &SimArgs, kv_events: Option<KvSender>) -> Self {
         let names = if args.models.is_empty() { vec![DEFAULT_MODEL.to_owned()] } else { args.models.clone() };
-        let counters = || metrics::ModelMetrics::new(args.max_running, args.kv_blocks).with_events(kv_events.clone());
+        let prefill = lmcache::Prefill::new(&args.lmcache);
+        let counters = || {
+            metrics::ModelMetrics::new(args.max_running, args.kv_blocks)
+                .with_lmcache(args.kv_blocks, args.lmcache.lmcache_blocks, prefill)
+                .with_events(kv_events.clone())
+        };
         let models = names.into_iter().map(|name| (name, Arc::new(counters()))).collect();
         Self {
             models,
@@ -175,6 +189,7 @@ impl SimState {
             itl: Duration::from_millis(args.itl_ms),
             output_tokens: args.output_tokens,
             kv_blocks: args.kv_blocks,
+            lmcache_blocks: args.lmcache.lmcache_blocks,
             adapters: (args.max_loras > 0)
                 .then(|| lora::Adapters::new(args.max_loras, Duration::from_millis(args.lora_load_ms))),
             faults: faults::FaultInjector::new(args),
@@ -244,6 +259,7 @@ pub fn router_with_events(args: &SimArgs, events: Option<&KvPublisher>) -> Route
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/tokenize", post(tokens::tokenize))
         .route("/reset_prefix_cache", post(metrics::reset_prefix_cache))
+        .route("/lmcache/occupancy", get(lmcache::occupancy))
         .merge(inference)
         .fallback(not_found)
         .with_state(state)

@@ -190,6 +190,7 @@ async fn serve(
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(input_tokens).await;
     let hit = counters.prefix_lookup(&ask.prompt, input_tokens, faults::kv_drop(headers));
+    let timing = timing.after_prefill(&hit);
     if request.stream {
         let frames = stream::frames(&answer);
         return Ok(with_header(frames_response(timing, frames, guard, reason, "text/event-stream"), hit));

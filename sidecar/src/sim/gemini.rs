@@ -145,6 +145,7 @@ async fn serve(
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(prompt_tokens).await;
     let hit = counters.prefix_lookup(&ask.prompt, prompt_tokens, faults::kv_drop(headers));
+    let timing = timing.after_prefill(&hit);
     if delivery == Delivery::Plain {
         finish_plain(timing, answer.reply.tokens(), guard, reason).await;
         return Ok(with_header(Json(answer.body()).into_response(), hit));

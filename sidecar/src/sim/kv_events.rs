@@ -3,8 +3,9 @@
 //!
 //! Each request's changes are one batch: a `BlockRemoved` per evicted block, then one
 //! `BlockStored` for the blocks it newly cached (the sim's chained block hashes, the token ids
-//! of `super::tokens`, block size 16, medium `GPU`); `/reset_prefix_cache` publishes
-//! `AllBlocksCleared`. A batch is the msgpack array `[ts, events, data_parallel_rank]`, its
+//! of `super::tokens`, block size 16, medium `GPU`); with an LMCache tier, also medium-`CPU`
+//! events of what the tier stores and drops ([`cache_events`]); `/reset_prefix_cache`
+//! publishes `AllBlocksCleared`. A batch is the msgpack array `[ts, events, data_parallel_rank]`, its
 //! events maps tagged by `"type"` (vLLM now) or, with `--kv-positional`, tagged positional
 //! arrays (vLLM before). On the PUB socket (`--kv-events`) a batch is the three frames
 //! `[topic, seq (8 bytes big-endian), payload]`, `seq` counting batches from 0.
@@ -44,6 +45,8 @@ pub const REPLAY_BUFFER: usize = 10_000;
 pub const END_SEQ: u64 = u64::MAX;
 /// vLLM's storage medium of the GPU KV cache.
 const MEDIUM: &str = "GPU";
+/// The medium LMCache's connectors name for its CPU tier.
+const OFFLOAD_MEDIUM: &str = "CPU";
 
 /// KV-cache event options of `ferrogate sim` (none set: no sockets, no events).
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -83,6 +86,18 @@ pub enum KvEvent {
         /// Hashes of the evicted blocks.
         block_hashes: Vec<u64>,
     },
+    /// Blocks the LMCache tier stored (`BlockStored` with medium `CPU`, no token ids: the
+    /// blocks are known by the hashes of their earlier GPU events, as offload connectors send
+    /// them).
+    OffloadStored {
+        /// Hashes of the blocks.
+        block_hashes: Vec<u64>,
+    },
+    /// Blocks the LMCache tier dropped (`BlockRemoved` with medium `CPU`).
+    OffloadRemoved {
+        /// Hashes of the blocks.
+        block_hashes: Vec<u64>,
+    },
     /// The whole cache was emptied.
     AllBlocksCleared,
 }
@@ -106,6 +121,21 @@ impl KvEvent {
                 ("type", Value::from("BlockRemoved")),
                 ("block_hashes", hashes(block_hashes)),
                 ("medium", Value::from(MEDIUM)),
+            ],
+            KvEvent::OffloadStored { block_hashes } => vec![
+                ("type", Value::from("BlockStored")),
+                ("block_hashes", hashes(block_hashes)),
+                ("parent_block_hash", Value::Nil),
+                ("token_ids", Value::Array(Vec::new())),
+                ("block_size", Value::from(BLOCK_TOKENS)),
+                ("lora_id", Value::Nil),
+                ("medium", Value::from(OFFLOAD_MEDIUM)),
+                ("lora_name", Value::Nil),
+            ],
+            KvEvent::OffloadRemoved { block_hashes } => vec![
+                ("type", Value::from("BlockRemoved")),
+                ("block_hashes", hashes(block_hashes)),
+                ("medium", Value::from(OFFLOAD_MEDIUM)),
             ],
             KvEvent::AllBlocksCleared => vec![("type", Value::from("AllBlocksCleared"))],
         }
@@ -133,11 +163,20 @@ pub fn encode_batch(ts: f64, events: &[KvEvent], positional: bool) -> Vec<u8> {
     payload
 }
 
-/// The events of one prefix-cache lookup of `prompt`: a `BlockRemoved` per evicted block,
-/// then one `BlockStored` for the newly stored blocks (none if nothing changed).
+/// The events of one prefix-cache lookup of `prompt`: with an LMCache tier, a CPU
+/// `BlockStored` of the blocks it took from the GPU cache (before they leave it, as LMCache
+/// stores before vLLM frees); a `BlockRemoved` per evicted GPU block; a CPU `BlockRemoved` of
+/// the blocks the tier dropped; then one `BlockStored` for the blocks newly stored in GPU
+/// memory (none if nothing changed).
 pub fn cache_events(prompt: &str, changes: &CacheChanges) -> Vec<KvEvent> {
-    let mut events: Vec<KvEvent> =
-        changes.evicted.iter().map(|&hash| KvEvent::BlockRemoved { block_hashes: vec![hash] }).collect();
+    let mut events = Vec::new();
+    if !changes.offloaded.is_empty() {
+        events.push(KvEvent::OffloadStored { block_hashes: changes.offloaded.clone() });
+    }
+    events.extend(changes.evicted.iter().map(|&hash| KvEvent::BlockRemoved { block_hashes: vec![hash] }));
+    if !changes.dropped.is_empty() {
+        events.push(KvEvent::OffloadRemoved { block_hashes: changes.dropped.clone() });
+    }
     if !changes.stored.is_empty() {
         let block = BLOCK_TOKENS as usize;
         let ids = token_ids(prompt);

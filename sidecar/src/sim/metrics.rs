@@ -20,6 +20,7 @@ use axum::response::IntoResponse;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::kv_events::{self, KvEvent, KvSender};
+use super::lmcache;
 use super::prefix::{PrefixCache, PrefixHit};
 use super::text::FinishReason;
 use super::SimState;
@@ -48,6 +49,10 @@ pub struct ModelMetrics {
     limiter: Option<Arc<Semaphore>>,
     /// Where the prefix cache's changes are published (`--kv-events`/`--kv-replay`).
     events: Option<KvSender>,
+    /// Tokens asked of, and found in, the LMCache tier.
+    lmcache: lmcache::Counters,
+    /// The prefill-time model (`--prefill-us-per-token`).
+    prefill: lmcache::Prefill,
 }
 
 /// Marks one admitted request as running until dropped; holds its KV-cache tokens and its
@@ -79,6 +84,23 @@ impl ModelMetrics {
         }
     }
 
+    /// These counters with an LMCache tier of `cpu_blocks` behind the GPU cache of `kv_blocks`
+    /// (0: none) and the prefill model `prefill`.
+    pub fn with_lmcache(self, kv_blocks: u32, cpu_blocks: u32, prefill: lmcache::Prefill) -> Self {
+        let prefix = Mutex::new(PrefixCache::with_cpu_tier(kv_blocks as usize, cpu_blocks as usize));
+        Self { prefix, prefill, ..self }
+    }
+
+    /// Blocks in the LMCache tier, and its capacity.
+    pub fn cpu_usage(&self) -> (usize, usize) {
+        self.prefix.lock().unwrap_or_else(PoisonError::into_inner).cpu_usage()
+    }
+
+    /// The LMCache counters.
+    pub fn lmcache(&self) -> &lmcache::Counters {
+        &self.lmcache
+    }
+
     /// These counters, publishing the prefix cache's changes to `events`.
     pub fn with_events(self, events: Option<KvSender>) -> Self {
         Self { events, ..self }
@@ -87,8 +109,9 @@ impl ModelMetrics {
     /// Looks an admitted request's `prompt` up in the prefix cache (which then holds it) and
     /// counts its `prompt_tokens` as queried, the cached ones as hits. With `drop_events`
     /// (`x-sim-kv-drop`) the batch of its cache changes is kept for replay but not sent live.
+    /// The hit carries the request's prefill time by the prefill model.
     pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32, drop_events: bool) -> PrefixHit {
-        let hit = {
+        let mut hit = {
             let mut cache = self.prefix.lock().unwrap_or_else(PoisonError::into_inner);
             let (hit, changes) = cache.serve_tracked(prompt);
             // Under the lock, so batches go out in the order the cache changed.
@@ -105,6 +128,10 @@ impl ModelMetrics {
         let queried = u64::from(prompt_tokens);
         self.prefix_queries.fetch_add(queried, Ordering::Relaxed);
         self.prefix_hits.fetch_add(hit.hit_tokens().min(queried), Ordering::Relaxed);
+        if self.cpu_usage().1 > 0 {
+            self.lmcache.count(&hit, prompt_tokens);
+        }
+        hit.prefill_us = self.prefill.micros(&hit, prompt_tokens);
         hit
     }
 
@@ -236,6 +263,9 @@ fn render_counters(out: &mut String, models: &[(String, Arc<ModelMetrics>)]) {
 /// `GET /metrics`.
 pub async fn handler(State(state): State<Arc<SimState>>) -> impl IntoResponse {
     let mut page = render(&state.models, state.kv_blocks);
+    if state.lmcache_blocks > 0 {
+        lmcache::render(&mut page, &state.models);
+    }
     if let Some(adapters) = &state.adapters {
         adapters.render(&mut page);
     }
@@ -291,8 +321,8 @@ mod tests {
         let m = Arc::new(ModelMetrics::new(0, 100));
         let models = vec![("m".to_owned(), Arc::clone(&m))];
         let prompt = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-        assert_eq!(m.prefix_lookup(&prompt, 45, false), PrefixHit { hit: 0, blocks: 2 });
-        assert_eq!(m.prefix_lookup(&prompt, 45, false), PrefixHit { hit: 2, blocks: 2 });
+        assert_eq!(m.prefix_lookup(&prompt, 45, false), PrefixHit { hit: 0, blocks: 2, ..PrefixHit::default() });
+        assert_eq!(m.prefix_lookup(&prompt, 45, false), PrefixHit { hit: 2, blocks: 2, ..PrefixHit::default() });
         let text = render(&models, 100);
         assert!(text.contains("vllm:prefix_cache_queries_total{model_name=\"m\"} 90\n"), "{text}");
         assert!(text.contains("vllm:prefix_cache_hits_total{model_name=\"m\"} 32\n"), "{text}");

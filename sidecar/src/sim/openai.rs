@@ -62,6 +62,9 @@ pub(super) struct Generation {
     pub(super) prompt_tokens: u32,
     pub(super) reply: Reply,
     pub(super) include_usage: bool,
+    /// Prompt tokens served from a cache (the prefix hit), reported as
+    /// `prompt_tokens_details.cached_tokens` when there are any.
+    pub(super) cached_tokens: u64,
 }
 
 impl Generation {
@@ -84,11 +87,16 @@ impl Generation {
 
     pub(super) fn usage(&self) -> Value {
         let completion = self.reply.tokens();
-        json!({
+        let mut usage = json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
             "total_tokens": self.prompt_tokens.saturating_add(completion),
-        })
+        });
+        if self.cached_tokens > 0 {
+            let cached = self.cached_tokens.min(u64::from(self.prompt_tokens));
+            usage["prompt_tokens_details"] = json!({ "cached_tokens": cached });
+        }
+        usage
     }
 
     /// A chunk envelope; with `include_usage`, OpenAI sends `"usage": null` on every chunk
@@ -168,17 +176,20 @@ pub async fn completions(
         stop: stop_sequences(&request.stop),
         ..Ask::default()
     };
-    let generation = Generation {
+    let mut generation = Generation {
         id: state.response_id("cmpl"),
         created: super::unix_now(),
         model: request.model,
         prompt_tokens: prompts.iter().map(|p| p.tokens).fold(0, u32::saturating_add),
         reply: reply::answer(&ask, state.output_tokens)?,
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
+        cached_tokens: 0,
     };
     let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
     let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens, faults::kv_drop(&headers));
+    let timing = timing.after_prefill(&hit);
+    generation.cached_tokens = hit.hit_tokens();
     if request.stream.unwrap_or(false) {
         return Ok(with_header(sse_response(timing, completion_chunks(&generation), guard, reason), hit));
     }

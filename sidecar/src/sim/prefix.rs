@@ -30,10 +30,15 @@ pub const PREFIX_HIT_HEADER: &str = "x-sim-prefix-hit";
 /// What the cache held of one request's prompt.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PrefixHit {
-    /// Leading full blocks that were already cached.
+    /// Leading full blocks that were already cached (in either tier).
     pub hit: u32,
     /// Full blocks of the prompt.
     pub blocks: u32,
+    /// Of the hit blocks, those found only in the CPU tier (LMCache).
+    pub cpu: u32,
+    /// The prefill time the engine model gives this request, in microseconds
+    /// ([`super::lmcache::Prefill`]; 0 without one).
+    pub prefill_us: u64,
 }
 
 impl PrefixHit {
@@ -48,9 +53,26 @@ impl PrefixHit {
     }
 }
 
-/// `response` with the [`PREFIX_HIT_HEADER`] of `hit`.
+/// Response header with the blocks of the hit found only in the CPU tier, with `--lmcache-blocks`.
+pub const CPU_HIT_HEADER: &str = "x-sim-cpu-hit";
+/// Response header with the prefill time the engine model gave the request, in ms, with
+/// `--prefill-us-per-token`.
+pub const PREFILL_HEADER: &str = "x-sim-prefill-ms";
+
+/// `response` with the [`PREFIX_HIT_HEADER`] of `hit`, and the [`CPU_HIT_HEADER`] and
+/// [`PREFILL_HEADER`] when those models are on.
 pub fn with_header(mut response: Response, hit: PrefixHit) -> Response {
-    response.headers_mut().insert(PREFIX_HIT_HEADER, hit.header_value());
+    let headers = response.headers_mut();
+    headers.insert(PREFIX_HIT_HEADER, hit.header_value());
+    if hit.cpu > 0 {
+        headers.insert(CPU_HIT_HEADER, HeaderValue::from(hit.cpu));
+    }
+    if hit.prefill_us > 0 {
+        let ms = format!("{:.3}", hit.prefill_us as f64 / 1000.0);
+        if let Ok(value) = HeaderValue::from_str(&ms) {
+            headers.insert(PREFILL_HEADER, value);
+        }
+    }
     response
 }
 
@@ -75,19 +97,24 @@ pub fn block_hashes(prompt: &str) -> Vec<u64> {
 /// What one request changed in the cache.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheChanges {
-    /// Index, among the prompt's blocks, of the first newly stored block.
+    /// Index, among the prompt's blocks, of the first block newly stored in GPU memory.
     pub first_stored: usize,
     /// The hash of the block before the first newly stored one (`None` if that is the first).
     pub parent: Option<u64>,
-    /// Hashes of the newly stored blocks, first to last (a run of the prompt's blocks).
+    /// Hashes of the blocks newly stored in GPU memory, first to last (a run of the prompt's
+    /// blocks).
     pub stored: Vec<u64>,
-    /// Hashes of the evicted blocks, in eviction order.
+    /// Hashes of the blocks evicted from GPU memory, in eviction order.
     pub evicted: Vec<u64>,
+    /// Of those, the ones the CPU tier stored (all of them when it is on), in the same order.
+    pub offloaded: Vec<u64>,
+    /// Hashes of the blocks the CPU tier evicted, in eviction order.
+    pub dropped: Vec<u64>,
 }
 
-/// A bounded LRU set of block hashes (the default caches nothing).
+/// A bounded LRU set of block hashes.
 #[derive(Debug, Default)]
-pub struct PrefixCache {
+struct LruSet {
     capacity: usize,
     /// Block hash -> its recency stamp.
     blocks: HashMap<u64, u64>,
@@ -96,22 +123,80 @@ pub struct PrefixCache {
     clock: u64,
 }
 
-impl PrefixCache {
-    /// An empty cache of at most `capacity` blocks (0 caches nothing).
-    pub fn new(capacity: usize) -> Self {
-        Self { capacity, blocks: HashMap::new(), order: BTreeMap::new(), clock: 0 }
+impl LruSet {
+    fn new(capacity: usize) -> Self {
+        Self { capacity, ..Self::default() }
     }
 
-    /// Blocks held.
+    fn contains(&self, hash: &u64) -> bool {
+        self.blocks.contains_key(hash)
+    }
+
+    /// Makes `hash` the most recent block.
+    fn touch(&mut self, hash: u64) {
+        self.clock += 1;
+        if let Some(stamp) = self.blocks.insert(hash, self.clock) {
+            self.order.remove(&stamp);
+        }
+        self.order.insert(self.clock, hash);
+    }
+
+    /// Evicts the oldest blocks beyond the capacity; returns them, oldest first.
+    fn evict_over(&mut self) -> Vec<u64> {
+        let mut evicted = Vec::new();
+        while self.blocks.len() > self.capacity {
+            let Some((_, oldest)) = self.order.pop_first() else { break };
+            self.blocks.remove(&oldest);
+            evicted.push(oldest);
+        }
+        evicted
+    }
+
+    fn clear(&mut self) {
+        self.blocks.clear();
+        self.order.clear();
+    }
+}
+
+/// The engine's GPU prefix cache (`--kv-blocks`) and, with `--lmcache-blocks`, LMCache's CPU
+/// tier behind it (the default caches nothing).
+///
+/// The CPU tier takes every block the GPU cache evicts (LMCache keeps what the engine drops),
+/// bounded and least-recently-used like the GPU cache. A lookup walks the prompt's blocks
+/// through both tiers: a block found only in the CPU tier is a CPU hit, loaded back into GPU
+/// memory (and kept in the CPU tier, refreshed).
+#[derive(Debug, Default)]
+pub struct PrefixCache {
+    gpu: LruSet,
+    cpu: LruSet,
+}
+
+impl PrefixCache {
+    /// An empty cache of at most `capacity` GPU blocks (0 caches nothing), without a CPU tier.
+    pub fn new(capacity: usize) -> Self {
+        Self::with_cpu_tier(capacity, 0)
+    }
+
+    /// An empty cache of `gpu` GPU blocks and a CPU tier of `cpu` blocks (0: none).
+    pub fn with_cpu_tier(gpu: usize, cpu: usize) -> Self {
+        Self { gpu: LruSet::new(gpu), cpu: LruSet::new(cpu) }
+    }
+
+    /// GPU blocks held.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.blocks.len()
+        self.gpu.blocks.len()
     }
 
-    /// Whether nothing is held.
+    /// Whether nothing is held in GPU memory.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
+        self.gpu.blocks.is_empty()
+    }
+
+    /// Blocks held in the CPU tier, and its capacity.
+    pub fn cpu_usage(&self) -> (usize, usize) {
+        (self.cpu.blocks.len(), self.cpu.capacity)
     }
 
     /// Looks `prompt` up (longest run of leading blocks held), then holds all its full blocks.
@@ -120,43 +205,40 @@ impl PrefixCache {
         self.serve_tracked(prompt).0
     }
 
-    /// [`PrefixCache::serve`], also reporting the blocks it newly stored and evicted.
+    /// [`PrefixCache::serve`], also reporting what it stored and evicted in each tier.
     pub fn serve_tracked(&mut self, prompt: &str) -> (PrefixHit, CacheChanges) {
         let hashes = block_hashes(prompt);
-        let hit = hashes.iter().take_while(|hash| self.blocks.contains_key(hash)).count();
+        let in_gpu = hashes.iter().take_while(|hash| self.gpu.contains(hash)).count();
+        let hit = in_gpu + hashes[in_gpu..].iter().take_while(|h| self.gpu.contains(h) || self.cpu.contains(h)).count();
+        let cpu_hits: Vec<u64> = hashes[..hit].iter().copied().filter(|h| !self.gpu.contains(h)).collect();
+        for &hash in cpu_hits.iter().rev() {
+            self.cpu.touch(hash);
+        }
         // Last to first: the first block ends up the most recent, so tails are evicted first.
         // A prompt longer than the cache keeps its leading blocks.
-        let held = hashes.len().min(self.capacity);
+        let held = hashes.len().min(self.gpu.capacity);
         for &hash in hashes[..held].iter().rev() {
-            self.touch(hash);
+            self.gpu.touch(hash);
         }
         // Evict after refreshing, so the request's own blocks (the most recent) all stay.
-        let mut evicted = Vec::new();
-        while self.blocks.len() > self.capacity {
-            let Some((_, oldest)) = self.order.pop_first() else { break };
-            self.blocks.remove(&oldest);
-            evicted.push(oldest);
-        }
-        // A held block has its parent held, so the blocks after the hit were all new.
-        let stored = hashes.get(hit..held).unwrap_or_default().to_vec();
-        let parent = hit.checked_sub(1).and_then(|before| hashes.get(before).copied());
+        let evicted = self.gpu.evict_over();
+        let offloaded = if self.cpu.capacity > 0 { evicted.clone() } else { Vec::new() };
+        // Tails are evicted first, so touching in eviction order leaves heads the most recent.
+        offloaded.iter().for_each(|&hash| self.cpu.touch(hash));
+        let dropped = self.cpu.evict_over();
+        // A GPU block has its parent in GPU memory, so the blocks after the GPU run were new.
+        let stored = hashes.get(in_gpu..held).unwrap_or_default().to_vec();
+        let parent = in_gpu.checked_sub(1).and_then(|before| hashes.get(before).copied());
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let changes = CacheChanges { first_stored: hit, parent, stored, evicted };
-        (PrefixHit { hit: count(hit), blocks: count(hashes.len()) }, changes)
+        let changes = CacheChanges { first_stored: in_gpu, parent, stored, evicted, offloaded, dropped };
+        let hit = PrefixHit { hit: count(hit), blocks: count(hashes.len()), cpu: count(cpu_hits.len()), prefill_us: 0 };
+        (hit, changes)
     }
 
-    /// Drops every block (vLLM's `/reset_prefix_cache`).
+    /// Drops every block of both tiers (vLLM's `/reset_prefix_cache`).
     pub fn clear(&mut self) {
-        self.blocks.clear();
-        self.order.clear();
-    }
-
-    fn touch(&mut self, hash: u64) {
-        self.clock += 1;
-        if let Some(stamp) = self.blocks.insert(hash, self.clock) {
-            self.order.remove(&stamp);
-        }
-        self.order.insert(self.clock, hash);
+        self.gpu.clear();
+        self.cpu.clear();
     }
 }
 
@@ -185,15 +267,15 @@ mod tests {
     fn a_growing_conversation_hits_its_earlier_blocks() {
         let mut cache = PrefixCache::new(100);
         let turn1 = words(0, 40); // 2 full blocks
-        assert_eq!(cache.serve(&turn1), PrefixHit { hit: 0, blocks: 2 });
+        assert_eq!(cache.serve(&turn1), PrefixHit { hit: 0, blocks: 2, ..PrefixHit::default() });
         let turn2 = format!("{turn1} {}", words(1000, 30)); // 70 words: 4 blocks
-        assert_eq!(cache.serve(&turn2), PrefixHit { hit: 2, blocks: 4 });
-        assert_eq!(cache.serve(&turn2), PrefixHit { hit: 4, blocks: 4 });
+        assert_eq!(cache.serve(&turn2), PrefixHit { hit: 2, blocks: 4, ..PrefixHit::default() });
+        assert_eq!(cache.serve(&turn2), PrefixHit { hit: 4, blocks: 4, ..PrefixHit::default() });
         // Another conversation shares nothing.
-        assert_eq!(cache.serve(&words(5000, 64)), PrefixHit { hit: 0, blocks: 4 });
+        assert_eq!(cache.serve(&words(5000, 64)), PrefixHit { hit: 0, blocks: 4, ..PrefixHit::default() });
         assert_eq!(cache.len(), 8);
-        assert_eq!(PrefixHit { hit: 2, blocks: 4 }.header_value(), "2/4");
-        assert_eq!(PrefixHit { hit: 2, blocks: 4 }.hit_tokens(), 32);
+        assert_eq!(PrefixHit { hit: 2, blocks: 4, ..PrefixHit::default() }.header_value(), "2/4");
+        assert_eq!(PrefixHit { hit: 2, blocks: 4, ..PrefixHit::default() }.hit_tokens(), 32);
     }
 
     #[test]
@@ -204,11 +286,11 @@ mod tests {
         cache.serve(&a);
         cache.serve(&b); // 5 > 4: a's tail (its third block) goes, its head stays
         assert_eq!(cache.len(), 4);
-        assert_eq!(cache.serve(&a), PrefixHit { hit: 2, blocks: 3 });
+        assert_eq!(cache.serve(&a), PrefixHit { hit: 2, blocks: 3, ..PrefixHit::default() });
         // a was refreshed (3 blocks, evicting b's tail); b keeps its head only.
-        assert_eq!(cache.serve(&b), PrefixHit { hit: 1, blocks: 2 });
+        assert_eq!(cache.serve(&b), PrefixHit { hit: 1, blocks: 2, ..PrefixHit::default() });
         let mut none = PrefixCache::new(0);
-        assert_eq!(none.serve(&a), PrefixHit { hit: 0, blocks: 3 });
+        assert_eq!(none.serve(&a), PrefixHit { hit: 0, blocks: 3, ..PrefixHit::default() });
         assert!(none.is_empty());
     }
 
@@ -256,11 +338,14 @@ mod tests {
         let mut cache = PrefixCache::new(4);
         let a = block_hashes(&words(0, 48));
         let (_, first) = cache.serve_tracked(&words(0, 48));
-        assert_eq!(first, CacheChanges { first_stored: 0, parent: None, stored: a.clone(), evicted: vec![] });
+        assert_eq!(
+            first,
+            CacheChanges { first_stored: 0, parent: None, stored: a.clone(), evicted: vec![], ..Default::default() }
+        );
         // 2 more blocks of a's conversation: only they are new, after a's last block.
         let longer = format!("{} {}", words(0, 48), words(900, 32));
         let (hit, grown) = cache.serve_tracked(&longer);
-        assert_eq!(hit, PrefixHit { hit: 3, blocks: 5 });
+        assert_eq!(hit, PrefixHit { hit: 3, blocks: 5, ..PrefixHit::default() });
         // Only 4 fit: the fourth block is stored, the fifth is not; nothing else was held.
         assert_eq!((grown.first_stored, grown.parent, grown.stored.len()), (3, Some(a[2]), 1));
         assert!(grown.evicted.is_empty());
@@ -276,6 +361,43 @@ mod tests {
         let mut cache = PrefixCache::new(2);
         let long = words(0, 80); // 5 blocks
         cache.serve(&long);
-        assert_eq!(cache.serve(&long), PrefixHit { hit: 2, blocks: 5 });
+        assert_eq!(cache.serve(&long), PrefixHit { hit: 2, blocks: 5, ..PrefixHit::default() });
+    }
+
+    #[test]
+    fn the_cpu_tier_keeps_what_the_gpu_cache_evicts() {
+        let mut cache = PrefixCache::with_cpu_tier(4, 4);
+        let a = words(0, 48); // 3 blocks
+        let b = words(100, 48); // 3 blocks
+        cache.serve(&a);
+        let (_, changes) = cache.serve_tracked(&b); // a's last two blocks leave the GPU cache
+        let a_hashes = block_hashes(&a);
+        assert_eq!(changes.evicted, [a_hashes[2], a_hashes[1]], "tail first");
+        assert_eq!(changes.offloaded, changes.evicted, "the CPU tier takes them");
+        assert!(changes.dropped.is_empty());
+        assert_eq!(cache.cpu_usage(), (2, 4));
+        // a again: its first block in GPU memory, the other two in the CPU tier.
+        let (hit, changes) = cache.serve_tracked(&a);
+        assert_eq!((hit.hit, hit.blocks, hit.cpu), (3, 3, 2));
+        assert_eq!((changes.first_stored, changes.stored.len()), (1, 2), "loaded back into GPU memory");
+        // b's tail went to the CPU tier and nothing was dropped yet (4 fit).
+        assert_eq!(changes.offloaded.len(), 2);
+        // Without the tier, the same sequence finds only a's head.
+        let mut plain = PrefixCache::new(4);
+        plain.serve(&a);
+        plain.serve(&b);
+        assert_eq!(plain.serve(&a), PrefixHit { hit: 1, blocks: 3, ..PrefixHit::default() });
+    }
+
+    #[test]
+    fn the_cpu_tier_is_bounded_and_reports_what_it_drops() {
+        let mut cache = PrefixCache::with_cpu_tier(2, 2);
+        cache.serve(&words(0, 32));
+        cache.serve(&words(100, 32)); // the first prompt's two blocks go to the CPU tier
+        let (_, changes) = cache.serve_tracked(&words(200, 32)); // and the second's push them out
+        assert_eq!(changes.dropped, block_hashes(&words(0, 32)).into_iter().rev().collect::<Vec<_>>());
+        assert_eq!(cache.cpu_usage(), (2, 2));
+        cache.clear();
+        assert_eq!(cache.cpu_usage(), (0, 2));
     }
 }

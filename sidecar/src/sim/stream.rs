@@ -54,6 +54,12 @@ impl Timing {
         Ok(Self { ttft: ttft.saturating_add(extra), itl, stop })
     }
 
+    /// The timing once the prompt's prefill is known: the prefill model's time adds to the
+    /// time to first token.
+    pub fn after_prefill(self, hit: &super::prefix::PrefixHit) -> Self {
+        Self { ttft: self.ttft.saturating_add(Duration::from_micros(hit.prefill_us)), ..self }
+    }
+
     /// Time to produce `tokens` tokens: the first after `ttft`, each next after `itl`.
     pub fn total(&self, tokens: u32) -> Duration {
         self.ttft.saturating_add(self.itl.saturating_mul(tokens.saturating_sub(1)))

@@ -55,7 +55,13 @@ fn map_encoding_matches_msgspec() {
 #[test]
 fn cache_changes_become_removed_then_stored() {
     let prompt = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-    let changes = prefix::CacheChanges { first_stored: 1, parent: Some(7), stored: vec![9], evicted: vec![3, 4] };
+    let changes = prefix::CacheChanges {
+        first_stored: 1,
+        parent: Some(7),
+        stored: vec![9],
+        evicted: vec![3, 4],
+        ..Default::default()
+    };
     let ids = crate::sim::tokens::token_ids(&prompt);
     assert_eq!(
         cache_events(&prompt, &changes),
@@ -73,6 +79,34 @@ fn cache_changes_become_removed_then_stored() {
     assert!(cache_events(&prompt, &prefix::CacheChanges::default()).is_empty());
 }
 
+/// With an LMCache tier: the tier's store comes first (before the GPU removals), its drops
+/// after them, and both decode as CPU-tier events (tokenless stores, known by their hashes).
+#[test]
+fn offload_changes_are_cpu_tier_events() {
+    use ferrogate_core::kv::events::{decode, Event};
+    use ferrogate_core::kv::Tier;
+    let changes =
+        prefix::CacheChanges { evicted: vec![3, 4], offloaded: vec![3, 4], dropped: vec![1], ..Default::default() };
+    let events = cache_events("", &changes);
+    assert_eq!(
+        events,
+        [
+            KvEvent::OffloadStored { block_hashes: vec![3, 4] },
+            KvEvent::BlockRemoved { block_hashes: vec![3] },
+            KvEvent::BlockRemoved { block_hashes: vec![4] },
+            KvEvent::OffloadRemoved { block_hashes: vec![1] },
+        ]
+    );
+    let batch = decode(&encode_batch(1.0, &events, false)).unwrap();
+    let Event::Stored(stored) = &batch.events[0] else { panic!("{:?}", batch.events[0]) };
+    assert_eq!(
+        (stored.hashes.as_slice(), stored.tier, stored.tokens.len(), stored.block_size),
+        (&[3, 4][..], Tier::Cpu, 0, 16)
+    );
+    assert_eq!(batch.events[1], Event::Removed { hashes: vec![3], tier: Tier::Gpu, group: None });
+    assert_eq!(batch.events[3], Event::Removed { hashes: vec![1], tier: Tier::Cpu, group: None });
+}
+
 #[test]
 fn flags_parse_into_sim_args() {
     use clap::Parser as _;
@@ -88,7 +122,13 @@ fn flags_parse_into_sim_args() {
         "--kv-replay",
         "tcp://127.0.0.1:5558",
         "--kv-positional",
+        "--lmcache-blocks",
+        "64",
+        "--prefill-us-per-token",
+        "50",
     ]);
+    assert_eq!((cli.sim.lmcache.lmcache_blocks, cli.sim.lmcache.prefill_us_per_token), (64, 50.0));
+    assert_eq!(cli.sim.lmcache.lmcache_load_ratio, 0.1);
     assert_eq!(cli.sim.kv.kv_events.as_deref(), Some("tcp://*:5557"));
     assert_eq!(cli.sim.kv.kv_replay.as_deref(), Some("tcp://127.0.0.1:5558"));
     assert!(cli.sim.kv.kv_positional);

@@ -132,18 +132,21 @@ pub async fn chat(
     let counters = state.model(&request.model)?;
     let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
     let (ask, prompt_tokens) = request.ask();
-    let generation = Generation {
+    let mut generation = Generation {
         id: state.response_id("chatcmpl"),
         created: crate::sim::unix_now(),
         model: request.model,
         prompt_tokens,
         reply: reply::answer(&ask, state.output_tokens)?,
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
+        cached_tokens: 0,
     };
     let call_id = state.unique_id("call_");
     let reason = generation.reply.engine_reason();
     let guard = counters.admit(generation.prompt_tokens).await;
     let hit = counters.prefix_lookup(&ask.prompt, generation.prompt_tokens, faults::kv_drop(&headers));
+    let timing = timing.after_prefill(&hit);
+    generation.cached_tokens = hit.hit_tokens();
     if request.stream.unwrap_or(false) {
         return Ok(with_header(sse_response(timing, chat_chunks(&generation, &call_id), guard, reason), hit));
     }
