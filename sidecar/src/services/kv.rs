@@ -55,8 +55,15 @@ pub struct EndpointStats {
     /// The last sequence number applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_sequence: Option<u64>,
-    /// Blocks it holds in the index.
+    /// Blocks it holds in the index (in any tier).
     pub blocks: usize,
+    /// Of those, the blocks held in GPU memory, in CPU memory (LMCache, offloading) and in
+    /// storage.
+    pub gpu_blocks: usize,
+    /// See `gpu_blocks`.
+    pub cpu_blocks: usize,
+    /// See `gpu_blocks`.
+    pub storage_blocks: usize,
     /// Milliseconds since its last batch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_event_age_ms: Option<u64>,
@@ -234,16 +241,17 @@ impl Kv {
             .pools
             .iter()
             .map(|p| {
-                let held = p.index.held_counts();
+                let held = p.index.tier_counts();
                 let endpoints = p
                     .endpoints
                     .iter()
                     .zip(held)
-                    .map(|(e, blocks)| {
+                    .map(|(e, t)| {
                         let mut s = e.stats.clone();
                         let c = e.seq.counts;
                         (s.gaps, s.replays, s.restarts) = (c.gaps, c.replays, c.restarts);
-                        (s.last_sequence, s.replaying, s.blocks) = (e.seq.last(), e.seq.replaying(), blocks);
+                        (s.last_sequence, s.replaying, s.blocks) = (e.seq.last(), e.seq.replaying(), t.all);
+                        (s.gpu_blocks, s.cpu_blocks, s.storage_blocks) = (t.gpu, t.cpu, t.storage);
                         s.last_event_age_ms = s.last_event_ms.map(|t| now_ms.saturating_sub(t));
                         s
                     })

@@ -1,6 +1,9 @@
 //! A `ferrogate sim` publishing KV-cache events on its own free ports, which can be stopped
 //! and started again on the same addresses (an engine restart).
 
+// Shared by several test binaries, each using a part of it.
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 
 use clap::Parser;
@@ -20,6 +23,8 @@ pub struct KvSim {
     /// Its PUB and replay addresses (`tcp://127.0.0.1:port`).
     pub events: String,
     pub replay: String,
+    /// More `sim` flags (a `--kv-blocks` among them replaces the default).
+    extra: Vec<String>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -31,28 +36,34 @@ fn free_port() -> u16 {
 impl KvSim {
     /// Starts a sim serving model `kv` with a 24-block prefix cache, at `addr` when given.
     pub async fn start(addr: Option<SocketAddr>) -> KvSim {
+        Self::start_with(addr, &[]).await
+    }
+
+    /// [`KvSim::start`] with more `sim` flags.
+    pub async fn start_with(addr: Option<SocketAddr>, extra: &[&str]) -> KvSim {
         let events = format!("tcp://127.0.0.1:{}", free_port());
         let replay = format!("tcp://127.0.0.1:{}", free_port());
-        let mut sim =
-            KvSim { addr: addr.unwrap_or(([127, 0, 0, 1], 0).into()), events, replay, stop: None, task: None };
+        let addr = addr.unwrap_or(([127, 0, 0, 1], 0).into());
+        let extra = extra.iter().map(ToString::to_string).collect();
+        let mut sim = KvSim { addr, events, replay, extra, stop: None, task: None };
         sim.run().await;
         sim
     }
 
     async fn run(&mut self) {
+        let blocks = if self.extra.iter().any(|a| a == "--kv-blocks") { [].as_slice() } else { &["--kv-blocks", "24"] };
         let argv = [
             "sim",
             "--listen",
             "127.0.0.1:0",
             "--model",
             "kv",
-            "--kv-blocks",
-            "24",
             "--kv-events",
             &self.events,
             "--kv-replay",
             &self.replay,
         ];
+        let argv = argv.iter().chain(blocks).copied().chain(self.extra.iter().map(String::as_str));
         let args = SimCli::parse_from(argv).args;
         let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
         self.addr = listener.local_addr().unwrap();

@@ -18,6 +18,19 @@ use ferrogate_core::kv::events::Stored;
 
 use super::offload::Offloaded;
 
+/// How many blocks one endpoint holds: in any tier, and in each (a block may be in several).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierCounts {
+    /// In any tier.
+    pub all: usize,
+    /// In GPU memory.
+    pub gpu: usize,
+    /// In CPU memory.
+    pub cpu: usize,
+    /// In storage.
+    pub storage: usize,
+}
+
 /// Which endpoints hold a block (one bit per endpoint of the provider).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Holders {
@@ -136,11 +149,20 @@ impl ProviderIndex {
     /// Blocks each endpoint holds, by endpoint position, counted in one pass over the index
     /// (for the admin view and metrics).
     pub fn held_counts(&self) -> Vec<usize> {
-        let mut counts = vec![0; self.engines.len()];
+        self.tier_counts().into_iter().map(|c| c.all).collect()
+    }
+
+    /// Per endpoint, the blocks it holds in any tier and in each.
+    pub fn tier_counts(&self) -> Vec<TierCounts> {
+        let mut counts = vec![TierCounts::default(); self.engines.len()];
         for (_, h) in self.blocks.iter() {
             for ep in bits(h.all()) {
-                if let Some(n) = counts.get_mut(usize::from(ep)) {
-                    *n += 1;
+                if let Some(c) = counts.get_mut(usize::from(ep)) {
+                    let held = |set: u64| usize::from(set & bit(ep) != 0);
+                    c.all += 1;
+                    c.gpu += held(h.gpu);
+                    c.cpu += held(h.cpu);
+                    c.storage += held(h.storage);
                 }
             }
         }

@@ -129,3 +129,17 @@ fn offloaded_blocks_age_out_and_gpu_blocks_do_not() {
     index.expire(40_000, &mut ops);
     assert_eq!(ops.len(), before);
 }
+
+#[test]
+fn tier_counts_count_each_tier_a_block_is_held_in() {
+    let mut index = ProviderIndex::new(0, "pool", 2, 16, 1000, 300);
+    let mut ops = Vec::new();
+    index.stored(0, &stored(&[1, 2], None, 0..32), 0, &mut ops).unwrap();
+    let cpu = Stored { hashes: vec![2], tier: Tier::Cpu, block_size: 16, ..Stored::default() };
+    index.stored(0, &cpu, 0, &mut ops).unwrap();
+    index.removed(0, &[2], Tier::Gpu, &mut ops);
+    let counts = index.tier_counts();
+    assert_eq!(counts[0], TierCounts { all: 2, gpu: 1, cpu: 1, storage: 0 });
+    assert_eq!(counts[1], TierCounts::default());
+    assert_eq!(index.held_counts(), [2, 0]);
+}

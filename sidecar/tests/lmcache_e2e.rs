@@ -1,0 +1,191 @@
+//! End to end: `lmcache_aware` in `ferrogate serve` (the real filter wasm in the embedded
+//! host, two worker VMs) over two `ferrogate sim` engines with LMCache CPU tiers
+//! (`--lmcache-blocks`), publishing GPU- and CPU-medium KV events over ZMQ and their occupancy
+//! on `/lmcache/occupancy`.
+//!
+//! Engines are warmed behind the gateway's back (requests sent to them directly), so only
+//! their events and occupancy can tell the gateway where a prefix is. Routing is observed with
+//! probes the engines refuse before touching their caches (`x-sim-status: 400`); each probe
+//! names the engine that answered (`x-sim-endpoint`). A probe is recorded as a pick all the
+//! same (the approximate fallback remembers where a conversation went), so every phase uses
+//! conversations no earlier probe has seen.
+
+use std::time::{Duration, Instant};
+
+use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
+use serde_json::{json, Value};
+
+#[path = "common/gateway.rs"]
+mod gateway_helper;
+use gateway_helper::{gateway_on, Setup};
+#[path = "common/kv_sim.rs"]
+mod kv_sim;
+use kv_sim::KvSim;
+
+/// Longer than the worker VMs take to poll what the sidecar knows (the KV feed every tick,
+/// the targets feed every second).
+const VM_POLL: Duration = Duration::from_millis(1500);
+
+/// Conversations per phase.
+const CONVERSATIONS: usize = 6;
+
+fn words(tag: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{tag}{i}")).collect::<Vec<_>>().join(" ")
+}
+
+/// `CONVERSATIONS` prompts of 4 full blocks each (with the role word, 64 words).
+fn conversations(tag: &str) -> Vec<String> {
+    (0..CONVERSATIONS).map(|c| words(&format!("{tag}{c}w"), 63)).collect()
+}
+
+fn chat(model: &str, prompt: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 2})
+}
+
+struct Fleet {
+    client: reqwest::Client,
+    gateway: Setup,
+    sims: Vec<KvSim>,
+}
+
+impl Fleet {
+    /// Two engines of `sim_flags`, a pool over them with an offload TTL of `ttl_secs` and
+    /// their occupancy source, and models `lc` (`lmcache_aware`) and `pc`
+    /// (`precise_cache_aware`) on it.
+    async fn start(sim_flags: &[&str], ttl_secs: u64) -> Fleet {
+        let mut sims = Vec::new();
+        for _ in 0..2 {
+            sims.push(KvSim::start_with(None, sim_flags).await);
+        }
+        let endpoints: Vec<String> = sims.iter().map(KvSim::endpoint_entry).collect();
+        let provider = format!(
+            "{{ name: pool, kind: openai_compatible, base_url: 'http://pool.internal', kv_block_size: 16, \
+             lmcache_ttl_secs: {ttl_secs}, lmcache: {{ occupancy: /lmcache/occupancy }}, endpoints: [{}] }}",
+            endpoints.join(", ")
+        );
+        let models = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n  \
+                      - { name: pc, strategy: precise_cache_aware, targets: [{ provider: pool, model: kv }] }\n";
+        let gateway = gateway_on(&[provider], models, "", 2).await;
+        let fleet = Fleet { client: reqwest::Client::new(), gateway, sims };
+        fleet.until("both engines connected", |kv| (0..2).all(|i| kv[i]["connected"] == true)).await;
+        fleet
+    }
+
+    async fn admin(&self, path: &str) -> Value {
+        let url = format!("http://{}{path}", self.gateway.gateway.admin_addr());
+        self.client.get(url).send().await.unwrap().json().await.unwrap()
+    }
+
+    /// The admin KV view of the pool's endpoints.
+    async fn kv(&self) -> Vec<Value> {
+        self.admin("/api/v1/kv").await["providers"][0]["endpoints"].as_array().cloned().unwrap_or_default()
+    }
+
+    async fn until(&self, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let kv = self.kv().await;
+            if f(&kv) {
+                return kv;
+            }
+            assert!(Instant::now() < deadline, "waited for {what}: {kv:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Sends `prompt` to engine `i` directly (it caches it and publishes events).
+    async fn warm(&self, i: usize, prompt: &str) {
+        let url = format!("http://{}/v1/chat/completions", self.sims[i].addr);
+        assert_eq!(self.client.post(url).json(&chat("kv", prompt)).send().await.unwrap().status(), 200);
+    }
+
+    /// The engine's own token ids for `prompt`.
+    async fn tokens(&self, prompt: &str) -> String {
+        let url = format!("http://{}/tokenize", self.sims[0].addr);
+        let body: Value = self.client.post(url).json(&chat("kv", prompt)).send().await.unwrap().json().await.unwrap();
+        let ids: Vec<String> = body["tokens"].as_array().unwrap().iter().map(|t| t.to_string()).collect();
+        ids.join(",")
+    }
+
+    /// Which engine the gateway picks for `prompt` under `model`.
+    async fn probe(&self, model: &str, prompt: &str) -> usize {
+        let response = self
+            .client
+            .post(format!("{}/v1/chat/completions", self.gateway.base))
+            .json(&chat(model, prompt))
+            .header(STATUS_HEADER, "400")
+            .header("x-ferrogate-token-ids", self.tokens(prompt).await)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "the engine's own refusal");
+        let endpoint = response.headers()[ENDPOINT_HEADER].to_str().unwrap().to_string();
+        self.sims.iter().position(|s| s.addr.to_string() == endpoint).unwrap()
+    }
+
+    /// The engines `prompts` go to under `model`.
+    async fn picks(&self, model: &str, prompts: &[String]) -> Vec<usize> {
+        let mut picks = Vec::new();
+        for prompt in prompts {
+            picks.push(self.probe(model, prompt).await);
+        }
+        picks
+    }
+}
+
+/// A prefix pushed out of engine 0's GPU cache into its CPU tier still goes to engine 0 under
+/// `lmcache_aware`, not to the idle engine 1 that holds nothing of it; `precise_cache_aware`
+/// (GPU blocks only) sees nothing there. Once the CPU entries age out (`lmcache_ttl_secs`),
+/// they stop pinning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefix_in_the_cpu_tier_keeps_its_engine_until_it_ages_out() {
+    let fleet = Fleet::start(&["--kv-blocks", "24", "--lmcache-blocks", "200"], 8).await;
+    let (pinned, aged, precise) = (conversations("pin"), conversations("aged"), conversations("gpu"));
+    // 18 conversations of 4 blocks, then 6 more: engine 0's GPU cache (24 blocks) keeps only
+    // the last six, the first 72 blocks move to its CPU tier.
+    for prompt in pinned.iter().chain(&aged).chain(&precise).chain(&conversations("junk")) {
+        fleet.warm(0, prompt).await;
+    }
+    fleet.until("72 blocks in engine 0's CPU tier", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(72)).await;
+    tokio::time::sleep(VM_POLL).await;
+    assert_eq!(fleet.picks("lc", &pinned).await, [0; CONVERSATIONS], "lmcache_aware follows the CPU tier");
+    let gpu_only = fleet.picks("pc", &precise).await;
+    assert!(gpu_only.contains(&1), "precise_cache_aware sees no GPU block anywhere: {gpu_only:?}");
+    // No removal comes for CPU-tier blocks (none were dropped): the index lets them age out.
+    fleet.until("engine 0's CPU entries aged out", |kv| kv[0]["cpu_blocks"].as_u64() == Some(0)).await;
+    // The worker VMs take the removals on their next poll of the KV feed (every tick).
+    tokio::time::sleep(VM_POLL).await;
+    let after = fleet.picks("lc", &aged).await;
+    assert!(after.contains(&1), "aged-out entries no longer pin: {after:?}");
+}
+
+/// Both engines hold the same prefixes in GPU memory; engine 0's CPU tier is full, engine 1's
+/// empty. `lmcache_aware` sends them to the engine with room. (Unknown occupancy is neutral:
+/// `services::targets` tests a failing source, `balance::precise` the pick without it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ties_go_to_the_engine_with_cache_room() {
+    let fleet = Fleet::start(&["--kv-blocks", "40", "--lmcache-blocks", "16"], 300).await;
+    // 64 blocks of filler through engine 0's 40: 24 offloaded, its 16-block CPU tier full.
+    for c in 0..16 {
+        fleet.warm(0, &words(&format!("fill{c}w"), 63)).await;
+    }
+    let shared = conversations("shared");
+    for prompt in &shared {
+        fleet.warm(0, prompt).await;
+        fleet.warm(1, prompt).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let targets = fleet.admin("/api/v1/targets").await;
+        let occupancy = |i: usize| targets["targets"][i]["cache_occupancy"].as_f64();
+        if (occupancy(0), occupancy(1)) == (Some(1.0), Some(0.0)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "occupancy never reached the targets: {targets}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fleet.until("the shared prefixes on both", |kv| (0..2).all(|i| kv[i]["gpu_blocks"].as_u64() >= Some(24))).await;
+    // The worker VMs take the targets feed once a second.
+    tokio::time::sleep(VM_POLL).await;
+    assert_eq!(fleet.picks("lc", &shared).await, [1; CONVERSATIONS], "the engine with room");
+}
