@@ -28,10 +28,17 @@
 //! Rows are strategy names; `+session` sends `x-session-id` per conversation, `+sticky` sends
 //! every turn of a conversation from the same client (connection, so worker VM) instead of any
 //! free one, `@N` overrides `--workers` for that row (e.g. `cache_aware@1`). A
-//! `precise_cache_aware` row runs the sims with KV events (`--kv-events`, `--kv-replay`) and the
-//! pool with `kv_tokenize: true` (the gateway asks a sim's `/tokenize`); `+ids` has the client
-//! send `x-ferrogate-token-ids` instead (asked of a sim's `/tokenize` first, as a client with
-//! the model's tokenizer would compute them).
+//! `precise_cache_aware` or `lmcache_aware` row runs the sims with KV events (`--kv-events`,
+//! `--kv-replay`) and the pool with `kv_tokenize: true` (the gateway asks a sim's `/tokenize`);
+//! `+ids` has the client send `x-ferrogate-token-ids` instead (asked of a sim's `/tokenize`
+//! first, as a client with the model's tokenizer would compute them).
+//!
+//! The LMCache workload: `--lmcache-blocks` gives every sim a CPU tier behind its GPU cache,
+//! `--prefill-us-per-token` its prefill model, so each answer reports its simulated prefill
+//! (`x-sim-prefill-ms`) and the blocks it found only in the CPU tier (`x-sim-cpu-hit`): the
+//! table's `sim TTFT ms` is `--ttft-ms` plus the mean prefill, `from CPU tier` the share of
+//! hit blocks the CPU tiers served. `--gateways N` puts N `serve` replicas in front of the
+//! same sims, each request going to one at random (as behind a Kubernetes Service).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -41,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use ferrogate_sidecar::sim::{self, SimArgs, ENDPOINT_HEADER, PREFIX_HIT_HEADER};
+use ferrogate_sidecar::sim::{self, SimArgs, CPU_HIT_HEADER, ENDPOINT_HEADER, PREFILL_HEADER, PREFIX_HIT_HEADER};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -102,6 +109,17 @@ struct Args {
     /// Runs per row (each with seed, seed+1, ...); the table shows each run.
     #[arg(long, default_value_t = 1)]
     repeats: u64,
+    /// Each sim's LMCache CPU tier, in blocks (`sim --lmcache-blocks`); 0 = none.
+    #[arg(long, default_value_t = 0)]
+    lmcache_blocks: u32,
+    /// The sims' prefill model (`sim --prefill-us-per-token`): µs per prompt token not served
+    /// from a cache; 0 = none. The table's simulated TTFT is `--ttft-ms` plus this prefill.
+    #[arg(long, default_value_t = 0.0)]
+    prefill_us_per_token: f64,
+    /// `serve` replicas in front of the same sims (each client request goes to one at random,
+    /// as behind a Kubernetes Service); each has its own sidecar following the engines' events.
+    #[arg(long, default_value_t = 1)]
+    gateways: usize,
 }
 
 /// One row: a strategy, whether sessions are sent, whether conversations stick to a client,
@@ -166,6 +184,10 @@ struct Outcome {
     turn: usize,
     hit: u32,
     blocks: u32,
+    /// Of the hit blocks, those found only in the engine's LMCache CPU tier.
+    cpu: u32,
+    /// The engine's simulated prefill time (`x-sim-prefill-ms`).
+    prefill_ms: f64,
     endpoint: String,
 }
 
@@ -220,12 +242,18 @@ async fn start_sims(args: &Args, kv: bool) -> (Vec<SocketAddr>, Vec<KvSockets>, 
             ..sim::KvEventsArgs::default()
         };
         sockets.push(pair);
+        let lmcache = sim::LmcacheArgs {
+            lmcache_blocks: args.lmcache_blocks,
+            prefill_us_per_token: args.prefill_us_per_token,
+            ..sim::LmcacheArgs::default()
+        };
         let sim_args = SimArgs {
             ttft_ms: args.ttft_ms,
             itl_ms: args.itl_ms,
             output_tokens: args.output_tokens,
             kv_blocks: args.kv_blocks,
             kv: kv_args,
+            lmcache,
             ..SimArgs::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -356,6 +384,10 @@ struct Report {
     inst: f64,
     req_spread: f64,
     replicas_per_conversation: f64,
+    /// Share of all blocks hit that came from an LMCache CPU tier.
+    cpu_share: f64,
+    /// Mean simulated time to first token: `--ttft-ms` plus the engine's prefill time.
+    sim_ttft_ms: f64,
     seconds: f64,
 }
 
@@ -370,9 +402,13 @@ fn max_over_mean(values: &[f64]) -> f64 {
 }
 
 async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
-    let kv = row.strategy == "precise_cache_aware";
+    let kv = matches!(row.strategy.as_str(), "precise_cache_aware" | "lmcache_aware");
     let (sims, sockets, stops) = start_sims(args, kv).await;
-    let serve = start_serve(args, row, &sims, &sockets).await;
+    let mut serves = Vec::new();
+    for _ in 0..args.gateways.max(1) {
+        serves.push(start_serve(args, row, &sims, &sockets).await);
+    }
+    let bases: Arc<Vec<String>> = Arc::new(serves.iter().map(|s| s.base.clone()).collect());
 
     // Prompts: a tag making each system prompt unique from its first word, then filler.
     let mut rng = StdRng::seed_from_u64(seed);
@@ -443,7 +479,8 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
             Arc::clone(&outcomes),
             Arc::clone(&errors),
         );
-        let url = format!("{}/v1/chat/completions", serve.base);
+        let bases = Arc::clone(&bases);
+        let mut pick_rng = StdRng::seed_from_u64(seed ^ (me as u64 + 1));
         let (session, sticky, turns, output_tokens) = (row.session, row.sticky, args.turns, args.output_tokens);
         let tokenize = row.ids.then(|| format!("http://{}/tokenize", sims[0]));
         let clients_n = args.clients;
@@ -478,7 +515,9 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
                     conv.messages.push(json!({"role": "user", "content": user_texts[c][turn]}));
                     (json!({"model": "chat", "messages": conv.messages, "max_tokens": output_tokens}), turn)
                 };
-                let mut request = http.post(&url).json(&body);
+                // Each request to one gateway at random, as behind a Service.
+                let base = &bases[pick_rng.random_range(0..bases.len())];
+                let mut request = http.post(format!("{base}/v1/chat/completions")).json(&body);
                 if session {
                     request = request.header("x-session-id", format!("conversation-{c}"));
                 }
@@ -495,9 +534,12 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
                             .and_then(|(h, b)| Some((h.parse().ok()?, b.parse().ok()?)))
                             .unwrap_or((0, 0));
                         let endpoint = header(ENDPOINT_HEADER);
+                        let cpu = header(CPU_HIT_HEADER).parse().unwrap_or(0);
+                        let prefill_ms = header(PREFILL_HEADER).parse().unwrap_or(0.0);
                         let json: Value = response.json().await.unwrap_or(Value::Null);
                         let text = json.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or("");
-                        outcomes.lock().unwrap().push(Outcome { conversation: c, turn, hit, blocks, endpoint });
+                        let outcome = Outcome { conversation: c, turn, hit, blocks, cpu, prefill_ms, endpoint };
+                        outcomes.lock().unwrap().push(outcome);
                         Some(text.to_owned())
                     }
                     _ => None,
@@ -545,7 +587,7 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
     for &s in &sims {
         served.push(scrape(&scraper, s).await.1);
     }
-    drop(serve);
+    drop(serves);
     drop(stops);
 
     let mut outcomes = outcomes.lock().unwrap().clone();
@@ -563,8 +605,15 @@ async fn run_row(args: &Args, row: &Row, seed: u64) -> Report {
         inst: inst.iter().sum::<f64>() / inst.len().max(1) as f64,
         req_spread: max_over_mean(&served),
         replicas_per_conversation: 0.0,
+        cpu_share: 0.0,
+        sim_ttft_ms: 0.0,
         seconds,
     };
+    let all_hit: u64 = outcomes.iter().map(|o| u64::from(o.hit)).sum();
+    let cpu_hit: u64 = outcomes.iter().map(|o| u64::from(o.cpu)).sum();
+    report.cpu_share = if all_hit > 0 { cpu_hit as f64 / all_hit as f64 } else { 0.0 };
+    let prefill: f64 = outcomes.iter().map(|o| o.prefill_ms).sum::<f64>() / outcomes.len().max(1) as f64;
+    report.sim_ttft_ms = args.ttft_ms as f64 + prefill;
     let mut previous: HashMap<usize, u32> = HashMap::new();
     let mut replicas: BTreeMap<usize, HashSet<String>> = BTreeMap::new();
     for o in &outcomes {
@@ -600,7 +649,7 @@ async fn main() {
     let rows: Vec<Row> = args.rows.iter().map(|r| Row::parse(r, args.workers)).collect();
     println!(
         "routing bench: {} sims (kv {} blocks, ttft {} ms, itl {} ms, {} tokens), {} conversations x {} turns, \
-         system prompts ~{} B, {} clients, seed {}",
+         system prompts ~{} B, {} clients, {} gateway(s), LMCache {} blocks, prefill {} us/token, seed {}",
         args.replicas,
         args.kv_blocks,
         args.ttft_ms,
@@ -610,17 +659,20 @@ async fn main() {
         args.turns,
         args.prefix_bytes,
         args.clients,
+        args.gateways,
+        args.lmcache_blocks,
+        args.prefill_us_per_token,
         args.seed
     );
     println!(
-        "| strategy | workers | requests | hit (of ideal) | any block | blocks | replicas/conv | spread max/mean | inst max/mean | req max/mean | s |"
+        "| strategy | workers | requests | hit (of ideal) | any block | blocks | from CPU tier | sim TTFT ms | replicas/conv | spread max/mean | inst max/mean | req max/mean | s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
         for repeat in 0..args.repeats {
             let r = run_row(&args, row, args.seed + repeat).await;
             println!(
-                "| {} | {} | {}{} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                "| {} | {} | {}{} | {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} |",
                 row.label,
                 row.workers,
                 r.requests,
@@ -628,6 +680,8 @@ async fn main() {
                 pct(r.hits as f64, r.ideal as f64),
                 pct(r.any as f64, r.ideal as f64),
                 pct(r.blocks_hit as f64, r.blocks_ideal as f64),
+                pct(r.cpu_share, 1.0),
+                r.sim_ttft_ms,
                 r.replicas_per_conversation,
                 r.spread,
                 r.inst,
