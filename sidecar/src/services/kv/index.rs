@@ -79,11 +79,14 @@ pub enum Skip {
     Tokens,
 }
 
-/// An endpoint's engine-hash → key map, bounded, oldest out first.
+/// An endpoint's engine-hash → key map, bounded, oldest out first. A chunk's hash (an event
+/// whose `block_size` is a multiple of the provider's, as LMCache's chunks are) maps to the key
+/// of its last block, and to all its blocks' keys in `chunks`.
 #[derive(Debug, Default)]
 struct EngineMap {
     keys: HashMap<u64, u64>,
     order: VecDeque<u64>,
+    chunks: HashMap<u64, Box<[u64]>>,
 }
 
 impl EngineMap {
@@ -94,13 +97,32 @@ impl EngineMap {
         while self.order.len() > cap {
             if let Some(old) = self.order.pop_front() {
                 self.keys.remove(&old);
+                self.chunks.remove(&old);
             }
+        }
+    }
+
+    /// Maps chunk `hash` to its blocks' `keys` (the last one also as its key).
+    fn insert_chunk(&mut self, hash: u64, keys: Vec<u64>, cap: usize) {
+        let Some(&last) = keys.last() else { return };
+        self.insert(hash, last, cap);
+        if self.keys.contains_key(&hash) {
+            self.chunks.insert(hash, keys.into_boxed_slice());
+        }
+    }
+
+    /// The keys an engine hash stands for: a chunk's blocks, or one block.
+    fn keys_of(&self, hash: u64) -> Vec<u64> {
+        match self.chunks.get(&hash) {
+            Some(keys) => keys.to_vec(),
+            None => self.keys.get(&hash).copied().into_iter().collect(),
         }
     }
 
     fn clear(&mut self) {
         self.keys.clear();
         self.order.clear();
+        self.chunks.clear();
     }
 }
 
@@ -180,14 +202,16 @@ impl ProviderIndex {
         }
     }
 
-    /// Indexes a `BlockStored` of endpoint `ep`, received at `now_ms`.
+    /// Indexes a `BlockStored` of endpoint `ep`, received at `now_ms`. An event whose
+    /// `block_size` is a multiple of the provider's stores chunks (LMCache's): each chunk is
+    /// indexed as the blocks it spans.
     pub fn stored(&mut self, ep: u8, s: &Stored, now_ms: u64, ops: &mut Vec<KvOp>) -> Result<(), Skip> {
-        if s.block_size != self.block_size {
-            return Err(Skip::BlockSize);
-        }
         let full_attention = s.kind.as_deref().is_none_or(|k| k.ends_with("full_attention") || k == "mla_attention");
         if s.group.is_some_and(|g| g != 0) || !full_attention {
             return Err(Skip::Group);
+        }
+        if s.block_size != self.block_size {
+            return self.stored_chunks(ep, s, now_ms, ops);
         }
         let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
         if s.tokens.is_empty() {
@@ -220,11 +244,54 @@ impl ProviderIndex {
         Ok(())
     }
 
-    /// Endpoint `ep` dropped the blocks with engine hashes `hashes` from `tier`.
+    /// Indexes a `BlockStored` of chunks of `s.block_size` tokens, each spanning several of the
+    /// provider's blocks. Its token ids may run one past the last chunk (LMCache's connector
+    /// sends `tokens[start..=end]`); the extra id is ignored. A parent must be a chunk or block
+    /// already seen: LMCache's in-process connector names `0` as the parent of the first chunk
+    /// of each store after the prompt's first, which is therefore skipped as an orphan.
+    fn stored_chunks(&mut self, ep: u8, s: &Stored, now_ms: u64, ops: &mut Vec<KvOp>) -> Result<(), Skip> {
+        let per_chunk = match (s.block_size.checked_rem(self.block_size), s.block_size / self.block_size.max(1)) {
+            (Some(0), n) if n > 1 => usize::try_from(n).unwrap_or(usize::MAX),
+            _ => return Err(Skip::BlockSize),
+        };
+        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
+        if s.tokens.is_empty() {
+            let known: Vec<u64> = s.hashes.iter().flat_map(|&h| engine.keys_of(h)).collect();
+            for key in known {
+                self.add(ep, key, s.tier, now_ms, ops);
+            }
+            return Ok(());
+        }
+        let mut parent = match s.parent {
+            None => chain_seed(&self.name, s.lora.as_deref()),
+            Some(p) => *engine.keys.get(&p).ok_or(Skip::Orphan)?,
+        };
+        let size = usize::try_from(self.block_size).unwrap_or(usize::MAX);
+        let chunk = size.saturating_mul(per_chunk);
+        if s.tokens.len() < s.hashes.len().saturating_mul(chunk) {
+            return Err(Skip::Tokens);
+        }
+        for (hash, tokens) in s.hashes.iter().zip(s.tokens.chunks(chunk)) {
+            let mut keys = Vec::with_capacity(per_chunk);
+            for block in tokens.chunks_exact(size) {
+                parent = block_key(parent, block);
+                keys.push(parent);
+                self.add(ep, parent, s.tier, now_ms, ops);
+            }
+            if let Some(engine) = self.engines.get_mut(usize::from(ep)) {
+                engine.insert_chunk(*hash, keys, self.cap);
+            }
+        }
+        Ok(())
+    }
+
+    /// Endpoint `ep` dropped the blocks (or chunks) with engine hashes `hashes` from `tier`.
     pub fn removed(&mut self, ep: u8, hashes: &[u64], tier: Tier, ops: &mut Vec<KvOp>) {
         for hash in hashes {
-            let Some(&key) = self.engines.get(usize::from(ep)).and_then(|e| e.keys.get(hash)) else { continue };
-            self.take(ep, key, tier, ops);
+            let Some(keys) = self.engines.get(usize::from(ep)).map(|e| e.keys_of(*hash)) else { continue };
+            for key in keys {
+                self.take(ep, key, tier, ops);
+            }
         }
     }
 

@@ -59,9 +59,12 @@ fn what_cannot_be_placed_is_skipped() {
     let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
     let mut ops = Vec::new();
     assert_eq!(index.stored(0, &stored(&[5], Some(4), 0..16), 0, &mut ops), Err(Skip::Orphan));
-    let mut big = stored(&[5], None, 0..32);
-    big.block_size = 32;
-    assert_eq!(index.stored(0, &big, 0, &mut ops), Err(Skip::BlockSize));
+    // Not a multiple of the provider's block size (a multiple is a chunk of blocks), or less.
+    for size in [24, 8] {
+        let mut other = stored(&[5], None, 0..32);
+        other.block_size = size;
+        assert_eq!(index.stored(0, &other, 0, &mut ops), Err(Skip::BlockSize), "{size}");
+    }
     assert_eq!(index.stored(0, &stored(&[5, 6], None, 0..20), 0, &mut ops), Err(Skip::Tokens));
     let mut window = stored(&[5], None, 0..16);
     window.group = Some(1);
@@ -142,4 +145,62 @@ fn tier_counts_count_each_tier_a_block_is_held_in() {
     assert_eq!(counts[0], TierCounts { all: 2, gpu: 1, cpu: 1, storage: 0 });
     assert_eq!(counts[1], TierCounts::default());
     assert_eq!(index.held_counts(), [2, 0]);
+}
+
+/// LMCache's chunks (256 tokens, its own hashes) are indexed as the 16-token blocks they span:
+/// the connector's 257th token id is ignored, a chunk's hash chains the next chunk and removes
+/// all its blocks, a chunk store without tokens re-adds a known chunk's blocks, and a parent
+/// never seen (the connector's `0`) or a size that is not a multiple is skipped.
+#[test]
+fn chunk_events_span_the_blocks_they_hold() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
+    let mut ops = Vec::new();
+    let chunk = |hash: u64, parent: Option<u64>, tokens: std::ops::Range<u32>| Stored {
+        hashes: vec![hash],
+        parent,
+        tokens: tokens.collect(),
+        block_size: 256,
+        tier: Tier::Cpu,
+        ..Stored::default()
+    };
+    index.stored(0, &chunk(100, None, 0..257), 0, &mut ops).unwrap();
+    index.stored(0, &chunk(101, Some(100), 256..512), 0, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 0..512).1, [32 * 8, 0, 0], "32 blocks in CPU memory, 0.8 each");
+    assert_eq!(index.stored(1, &chunk(102, Some(0), 0..256), 0, &mut ops), Err(Skip::Orphan));
+    let odd = Stored { block_size: 100, ..chunk(103, None, 0..100) };
+    assert_eq!(index.stored(1, &odd, 0, &mut ops), Err(Skip::BlockSize));
+    index.removed(0, &[101], Tier::Cpu, &mut ops);
+    assert_eq!(scores(&ops, 0..512).1, [16 * 8, 0, 0], "the second chunk's 16 blocks left");
+    let tokenless = Stored { tokens: Vec::new(), ..chunk(101, None, 0..0) };
+    index.stored(0, &tokenless, 0, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 0..512).1, [32 * 8, 0, 0], "a known chunk stored again by its hash");
+}
+
+/// LMCache 0.5.6's own bytes (`testdata/kv-events/lmcache-*`): the multiprocess connector's
+/// chunk 1 chains onto its chunk 0 by LMCache's hash and is indexed; the in-process
+/// connector's later store names parent 0 and is skipped, as documented.
+#[test]
+fn lmcache_fixtures_chain_by_chunk_hash() {
+    use ferrogate_core::kv::events::{decode, Event};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/kv-events");
+    let stored = |name: &str| -> Vec<Stored> {
+        let batch = decode(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+        batch.events.into_iter().filter_map(|e| if let Event::Stored(s) = e { Some(s) } else { None }).collect()
+    };
+    let chunk0 = |hash: u64, tokens: std::ops::Range<u32>| Stored {
+        hashes: vec![hash],
+        tokens: tokens.collect(),
+        block_size: 256,
+        tier: Tier::Cpu,
+        ..Stored::default()
+    };
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
+    let mut ops = Vec::new();
+    index.stored(0, &chunk0(18_004_386_028_984_137_135, 3000..3256), 0, &mut ops).unwrap();
+    let mp = stored("lmcache-mp-cpu-removed.msgpack");
+    index.stored(0, &mp[0], 0, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 3000..3512).1, [32 * 8, 0, 0], "both chunks, 16 blocks each");
+    let connector = stored("lmcache-v05-connector-cpu.msgpack");
+    assert_eq!(index.stored(1, &connector[0], 0, &mut ops), Err(Skip::Orphan), "parent 0");
+    assert_eq!(index.stored(1, &connector[1], 0, &mut ops), Err(Skip::Orphan), "its parent was skipped");
 }
