@@ -13,11 +13,6 @@ use gateway_helper::gateway_flags;
 mod sim_helper;
 use sim_helper::start_sim;
 
-// Ignored in `make test`: on a loaded machine (four of these at once beside a build), about one
-// run in four starts a gateway whose pool never gets its resolved endpoint (the sidecar's
-// targets list only base_url after 30 s), so the test fails without telling the cause; the
-// same at the commit that added it. Run it with `cargo test --test dns_e2e -- --ignored`.
-#[ignore = "the resolved endpoint is sometimes never published under load; see the comment"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_from_dns_serves_through_the_resolved_endpoint() {
     let sim = start_sim(&[]).await;

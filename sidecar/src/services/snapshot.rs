@@ -75,6 +75,24 @@ pub struct Snapshots {
     dns: Mutex<DnsState>,
     /// Asks the resolver for a name with no answer yet.
     dns_wake: Notify,
+    /// The ticket of the publication being served: publications build outside any lock (a
+    /// DNS answer republishes while the store's publication may still be building), so one
+    /// that took its configuration before the one served is dropped instead of overwriting it.
+    served_ticket: Mutex<u64>,
+    /// Runs once between a publication's build and its serving (tests of that interleaving).
+    #[cfg(test)]
+    pub(crate) before_serving: Mutex<Option<TestHook>>,
+}
+
+/// A callback for [`Snapshots::before_serving`].
+#[cfg(test)]
+pub(crate) struct TestHook(pub Box<dyn FnOnce() + Send>);
+
+#[cfg(test)]
+impl std::fmt::Debug for TestHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestHook")
+    }
 }
 
 /// The configuration last published as the store gave it (with its `endpoints_dns` names) and
@@ -83,6 +101,8 @@ pub struct Snapshots {
 struct DnsState {
     raw: Option<RawConfig>,
     answers: dns::Answers,
+    /// Tickets handed to publications, in the order they took their configuration.
+    tickets: u64,
 }
 
 impl Snapshots {
@@ -109,6 +129,9 @@ impl Snapshots {
             master,
             dns: Mutex::default(),
             dns_wake: Notify::new(),
+            served_ticket: Mutex::new(0),
+            #[cfg(test)]
+            before_serving: Mutex::new(None),
         }
     }
 
@@ -127,7 +150,7 @@ impl Snapshots {
     /// # Errors
     /// The problems that fail the whole build (they are also kept for the problems report).
     pub fn publish(&self, raw: RawConfig) -> Result<Arc<Served>, ConfigError> {
-        let raw = self.with_dns_endpoints(raw);
+        let (raw, ticket) = self.with_dns_endpoints(raw);
         let built = match snapshot::build(raw) {
             Ok(built) => built,
             Err(e) => {
@@ -139,34 +162,55 @@ impl Snapshots {
         let problems: Vec<WireProblem> = built.problems.iter().map(WireProblem::from).collect();
         let doc = Snapshot { version: snapshot::content_version(&config_json), config: built.raw, problems };
         let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
-        self.persist(&doc);
         // Publishing the same content again (a DNS answer that did not change it) keeps its age.
         let previous = self.current().filter(|c| c.version == doc.version).map(|c| c.published_unix_ms);
         let published_unix_ms = previous.unwrap_or_else(crate::services::now_ms);
-        let (version, problems, config) = (doc.version, doc.problems, built.config);
+        let (version, problems, config) = (doc.version.clone(), doc.problems.clone(), built.config);
         let served = Arc::new(Served { version, body, config, problems, published_unix_ms });
         self.lock_rejected().clear();
-        self.replace(served.clone());
+        #[cfg(test)]
+        {
+            // Taken first: the hook may publish, which comes back here.
+            let hook = self.before_serving.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            if let Some(hook) = hook {
+                (hook.0)();
+            }
+        }
+        self.serve(ticket, served.clone(), &doc);
         Ok(served)
     }
 
-    /// `raw` with its `endpoints_dns` names replaced by their last answers; `raw` itself is
-    /// kept to publish again when an answer changes, and a name not resolved yet wakes the
-    /// resolver.
-    fn with_dns_endpoints(&self, raw: RawConfig) -> RawConfig {
+    /// Serves (and caches) a publication unless a later one is served already.
+    fn serve(&self, ticket: u64, served: Arc<Served>, doc: &Snapshot) {
+        let mut current = self.served_ticket.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if ticket < *current {
+            tracing::debug!(version = %served.version, "a later configuration is served already; this one is dropped");
+            return;
+        }
+        *current = ticket;
+        self.persist(doc);
+        self.replace(served);
+    }
+
+    /// `raw` with its `endpoints_dns` names replaced by their last answers, and the
+    /// publication's ticket; `raw` itself is kept to publish again when an answer changes, and a
+    /// name not resolved yet wakes the resolver.
+    fn with_dns_endpoints(&self, raw: RawConfig) -> (RawConfig, u64) {
         let names = dns::names(&raw);
         let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.tickets += 1;
+        let ticket = state.tickets;
         state.answers.retain(|name, _| names.contains(name));
         if names.is_empty() {
             state.raw = None;
-            return raw;
+            return (raw, ticket);
         }
         if names.iter().any(|name| !state.answers.contains_key(name)) {
             self.dns_wake.notify_one();
         }
         let expanded = dns::expand(raw.clone(), &state.answers);
         state.raw = Some(raw);
-        expanded
+        (expanded, ticket)
     }
 
     /// The `endpoints_dns` names of the configuration last published.

@@ -102,3 +102,23 @@ async fn the_system_resolver_answers_localhost() {
     let found = system_resolver()("localhost:8000".into()).await.unwrap();
     assert!(found.iter().any(|a| a.ip().is_loopback() && a.port() == 8000), "{found:?}");
 }
+
+/// The resolver's first answer lands while the store's publication is still building (what a
+/// loaded machine does): the answer's republication is served, and the store's older build,
+/// finishing last, must not overwrite it (the resolver would never publish again: its answer
+/// did not change). Deterministic: the answer is given between the build and its serving.
+#[test]
+fn a_publication_finishing_late_does_not_hide_a_dns_answer() {
+    let snapshots = Arc::new(Snapshots::new(None));
+    let weak = Arc::downgrade(&snapshots);
+    *snapshots.before_serving.lock().unwrap() = Some(crate::services::snapshot::TestHook(Box::new(move || {
+        let s = weak.upgrade().unwrap();
+        assert!(s.set_dns_answer("pool.llm.svc:8000", vec!["10.0.0.1:8000".into()]));
+        s.republish();
+    })));
+    snapshots.publish(raw()).unwrap();
+    assert_eq!(served_endpoints(&snapshots), ["10.0.0.1:8000"]);
+    // Later publications are served as before.
+    snapshots.publish(raw()).unwrap();
+    assert_eq!(served_endpoints(&snapshots), ["10.0.0.1:8000"]);
+}
