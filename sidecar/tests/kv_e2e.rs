@@ -61,21 +61,11 @@ impl Fleet {
 
     /// The admin view of the pool's endpoints.
     async fn kv(&self) -> Vec<Value> {
-        let url = format!("http://{}/api/v1/kv", self.gateway.gateway.admin_addr());
-        let body: Value = self.client.get(url).send().await.unwrap().json().await.unwrap();
-        body["providers"][0]["endpoints"].as_array().cloned().unwrap_or_default()
+        kv_sim::kv_view(&self.client, self.gateway.gateway.admin_addr()).await
     }
 
     async fn until(&self, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let kv = self.kv().await;
-            if f(&kv) {
-                return kv;
-            }
-            assert!(Instant::now() < deadline, "waited for {what}: {kv:?}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        kv_sim::kv_until(&self.client, self.gateway.gateway.admin_addr(), what, Duration::from_secs(15), f).await
     }
 
     /// Sends `prompt` to engine `i` directly (it caches it and publishes events).

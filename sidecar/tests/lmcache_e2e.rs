@@ -76,21 +76,8 @@ impl Fleet {
         self.client.get(url).send().await.unwrap().json().await.unwrap()
     }
 
-    /// The admin KV view of the pool's endpoints.
-    async fn kv(&self) -> Vec<Value> {
-        self.admin("/api/v1/kv").await["providers"][0]["endpoints"].as_array().cloned().unwrap_or_default()
-    }
-
     async fn until(&self, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let kv = self.kv().await;
-            if f(&kv) {
-                return kv;
-            }
-            assert!(Instant::now() < deadline, "waited for {what}: {kv:?}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        kv_sim::kv_until(&self.client, self.gateway.gateway.admin_addr(), what, Duration::from_secs(20), f).await
     }
 
     /// Sends `prompt` to engine `i` directly (it caches it and publishes events).

@@ -93,3 +93,29 @@ impl KvSim {
         format!("{{ address: '{}', kv_events: '{}', kv_replay: '{}' }}", self.addr, self.events, self.replay)
     }
 }
+
+/// The admin KV view of the first pool's endpoints (`GET /api/v1/kv` on `admin`).
+pub async fn kv_view(client: &reqwest::Client, admin: SocketAddr) -> Vec<serde_json::Value> {
+    let body: serde_json::Value =
+        client.get(format!("http://{admin}/api/v1/kv")).send().await.unwrap().json().await.unwrap();
+    body["providers"][0]["endpoints"].as_array().cloned().unwrap_or_default()
+}
+
+/// Polls [`kv_view`] until `f` holds, for at most `within`; the last view.
+pub async fn kv_until(
+    client: &reqwest::Client,
+    admin: SocketAddr,
+    what: &str,
+    within: std::time::Duration,
+    f: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let kv = kv_view(client, admin).await;
+        if f(&kv) {
+            return kv;
+        }
+        assert!(std::time::Instant::now() < deadline, "waited for {what}: {kv:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}

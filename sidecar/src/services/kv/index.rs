@@ -213,19 +213,7 @@ impl ProviderIndex {
         if s.block_size != self.block_size {
             return self.stored_chunks(ep, s, now_ms, ops);
         }
-        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
-        if s.tokens.is_empty() {
-            // Offload events may carry no tokens: their blocks are known by the engine's hashes.
-            let known: Vec<u64> = s.hashes.iter().filter_map(|h| engine.keys.get(h).copied()).collect();
-            for key in known {
-                self.add(ep, key, s.tier, now_ms, ops);
-            }
-            return Ok(());
-        }
-        let mut parent = match s.parent {
-            None => chain_seed(&self.name, s.lora.as_deref()),
-            Some(p) => *engine.keys.get(&p).ok_or(Skip::Orphan)?,
-        };
+        let Some(mut parent) = self.chain_start(ep, s, now_ms, ops)? else { return Ok(()) };
         let size = usize::try_from(self.block_size).unwrap_or(usize::MAX);
         if s.tokens.len() < s.hashes.len().saturating_mul(size) {
             return Err(Skip::Tokens);
@@ -254,18 +242,7 @@ impl ProviderIndex {
             (Some(0), n) if n > 1 => usize::try_from(n).unwrap_or(usize::MAX),
             _ => return Err(Skip::BlockSize),
         };
-        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
-        if s.tokens.is_empty() {
-            let known: Vec<u64> = s.hashes.iter().flat_map(|&h| engine.keys_of(h)).collect();
-            for key in known {
-                self.add(ep, key, s.tier, now_ms, ops);
-            }
-            return Ok(());
-        }
-        let mut parent = match s.parent {
-            None => chain_seed(&self.name, s.lora.as_deref()),
-            Some(p) => *engine.keys.get(&p).ok_or(Skip::Orphan)?,
-        };
+        let Some(mut parent) = self.chain_start(ep, s, now_ms, ops)? else { return Ok(()) };
         let size = usize::try_from(self.block_size).unwrap_or(usize::MAX);
         let chunk = size.saturating_mul(per_chunk);
         if s.tokens.len() < s.hashes.len().saturating_mul(chunk) {
@@ -283,6 +260,24 @@ impl ProviderIndex {
             }
         }
         Ok(())
+    }
+
+    /// Where a store's chain of keys starts: the seed, or its parent's key (unknown: an
+    /// orphan). A store without token ids (offload events may carry none) is applied here to
+    /// the blocks its hashes are known by, and `None` returned.
+    fn chain_start(&mut self, ep: u8, s: &Stored, now_ms: u64, ops: &mut Vec<KvOp>) -> Result<Option<u64>, Skip> {
+        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
+        if s.tokens.is_empty() {
+            let known: Vec<u64> = s.hashes.iter().flat_map(|&h| engine.keys_of(h)).collect();
+            for key in known {
+                self.add(ep, key, s.tier, now_ms, ops);
+            }
+            return Ok(None);
+        }
+        match s.parent {
+            None => Ok(Some(chain_seed(&self.name, s.lora.as_deref()))),
+            Some(p) => engine.keys.get(&p).copied().map(Some).ok_or(Skip::Orphan),
+        }
     }
 
     /// Endpoint `ep` dropped the blocks (or chunks) with engine hashes `hashes` from `tier`.
