@@ -89,6 +89,32 @@ async fn start_sim(http: u16, kv: &KvEventsArgs) -> (oneshot::Sender<()>, JoinHa
     (stop, tokio::spawn(run(args, listener, async move { drop(stopped.await) })))
 }
 
+/// A running sim on three ports that were free a moment ago (chosen again when another test
+/// took one in between: `run` then fails at once binding it), and the sender that stops it.
+async fn sim_on_free_ports() -> (u16, KvEventsArgs, oneshot::Sender<()>, JoinHandle<io::Result<()>>) {
+    let client = reqwest::Client::new();
+    for _ in 0..10 {
+        let (http, events, replay) = (free_port(), free_port(), free_port());
+        let kv = KvEventsArgs {
+            kv_events: Some(format!("tcp://127.0.0.1:{events}")),
+            kv_replay: Some(format!("tcp://127.0.0.1:{replay}")),
+            ..KvEventsArgs::default()
+        };
+        let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", http)).await else { continue };
+        let args = SimArgs { kv: kv.clone(), ..SimArgs::default() };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let sim = tokio::spawn(run(args, listener, async move { drop(stopped.await) }));
+        // `run` binds the KV sockets before it serves HTTP: an answer means all three are bound.
+        let health = client.get(format!("http://127.0.0.1:{http}/health")).timeout(Duration::from_secs(5));
+        if health.send().await.is_ok_and(|r| r.status().is_success()) {
+            return (http, kv, stop, sim);
+        }
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), sim).await;
+    }
+    panic!("no free ports for a sim after 10 tries");
+}
+
 /// A completion of a prompt no earlier request used (so it stores a block: one batch).
 async fn complete(client: &reqwest::Client, http: u16, i: usize) {
     let body = json!({"model": "sim-small", "max_tokens": 1, "prompt": words(i * 100, 16)});
@@ -96,10 +122,9 @@ async fn complete(client: &reqwest::Client, http: u16, i: usize) {
     assert_eq!(response.unwrap().status(), 200);
 }
 
-/// Runs a sim on `http` and the ports of `kv` with a SUB and a DEALER connected, publishes
-/// three batches (seqs 0..=2), then stops it and waits for `run` to return.
-async fn run_then_stop(http: u16, kv: &KvEventsArgs) {
-    let (stop, sim) = start_sim(http, kv).await;
+/// With a SUB and a DEALER connected to the sim running on `http` and the ports of `kv`,
+/// publishes three batches (seqs 0..=2), then stops it and waits for `run` to return.
+async fn run_then_stop(http: u16, kv: &KvEventsArgs, stop: oneshot::Sender<()>, sim: JoinHandle<io::Result<()>>) {
     // Both stay connected while the sim stops.
     let mut sub = SubSocket::new();
     sub.connect(kv.kv_events.as_deref().unwrap()).await.unwrap();
@@ -130,15 +155,11 @@ async fn first_batch_seen(sub: &mut SubSocket, http: u16) -> (Batch, usize) {
 // Worker threads, as in the binary: nothing else gets a turn before the ports are checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_sim_frees_its_ports_and_a_new_one_counts_from_zero() {
-    let (http, events, replay) = (free_port(), free_port(), free_port());
-    let kv = KvEventsArgs {
-        kv_events: Some(format!("tcp://127.0.0.1:{events}")),
-        kv_replay: Some(format!("tcp://127.0.0.1:{replay}")),
-        ..KvEventsArgs::default()
-    };
-    run_then_stop(http, &kv).await;
+    let (http, kv, stop, sim) = sim_on_free_ports().await;
+    run_then_stop(http, &kv, stop, sim).await;
     // Free as soon as `run` returned: the same three ports bind again.
-    for port in [events, replay] {
+    let port_of = |addr: &Option<String>| addr.as_deref().and_then(|a| a.rsplit(':').next()?.parse::<u16>().ok());
+    for port in [port_of(&kv.kv_events), port_of(&kv.kv_replay)].into_iter().flatten() {
         drop(std::net::TcpListener::bind(("127.0.0.1", port)).expect("a KV-event port still bound"));
     }
     let (stop, sim) = start_sim(http, &kv).await;
