@@ -65,6 +65,7 @@ fn layout(max_blocks: u64) -> Layout {
             max_blocks,
             offload_ttl_secs: 300,
             endpoints,
+            controller: None,
         }],
     }
 }

@@ -13,11 +13,22 @@ The ``.json`` file is the JSON form an external sender may use instead: the
 controller accepts any frame starting with ``{`` (``msgspec.convert(json.loads
 (part), type=Msg)``).
 
+The ``reply-*.msgpack`` files go the other way: each is the payload a 0.5.6
+controller sends back on a ROUTER socket (``[identity, b"", encode(ret_msg)]``,
+so the worker's DEALER sees ``[b"", payload]``): ``RegisterRetMsg``,
+``HeartbeatRetMsg`` or ``ErrorMsg``. They are always msgpack, and they are not
+worker messages, so they are listed in ``replies.json`` rather than in
+``expected.json``.
+
 The struct classes below are copied from LMCache 0.5.6's
 ``lmcache/v1/cache_controller/message.py`` (PyPI wheel, commit g3e11e108): the
-worker -> controller classes, their bases and ``KVOpEvent``/``OpType``, with
-their fields, defaults, field order and class options exactly as upstream; only
-the ``describe()`` methods are left out (they do not affect encoding).
+worker -> controller classes, their bases and ``KVOpEvent``/``OpType``, and the
+controller -> worker reply classes (``WorkerReqRetMsg`` and its subclasses) with
+the heartbeat commands they carry (``HeartbeatCommand``/``FullSyncCommand``, from
+``commands/base.py`` and ``commands/full_sync.py``), with their fields, defaults,
+field order and class options exactly as upstream; only the ``describe()``,
+``execute()`` and ``has_commands()`` methods are left out (they do not affect
+encoding).
 ``MsgBase`` is ``msgspec.Struct, tag=True``: tag field ``"type"``, tag value
 the class name, map form (no ``array_like``), no ``omit_defaults`` (fields with
 a default are always written).
@@ -30,16 +41,22 @@ Generated with msgspec 0.23.0 (Python 3.11). Regenerate, from the repo root:
 Optional cross-check against the upstream source: set ``LMCACHE_WHEEL_DIR`` to
 a directory holding the unpacked lmcache 0.5.6 wheel (the one containing
 ``lmcache/``); the script then loads the real ``message.py`` (with small stubs
-for its imports) and asserts it encodes every fixture to the same bytes.
+for its imports) and asserts it encodes every fixture and every reply to the
+same bytes, and that every copied class has upstream's fields, types, defaults
+and class options.
 
 The script is deterministic: re-running it rewrites identical bytes and an
-identical expected.json. It writes ``expected.json`` (what a correct decoder
+identical expected.json and replies.json. It writes ``expected.json`` (what a correct decoder
 reads from each file, normalized; built from the inputs given to the encoder;
 the normal form is described in README.md) and then self-checks: every file is
 decoded back (1) generically into dicts and normalized by an independent
 reference reader and (2) with the typed msgspec decoder over the Union of the
-classes, as the controller does; both must equal expected.json. Byte-exact
-examples (from hand-built msgpack, not msgspec) are asserted too.
+classes, as the controller does; both must equal expected.json. It also
+writes ``replies.json`` (each reply file -> its message as plain JSON, keys in
+wire order) and decodes every reply file back generically and with the typed
+msgspec decoder over the Union of the reply classes (as the worker does); both
+must equal replies.json. Byte-exact examples (from hand-built msgpack, not
+msgspec) are asserted too.
 """
 
 import enum
@@ -48,10 +65,11 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import sys
 import types
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import msgspec
 
@@ -215,6 +233,89 @@ WorkerSideMsg = Union[
 ]
 
 # ---------------------------------------------------------------------------
+# LMCache 0.5.6 controller -> worker replies: the heartbeat commands from
+# lmcache/v1/cache_controller/commands/{base,full_sync}.py, then the reply part
+# of lmcache/v1/cache_controller/message.py
+# ---------------------------------------------------------------------------
+
+
+class HeartbeatCommand(msgspec.Struct, tag_field="command_type"):
+    """Base class for heartbeat commands (polymorphic)"""
+
+    reason: Optional[str] = None  # Why this command is issued
+    args: Optional[Dict[str, Any]] = None  # Extension arguments for command
+
+
+class FullSyncCommand(HeartbeatCommand, tag="full_sync"):
+    """Command to request full state synchronization"""
+
+
+# Type alias for all command types - msgspec needs Union for tagged unions
+AnyCommand = Union[FullSyncCommand, HeartbeatCommand]
+
+
+class WorkerReqRetMsg(MsgBase):
+    pass
+
+
+class RegisterRetMsg(WorkerReqRetMsg):
+    """Register response message with controller configuration"""
+
+    # Extra configuration from controller to worker
+    # e.g., {"heartbeat_url": "tcp://...:8082"}
+    extra_config: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class HeartbeatRetMsg(WorkerReqRetMsg):
+    """Heartbeat response message with optional commands"""
+
+    commands: List[AnyCommand] = []
+
+
+class BatchedP2PLookupRetMsg(WorkerReqRetMsg):
+    """Batched P2P lookup return message"""
+
+    # (instance_id, location, num_hit_chunks, peer_init_url)
+    layout_info: list[tuple[str, str, int, str]]
+
+
+class FullSyncStartRetMsg(WorkerReqRetMsg):
+    """Full sync start response message"""
+
+    sync_id: str
+    accepted: bool  # Whether sync request is accepted
+    error_msg: Optional[str] = None
+
+
+class FullSyncStatusRetMsg(WorkerReqRetMsg):
+    """Full sync status response message"""
+
+    sync_id: str
+    is_complete: bool  # Whether current worker sync is complete
+    global_progress: float  # Global progress (0.0 - 1.0)
+    can_exit_freeze: bool  # Whether freeze mode can be exited
+    missing_batches: list[int] = []  # List of missing batch IDs that need to be resent
+
+
+class ErrorMsg(WorkerReqRetMsg):
+    """Control Error Message"""
+
+    error: str
+
+
+# The controller -> worker reply members of upstream's ``Msg`` union (the worker
+# decodes replies with the full union; tags are class names, so this subset decodes
+# these payloads exactly as the full union does).
+ReplyMsg = Union[
+    RegisterRetMsg,
+    HeartbeatRetMsg,
+    BatchedP2PLookupRetMsg,
+    FullSyncStartRetMsg,
+    FullSyncStatusRetMsg,
+    ErrorMsg,
+]
+
+# ---------------------------------------------------------------------------
 # Normal form (see README.md): what a decoder reports for one frame
 # ---------------------------------------------------------------------------
 
@@ -317,12 +418,25 @@ K_BIG = 12345678901234567890  # > 2**63-1: msgpack uint64 (cf)
 K_NEG = -42  # int8 (d0 d6)
 K_I64 = -6511183717868374682  # int64 (d3): a real builtin-hash chunk hash (see kv-events)
 
+HB_URL = "127.0.0.1:8500"  # a heartbeat_url as the controller hands it out (no tcp://)
+
 FIXTURES: dict[str, dict] = {}  # name -> {"bytes", "msg", "expected", "json"}
+REPLIES: dict[str, dict] = {}  # name -> {"bytes", "msg", "plain"}
 
 
 def add(name: str, msg: msgspec.Struct, expected: dict, as_json: bool = False) -> None:
     raw = msgspec.json.encode(msg) if as_json else msgspec.msgpack.encode(msg)
     FIXTURES[name] = {"bytes": raw, "msg": msg, "expected": expected, "json": as_json}
+
+
+def add_reply(name: str, msg: msgspec.Struct, plain: dict) -> None:
+    """A controller -> worker reply; ``plain`` is its replies.json entry (keys in wire order)."""
+    REPLIES[name] = {"bytes": msgspec.msgpack.encode(msg), "msg": msg, "plain": plain}
+
+
+def command_reply() -> HeartbeatRetMsg:
+    """In-memory only (no file): a HeartbeatRetMsg carrying one FullSyncCommand."""
+    return HeartbeatRetMsg(commands=[FullSyncCommand(reason="worker_re_registered")])
 
 
 def batched_1() -> BatchedKVOperationMsg:
@@ -389,6 +503,22 @@ def build() -> None:
     add("batched-admit-evict.json", batched_1(),
         normal("BatchedKVOperationMsg", instance_id=INST, worker_id=0, location=CPU, operations=ops1),
         as_json=True)
+
+    # Replies (controller ROUTER -> worker DEALER), always msgpack; listed in replies.json.
+    # R1. RegisterMsg -> RegisterRetMsg when the controller has no heartbeat socket: the
+    #     controller always passes its extra_config dict, here empty.
+    add_reply("reply-register.msgpack", RegisterRetMsg(extra_config={}),
+              {"type": "RegisterRetMsg", "extra_config": {}})
+    # R2. ... and when it has one: the worker then opens its heartbeat DEALER to this URL.
+    add_reply("reply-register-heartbeat.msgpack",
+              RegisterRetMsg(extra_config={"heartbeat_url": HB_URL}),
+              {"type": "RegisterRetMsg", "extra_config": {"heartbeat_url": HB_URL}})
+    # R3. HeartbeatMsg -> HeartbeatRetMsg with no commands (the usual case).
+    add_reply("reply-heartbeat.msgpack", HeartbeatRetMsg(commands=[]),
+              {"type": "HeartbeatRetMsg", "commands": []})
+    # R4. ErrorMsg, sent for a request the controller cannot handle.
+    add_reply("reply-error.msgpack", ErrorMsg(error="unknown request"),
+              {"type": "ErrorMsg", "error": "unknown request"})
 
 
 # ---------------------------------------------------------------------------
@@ -462,6 +592,51 @@ def check_exact_examples() -> None:
     assert u64(-1) == U64 and u64(K_NEG) == 18446744073709551574
     assert u64(K_I64) == 11935560355841176934
 
+    # Replies: fixmap 2, the tag, then the one field, written even when empty (no omit_defaults).
+    ex_rr = b"\x82" + fs("type") + fs("RegisterRetMsg") + fs("extra_config") + b"\x80"
+    assert REPLIES["reply-register.msgpack"]["bytes"] == ex_rr and len(ex_rr) == 35
+    ex_rrh = (b"\x82" + fs("type") + fs("RegisterRetMsg") + fs("extra_config")
+              + b"\x81" + fs("heartbeat_url") + fs(HB_URL))
+    assert REPLIES["reply-register-heartbeat.msgpack"]["bytes"] == ex_rrh and len(ex_rrh) == 64
+    ex_hr = b"\x82" + fs("type") + fs("HeartbeatRetMsg") + fs("commands") + b"\x90"
+    assert REPLIES["reply-heartbeat.msgpack"]["bytes"] == ex_hr and len(ex_hr) == 32
+    ex_err = b"\x82" + fs("type") + fs("ErrorMsg") + fs("error") + fs("unknown request")
+    assert REPLIES["reply-error.msgpack"]["bytes"] == ex_err and len(ex_err) == 37
+    # The defaults encode the same as the explicit empty values.
+    assert msgspec.msgpack.encode(RegisterRetMsg()) == ex_rr
+    assert msgspec.msgpack.encode(HeartbeatRetMsg()) == ex_hr
+    # A decoder fills in a missing field with its default (the tag alone is a valid reply).
+    assert msgspec.msgpack.decode(b"\x81" + fs("type") + fs("RegisterRetMsg"), type=ReplyMsg) == RegisterRetMsg()
+    assert msgspec.msgpack.decode(b"\x81" + fs("type") + fs("HeartbeatRetMsg"), type=ReplyMsg) == HeartbeatRetMsg()
+    # Not written to a file: a heartbeat reply carrying a command (what the controller sends
+    # after re-registering a worker). Each command is a map tagged "command_type" first,
+    # then reason and args (both written, also when None).
+    ex_cmd = (b"\x82" + fs("type") + fs("HeartbeatRetMsg") + fs("commands") + b"\x91\x83"
+              + fs("command_type") + fs("full_sync") + fs("reason") + fs("worker_re_registered")
+              + fs("args") + b"\xc0")
+    assert msgspec.msgpack.encode(command_reply()) == ex_cmd
+    assert msgspec.msgpack.decode(ex_cmd, type=ReplyMsg) == command_reply()
+
+
+def type_str(t: Any) -> str:
+    """A field type as text, without module prefixes (ours are __main__, upstream's lmcache.*)."""
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_])", "", repr(t))
+
+
+def class_shape(cls: type) -> tuple:
+    """What of a copied class affects the wire: bases, struct options, fields (enum: members)."""
+    if issubclass(cls, enum.Enum):
+        return tuple((e.name, e.value) for e in cls)
+    cfg = cls.__struct_config__
+    opts = tuple((a, getattr(cfg, a)) for a in sorted(dir(cfg)) if not a.startswith("_"))
+    fields = tuple((f.name, f.encode_name, type_str(f.type), repr(f.default), f.default_factory)
+                   for f in msgspec.structs.fields(cls))
+    return tuple(b.__name__ for b in cls.__mro__), opts, fields
+
+
+def union_names(u: Any) -> list[str]:
+    return [c.__name__ for c in u.__args__]
+
 
 def check_upstream() -> None:
     """Optional: encode with the real message.py from an unpacked lmcache 0.5.6 wheel."""
@@ -508,7 +683,35 @@ def check_upstream() -> None:
             else:
                 back = msgspec.msgpack.decode(fx["bytes"], type=up.Msg)
             assert back == um, name
-        print(f"upstream check: {len(FIXTURES)} fixtures byte-identical with {base / 'message.py'}")
+
+        def up_reply(m: msgspec.Struct) -> msgspec.Struct:
+            fields = msgspec.structs.asdict(m)
+            if "commands" in fields:
+                fields["commands"] = [getattr(up, type(c).__name__)(**msgspec.structs.asdict(c))
+                                      for c in fields["commands"]]
+            return getattr(up, type(m).__name__)(**fields)
+
+        for name, m, raw in ([(n, r["msg"], r["bytes"]) for n, r in REPLIES.items()]
+                             + [("(command reply)", command_reply(),
+                                 msgspec.msgpack.encode(command_reply()))]):
+            um = up_reply(m)
+            assert msgspec.msgpack.encode(um) == raw, f"{name}: upstream encodes differently"
+            assert msgspec.msgpack.decode(raw, type=up.Msg) == um, name  # what the worker does
+
+        # Every copied class (also those without a fixture) matches upstream's definition ...
+        copied = [v for v in globals().values() if isinstance(v, type) and v.__module__ == __name__
+                  and (issubclass(v, msgspec.Struct) or issubclass(v, enum.Enum))]
+        for cls in copied:
+            assert class_shape(cls) == class_shape(getattr(up, cls.__name__)), cls.__name__
+        # ... and the two unions hold exactly upstream's worker-side and reply members.
+        up_members = up.Msg.__args__
+        assert sorted(union_names(WorkerSideMsg)) == sorted(
+            c.__name__ for c in up_members if issubclass(c, (up.WorkerMsg, up.WorkerReqMsg)))
+        assert sorted(union_names(ReplyMsg)) == sorted(
+            c.__name__ for c in up_members if issubclass(c, up.WorkerReqRetMsg))
+        assert union_names(AnyCommand) == union_names(up.AnyCommand)
+        print(f"upstream check: {len(FIXTURES)} fixtures and {len(REPLIES)} replies byte-identical, "
+              f"{len(copied)} classes identical with {base / 'message.py'}")
     finally:
         for k in [k for k in sys.modules if k == "lmcache" or k.startswith("lmcache.")]:
             del sys.modules[k]
@@ -522,6 +725,8 @@ def summary(raw: bytes, is_json: bool) -> str:
         extra = f", {len(obj['operations'])} ops"
     elif "keys" in obj:
         extra = f", {len(obj['keys'])} keys"
+    elif "commands" in obj:
+        extra = f", {len(obj['commands'])} commands"
     kind = "json" if is_json else "msgpack"
     return f"{len(raw):4d} B  {kind} map{{{len(obj)}}} {obj['type']}{extra}"
 
@@ -568,9 +773,37 @@ def main() -> int:
         assert norm_struct(typed) == loaded[name], f"{name}: typed {norm_struct(typed)}"
         # the tag comes first in every frame
         assert next(iter(generic)) == "type", name
-        print(f"{name:28s} {summary(raw, fx['json'])}  sha256 {hashlib.sha256(raw).hexdigest()[:16]}")
-    print(f"ok: {len(FIXTURES)} fixtures + expected.json in {OUT} "
-          f"(msgspec {msgspec.__version__}, LMCache {LMCACHE_VERSION} message classes)")
+        print(f"{name:33s} {summary(raw, fx['json'])}  sha256 {hashlib.sha256(raw).hexdigest()[:16]}")
+
+    # Replies: replies.json, then decode every reply file back, generically and typed.
+    assert not set(REPLIES) & set(FIXTURES)
+    replies = {}
+    for name, rp in REPLIES.items():
+        (OUT / name).write_bytes(rp["bytes"])
+        replies[name] = rp["plain"]
+    (OUT / "replies.json").write_text(dump_expected(replies))
+
+    loaded_r = json.loads((OUT / "replies.json").read_text())
+    assert list(loaded_r) == list(REPLIES) and not set(loaded_r) & set(loaded)
+    typed_rp = msgspec.msgpack.Decoder(type=ReplyMsg)
+    for name, rp in REPLIES.items():
+        raw = (OUT / name).read_bytes()
+        generic = msgspec.msgpack.decode(raw)
+        # same content and the same key order (tag first, then the fields as declared)
+        assert generic == loaded_r[name] and list(generic) == list(loaded_r[name]), name
+        typed = typed_rp.decode(raw)  # what the worker does (with the full Msg union)
+        assert typed == rp["msg"], f"{name}: typed decode {typed!r} != {rp['msg']!r}"
+        assert msgspec.to_builtins(typed) == loaded_r[name], name
+        # a reply is not a worker message: the worker-side decoder rejects its tag
+        try:
+            typed_mp.decode(raw)
+        except msgspec.ValidationError:
+            pass
+        else:
+            raise AssertionError(f"{name} decodes as a worker message")
+        print(f"{name:33s} {summary(raw, False)}  sha256 {hashlib.sha256(raw).hexdigest()[:16]}")
+    print(f"ok: {len(FIXTURES)} fixtures + expected.json, {len(REPLIES)} replies + replies.json "
+          f"in {OUT} (msgspec {msgspec.__version__}, LMCache {LMCACHE_VERSION} message classes)")
     return 0
 
 

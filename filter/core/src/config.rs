@@ -24,7 +24,7 @@ pub use raw::{
     RawProvider, RawRedis, RawStore, RawTarget, RawTierWeights,
 };
 pub use syntax::{BaseUrl, Scheme};
-pub use validate::lmcache::{Lmcache, OccupancySource};
+pub use validate::lmcache::{Controller, Lmcache, OccupancySource};
 
 /// API family a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,11 +17,15 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
+use ferrogate_core::kv::events::Stored;
+use ferrogate_core::kv::lmcache::ChunkOp;
+use ferrogate_core::kv::Tier;
 use serde::Serialize;
 use tokio::sync::watch;
 
 use super::snapshot::{Served, Snapshots};
 
+pub mod controller;
 pub mod index;
 mod layout;
 mod offload;
@@ -81,8 +85,16 @@ pub struct EndpointStats {
     pub replaying: bool,
     /// Restarts seen (the sequence went back).
     pub restarts: u64,
+    /// Admits and evicts its LMCache workers pushed to the controller socket.
+    pub lmcache_ops: u64,
+    /// Milliseconds since its LMCache workers last registered, beat or pushed; absent when
+    /// they never did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lmcache_seen_age_ms: Option<u64>,
     #[serde(skip)]
     last_event_ms: Option<u64>,
+    #[serde(skip)]
+    lmcache_seen_ms: Option<u64>,
 }
 
 /// The sidecar's KV-event service.
@@ -234,6 +246,44 @@ impl Kv {
         replay
     }
 
+    /// Admits and evicts that endpoint `endpoint` of pool `pool` (layout `epoch`) reported
+    /// through LMCache's controller channel, held in `tier`: an admit adds the blocks its chunk
+    /// hash is known by (from the KV events), an evict takes them out of that tier.
+    pub fn chunk_ops(&self, epoch: u64, pool: usize, endpoint: usize, tier: Tier, chunk_ops: &[ChunkOp], now_ms: u64) {
+        let mut state = self.lock();
+        if state.epoch != epoch {
+            return;
+        }
+        let Some(p) = state.pools.get_mut(pool) else { return };
+        let Ok(ep) = u8::try_from(endpoint) else { return };
+        let mut ops = Vec::new();
+        for op in chunk_ops {
+            if op.admit {
+                let block_size = p.index.block_size();
+                let known = Stored { hashes: vec![op.key], block_size, tier, ..Stored::default() };
+                let _ = p.index.stored(ep, &known, now_ms, &mut ops);
+            } else {
+                p.index.removed(ep, &[op.key], tier, &mut ops);
+            }
+        }
+        if let Some(e) = p.endpoints.get_mut(endpoint) {
+            e.stats.lmcache_ops += chunk_ops.len() as u64;
+            e.stats.lmcache_seen_ms = Some(now_ms);
+        }
+        state.log(ops);
+    }
+
+    /// Endpoint `endpoint`'s LMCache worker registered or beat at `now_ms`.
+    pub fn lmcache_seen(&self, epoch: u64, pool: usize, endpoint: usize, now_ms: u64) {
+        let mut state = self.lock();
+        if state.epoch != epoch {
+            return;
+        }
+        if let Some(e) = state.pools.get_mut(pool).and_then(|p| p.endpoints.get_mut(endpoint)) {
+            e.stats.lmcache_seen_ms = Some(now_ms);
+        }
+    }
+
     /// Every endpoint's figures, per provider, at `now_ms`.
     pub fn stats(&self, now_ms: u64) -> Vec<(String, Vec<EndpointStats>)> {
         let state = self.lock();
@@ -253,6 +303,7 @@ impl Kv {
                         (s.last_sequence, s.replaying, s.blocks) = (e.seq.last(), e.seq.replaying(), t.all);
                         (s.gpu_blocks, s.cpu_blocks, s.storage_blocks) = (t.gpu, t.cpu, t.storage);
                         s.last_event_age_ms = s.last_event_ms.map(|t| now_ms.saturating_sub(t));
+                        s.lmcache_seen_age_ms = s.lmcache_seen_ms.map(|t| now_ms.saturating_sub(t));
                         s
                     })
                     .collect();

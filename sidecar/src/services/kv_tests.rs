@@ -20,6 +20,7 @@ fn layout(events: &str, replay: Option<&str>) -> Layout {
             max_blocks: 1000,
             offload_ttl_secs: 300,
             endpoints: vec![("a:1".into(), Some(source)), ("b:1".into(), None)],
+            controller: None,
         }],
     }
 }

@@ -112,6 +112,19 @@ pub struct RawLmcache {
     /// stands for the endpoint's host (`http://{host}:9000/v1/occupancy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub occupancy: Option<String>,
+    /// Where the sidecar binds the PULL socket LMCache workers push to, as to a cache
+    /// controller (`tcp://0.0.0.0:8300`; the workers' `controller_pull_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<String>,
+    /// Where it binds the ROUTER socket that answers their registrations and heartbeats (the
+    /// workers' `controller_reply_url`; LMCache 0.3.12 and later push nothing before an answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    /// Which endpoint each LMCache instance (`lmcache_instance_id`) runs in: `host:port`, one of
+    /// the pool's endpoints. An instance not named here is matched by the address it registers
+    /// with, when one endpoint has that host.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub instances: std::collections::BTreeMap<String, String>,
 }
 
 /// A provider's `kv_tier_weights`: each between 0 and 1, a tier left out keeps its default.

@@ -9,6 +9,10 @@
 //! - `RegisterMsg`, `DeRegisterMsg`, `HeartbeatMsg`: a worker's liveness.
 //! - `FullSyncBatchMsg`: every key a backend holds, in batches, after a re-registration.
 //!
+//! A controller answers a worker's requests on its reply socket ([`encode_reply`]):
+//! `RegisterRetMsg` (without it a worker of LMCache 0.3.12 or later never pushes anything),
+//! `HeartbeatRetMsg` with no commands, `ErrorMsg` to anything else.
+//!
 //! A chunk key is LMCache's prefix-chained chunk hash: a signed or unsigned 64-bit integer,
 //! read as `u64` (two's complement). Unknown message types decode as [`WorkerMsg::Other`], so
 //! the consumer counts and skips them; a frame that is not such a map is an error.
@@ -241,6 +245,41 @@ fn from_json(v: &serde_json::Value, depth: usize) -> Option<Value> {
             o.iter().map(|(k, e)| Some((Value::from(k.as_str()), from_json(e, depth + 1)?))).collect::<Option<_>>()?,
         ),
     })
+}
+
+/// What a controller answers on its reply socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply<'a> {
+    /// `RegisterRetMsg`, naming the heartbeat socket when there is one (`host:port`).
+    Registered {
+        /// Where the worker sends heartbeats (LMCache's `extra_config["heartbeat_url"]`).
+        heartbeat_url: Option<&'a str>,
+    },
+    /// `HeartbeatRetMsg` with no commands (a full sync would stall the engine).
+    Heartbeat,
+    /// `ErrorMsg`.
+    Error(&'a str),
+}
+
+/// The msgpack frame of `reply`, as LMCache's msgspec decoder reads it.
+pub fn encode_reply(reply: &Reply<'_>) -> Vec<u8> {
+    let tagged = |tag: &str, fields: Vec<(&str, Value)>| {
+        let mut pairs = vec![(Value::from("type"), Value::from(tag))];
+        pairs.extend(fields.into_iter().map(|(k, v)| (Value::from(k), v)));
+        Value::Map(pairs)
+    };
+    let value = match reply {
+        Reply::Registered { heartbeat_url } => {
+            let extra = heartbeat_url.map(|url| (Value::from("heartbeat_url"), Value::from(url))).into_iter().collect();
+            tagged("RegisterRetMsg", vec![("extra_config", Value::Map(extra))])
+        }
+        Reply::Heartbeat => tagged("HeartbeatRetMsg", vec![("commands", Value::Array(Vec::new()))]),
+        Reply::Error(error) => tagged("ErrorMsg", vec![("error", Value::from(*error))]),
+    };
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = rmpv::encode::write_value(&mut out, &value);
+    out
 }
 
 #[cfg(test)]

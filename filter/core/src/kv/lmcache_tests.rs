@@ -123,3 +123,19 @@ fn every_fixture_decodes_as_lmcache_wrote_it() {
 fn json_str(s: &str) -> serde_json::Value {
     serde_json::Value::String(s.to_string())
 }
+
+/// The controller's answers are byte for byte what LMCache 0.5.6's msgspec structs encode
+/// (`reply-*.msgpack`, written by `make_fixtures.py`).
+#[test]
+fn replies_encode_as_lmcache_does() {
+    use super::{encode_reply, Reply};
+    let cases = [
+        (Reply::Registered { heartbeat_url: None }, "reply-register.msgpack"),
+        (Reply::Registered { heartbeat_url: Some("127.0.0.1:8500") }, "reply-register-heartbeat.msgpack"),
+        (Reply::Heartbeat, "reply-heartbeat.msgpack"),
+        (Reply::Error("unknown request"), "reply-error.msgpack"),
+    ];
+    for (reply, name) in cases {
+        assert_eq!(encode_reply(&reply), read(name), "{name}");
+    }
+}

@@ -153,6 +153,11 @@ impl ProviderIndex {
         self.offloaded.len()
     }
 
+    /// Tokens per block.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
     /// The provider's name.
     pub fn name(&self) -> &str {
         &self.name

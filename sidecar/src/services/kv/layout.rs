@@ -1,7 +1,7 @@
 //! Which engines publish KV events, from the served configuration: the part of it the KV
 //! service depends on, compared as a whole to decide whether a new snapshot needs new indexes.
 
-use ferrogate_core::config::{Config, KvSource};
+use ferrogate_core::config::{Config, Controller, KvSource};
 
 /// One provider with publishing endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub struct PoolLayout {
     pub offload_ttl_secs: u64,
     /// Every endpoint (`host:port`) in configuration order, with its sockets when it publishes.
     pub endpoints: Vec<(String, Option<KvSource>)>,
+    /// The LMCache controller sockets to bind for the pool's workers, if any.
+    pub controller: Option<Controller>,
 }
 
 /// Every publishing provider.
@@ -43,6 +45,7 @@ impl Layout {
                     max_blocks: kv.max_blocks,
                     offload_ttl_secs: kv.offload_ttl_secs,
                     endpoints,
+                    controller: p.lmcache.as_ref().and_then(|l| l.controller.clone()),
                 })
             })
             .collect();

@@ -50,6 +50,11 @@ pub fn spawn_consumers(kv: Arc<Kv>, epoch: u64, stop: watch::Receiver<bool>, shu
             let consumer = Consumer { kv: kv.clone(), src, source, topic: p.topic.clone() };
             tokio::spawn(consumer.run(stop.clone(), shutdown.clone()));
         }
+        if let Some(c) = &p.controller {
+            let endpoints = p.endpoints.iter().map(|(address, _)| address.clone()).collect();
+            let task = super::controller::Controller::new(kv.clone(), epoch, pool, endpoints, c);
+            tokio::spawn(task.run(c.clone(), stop.clone(), shutdown.clone()));
+        }
     }
 }
 

@@ -9,6 +9,19 @@ use crate::config::raw::{RawLmcache, RawProvider};
 pub struct Lmcache {
     /// Where each endpoint's occupancy is read, if anywhere.
     pub occupancy: Option<OccupancySource>,
+    /// The controller sockets the sidecar binds for LMCache workers, if any.
+    pub controller: Option<Controller>,
+}
+
+/// The sockets LMCache workers push to and register with, and who they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Controller {
+    /// The PULL socket's bind address (`tcp://host:port`, `*` as the host made `0.0.0.0`).
+    pub pull: String,
+    /// The ROUTER socket's bind address, if any.
+    pub reply: Option<String>,
+    /// Instance id → endpoint (`host:port`), as configured.
+    pub instances: Vec<(String, String)>,
 }
 
 /// Where an engine's occupancy is read.
@@ -54,7 +67,43 @@ pub(super) fn settings(i: usize, provider: &RawProvider, raw: &RawLmcache, p: &m
             }
         },
     };
-    Some(Lmcache { occupancy })
+    let controller = controller(i, provider, raw, p);
+    Some(Lmcache { occupancy, controller })
+}
+
+/// The controller sockets: bind addresses, and instances naming the pool's endpoints.
+fn controller(i: usize, provider: &RawProvider, raw: &RawLmcache, p: &mut Problems) -> Option<Controller> {
+    let at = |field: &str| format!("providers[{i}].lmcache.{field}");
+    let Some(pull) = raw.pull.as_deref() else {
+        if raw.reply.is_some() || !raw.instances.is_empty() {
+            p.add(at("pull"), "reply and instances need the pull socket LMCache workers push to");
+        }
+        return None;
+    };
+    let pull = p.check(at("pull"), bind_address(pull));
+    let reply = raw.reply.as_deref().and_then(|r| p.check(at("reply"), bind_address(r)));
+    if provider.endpoints.iter().all(|e| e.kv_events.is_none()) {
+        let why = "needs endpoints with kv_events (admits name chunks by hash; the events say which blocks those are)";
+        p.add(at("pull"), why);
+    }
+    let mut instances = Vec::new();
+    for (id, endpoint) in &raw.instances {
+        let known = provider.endpoints_dns.is_some() || provider.endpoints.iter().any(|e| &e.address == endpoint);
+        if known {
+            instances.push((id.clone(), endpoint.clone()));
+        } else {
+            p.add(at(&format!("instances.{id}")), format!("{endpoint:?} is not one of the pool's endpoints"));
+        }
+    }
+    Some(Controller { pull: pull?, reply, instances })
+}
+
+/// A socket to bind: `tcp://host:port` (`*` for every interface).
+fn bind_address(s: &str) -> Result<String, String> {
+    let rest = s.strip_prefix("tcp://").ok_or_else(|| format!("{s:?} must be tcp://host:port"))?;
+    let rest = rest.replacen('*', "0.0.0.0", 1);
+    crate::config::syntax::parse_endpoint(&rest)?;
+    Ok(format!("tcp://{rest}"))
 }
 
 fn source(s: &str) -> Result<OccupancySource, String> {
@@ -109,6 +158,47 @@ mod tests {
         assert_eq!(
             problems.problems[0].to_string(),
             "providers[0].lmcache: needs an endpoints pool (the engines it describes)"
+        );
+    }
+
+    fn with_events(lmcache: &str) -> Result<Config, Vec<String>> {
+        let yaml = format!(
+            "providers:\n  - name: pool\n    kind: openai_compatible\n    base_url: \"http://vllm:8000\"\n    \
+             endpoints: [{{ address: \"10.0.0.1:8000\", kv_events: \"tcp://10.0.0.1:5557\" }}]\n    lmcache: {lmcache}\n"
+        );
+        let raw: RawConfig = serde_saphyr::from_str(&yaml).map_err(|e| vec![e.to_string()])?;
+        Config::try_from(raw).map_err(|e| e.problems.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn the_controller_binds_and_names_instances_by_endpoint() {
+        let c = with_events(
+            r#"{ pull: "tcp://*:8300", reply: "tcp://0.0.0.0:8400", instances: { vllm-a: "10.0.0.1:8000" } }"#,
+        )
+        .unwrap();
+        let controller = c.providers[0].lmcache.clone().unwrap().controller.unwrap();
+        assert_eq!(controller.pull, "tcp://0.0.0.0:8300");
+        assert_eq!(controller.reply.as_deref(), Some("tcp://0.0.0.0:8400"));
+        assert_eq!(controller.instances, [("vllm-a".to_string(), "10.0.0.1:8000".to_string())]);
+        assert_eq!(with_events("{ occupancy: /o }").unwrap().providers[0].lmcache.clone().unwrap().controller, None);
+    }
+
+    #[test]
+    fn controller_problems_are_named_by_path() {
+        assert_eq!(
+            with_events(r#"{ pull: "0.0.0.0:8300", instances: { a: "10.0.0.9:8000" } }"#).unwrap_err(),
+            [
+                "providers[0].lmcache.pull: \"0.0.0.0:8300\" must be tcp://host:port",
+                "providers[0].lmcache.instances.a: \"10.0.0.9:8000\" is not one of the pool's endpoints",
+            ]
+        );
+        assert_eq!(
+            with_events(r#"{ reply: "tcp://*:8400" }"#).unwrap_err(),
+            ["providers[0].lmcache.pull: reply and instances need the pull socket LMCache workers push to"]
+        );
+        assert_eq!(
+            load(r#"{ pull: "tcp://*:8300" }"#).unwrap_err(),
+            ["providers[0].lmcache.pull: needs endpoints with kv_events (admits name chunks by hash; the events say which blocks those are)"]
         );
     }
 }
