@@ -24,6 +24,7 @@ mod faults;
 mod gemini;
 mod kv_events;
 mod lmcache;
+mod lmcache_worker;
 mod lora;
 mod metrics;
 mod openai;
@@ -174,13 +175,14 @@ struct SimState {
 }
 
 impl SimState {
-    fn new(args: &SimArgs, kv_events: Option<KvSender>) -> Self {
+    fn new(args: &SimArgs, kv_events: Option<KvSender>, worker: Option<lmcache_worker::WorkerSender>) -> Self {
         let names = if args.models.is_empty() { vec![DEFAULT_MODEL.to_owned()] } else { args.models.clone() };
         let prefill = lmcache::Prefill::new(&args.lmcache);
         let counters = || {
             metrics::ModelMetrics::new(args.max_running, args.kv_blocks)
                 .with_lmcache(args.kv_blocks, args.lmcache.lmcache_blocks, prefill)
                 .with_events(kv_events.clone())
+                .with_worker(worker.clone(), args.lmcache.lmcache_events)
         };
         let models = names.into_iter().map(|name| (name, Arc::new(counters()))).collect();
         Self {
@@ -242,7 +244,13 @@ pub fn router(args: &SimArgs) -> Router {
 
 /// [`router`] whose prefix caches publish their changes to `events` (see [`KvPublisher`]).
 pub fn router_with_events(args: &SimArgs, events: Option<&KvPublisher>) -> Router {
-    let state = Arc::new(SimState::new(args, events.map(KvPublisher::sender)));
+    router_with(args, events, None)
+}
+
+/// [`router_with_events`] whose CPU tiers also report to an LMCache controller through
+/// `worker` (`--lmcache-controller`).
+fn router_with(args: &SimArgs, events: Option<&KvPublisher>, worker: Option<lmcache_worker::WorkerSender>) -> Router {
+    let state = Arc::new(SimState::new(args, events.map(KvPublisher::sender), worker));
     let inference = Router::new()
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/completions", post(openai::completions))
@@ -288,7 +296,16 @@ pub async fn run(
     if let Some(endpoints) = events.as_ref().map(KvPublisher::endpoints) {
         tracing::info!(events = ?endpoints.events, replay = ?endpoints.replay, "sim: publishing KV-cache events");
     }
-    let served = serve(router_with_events(&args, events.as_ref()), listener, shutdown).await;
+    let worker = args.lmcache.lmcache_controller.as_ref().map(|pull| {
+        let config = lmcache_worker::WorkerConfig {
+            pull: pull.clone(),
+            reply: args.lmcache.lmcache_controller_reply.clone(),
+            instance_id: args.lmcache.lmcache_instance_id.clone(),
+        };
+        tracing::info!(controller = %pull, instance = %config.instance_id, "sim: reporting to an LMCache controller");
+        lmcache_worker::start(config)
+    });
+    let served = serve(router_with(&args, events.as_ref(), worker), listener, shutdown).await;
     // Handlers still finishing past the grace period may hold senders: stop the publisher
     // explicitly, so its sockets are closed (their addresses free) when `run` returns.
     if let Some(events) = events {

@@ -21,6 +21,8 @@ use gateway_helper::{gateway_on, Setup};
 #[path = "common/kv_sim.rs"]
 mod kv_sim;
 use kv_sim::KvSim;
+#[path = "common/sim.rs"]
+mod sim_helper;
 
 /// Longer than the worker VMs take to poll what the sidecar knows (the KV feed every tick,
 /// the targets feed every second).
@@ -53,14 +55,27 @@ impl Fleet {
     /// their occupancy source, and models `lc` (`lmcache_aware`) and `pc`
     /// (`precise_cache_aware`) on it.
     async fn start(sim_flags: &[&str], ttl_secs: u64) -> Fleet {
+        Self::start_each(|_| sim_flags.iter().map(ToString::to_string).collect(), ttl_secs, |_| String::new()).await
+    }
+
+    /// [`Fleet::start`] with each sim's flags from `flags(i)` and more of the pool's `lmcache`
+    /// block from `lmcache(sims)`.
+    async fn start_each(
+        flags: impl Fn(usize) -> Vec<String>,
+        ttl_secs: u64,
+        lmcache: impl Fn(&[KvSim]) -> String,
+    ) -> Fleet {
         let mut sims = Vec::new();
-        for _ in 0..2 {
-            sims.push(KvSim::start_with(None, sim_flags).await);
+        for i in 0..2 {
+            let flags = flags(i);
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            sims.push(KvSim::start_with(None, &flags).await);
         }
         let endpoints: Vec<String> = sims.iter().map(KvSim::endpoint_entry).collect();
         let provider = format!(
             "{{ name: pool, kind: openai_compatible, base_url: 'http://pool.internal', kv_block_size: 16, \
-             lmcache_ttl_secs: {ttl_secs}, lmcache: {{ occupancy: /lmcache/occupancy }}, endpoints: [{}] }}",
+             lmcache_ttl_secs: {ttl_secs}, lmcache: {{ occupancy: /lmcache/occupancy{} }}, endpoints: [{}] }}",
+            lmcache(&sims),
             endpoints.join(", ")
         );
         let models = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n  \
@@ -175,4 +190,78 @@ async fn ties_go_to_the_engine_with_cache_room() {
     // The worker VMs take the targets feed once a second.
     tokio::time::sleep(VM_POLL).await;
     assert_eq!(fleet.picks("lc", &shared).await, [1; CONVERSATIONS], "the engine with room");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The sims publish no CPU-tier events (`--lmcache-events false`): their LMCache workers report
+/// the tier only through the controller channel the sidecar serves (`lmcache.pull`, `reply`),
+/// registering first. A prefix pushed into engine 0's CPU tier still keeps its engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_channel_alone_tells_the_cpu_tier() {
+    let (pull, reply) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let flags = |i: usize| {
+        let fixed = ["--kv-blocks", "24", "--lmcache-blocks", "200", "--lmcache-events", "false"];
+        let mut flags: Vec<String> = fixed.iter().map(ToString::to_string).collect();
+        let sim = format!("sim-{i}");
+        let controller =
+            ["--lmcache-controller", &pull, "--lmcache-controller-reply", &reply, "--lmcache-instance-id", &sim];
+        flags.extend(controller.iter().map(ToString::to_string));
+        flags
+    };
+    let lmcache = |sims: &[KvSim]| {
+        format!(
+            ", pull: 'tcp://{pull}', reply: 'tcp://{reply}', instances: {{ sim-0: '{}', sim-1: '{}' }}",
+            sims[0].addr, sims[1].addr
+        )
+    };
+    let fleet = Fleet::start_each(flags, 300, lmcache).await;
+    let pinned = conversations("ctl");
+    for prompt in pinned.iter().chain(&conversations("ctljunk")) {
+        fleet.warm(0, prompt).await;
+    }
+    // 24 blocks pushed out of engine 0's GPU cache, known only from its worker's admits.
+    let kv =
+        fleet.until("engine 0's CPU tier from the controller", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(24)).await;
+    assert!(kv[0]["lmcache_ops"].as_u64() >= Some(24), "{kv:?}");
+    tokio::time::sleep(VM_POLL).await;
+    assert_eq!(fleet.picks("lc", &pinned).await, [0; CONVERSATIONS], "lmcache_aware follows the reported tier");
+}
+
+/// No telemetry at all: the engines' event sockets and occupancy source answer nothing. Every
+/// request is still served, and the picks fall to the load-guarded fallback, which spreads
+/// new conversations over both engines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_telemetry_requests_are_served_by_the_fallback() {
+    let sims = [sim_helper::start_sim(&["--model", "kv"]).await, sim_helper::start_sim(&["--model", "kv"]).await];
+    let dead = |_| format!("tcp://127.0.0.1:{}", free_port());
+    let endpoints: Vec<String> =
+        sims.iter().map(|a| format!("{{ address: '{a}', kv_events: '{}' }}", dead(a))).collect();
+    let provider = format!(
+        "{{ name: pool, kind: openai_compatible, base_url: 'http://pool.internal', kv_tokenize: true, \
+         lmcache: {{ occupancy: /no-such-source }}, endpoints: [{}] }}",
+        endpoints.join(", ")
+    );
+    let models = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n";
+    let gateway = gateway_on(&[provider], models, "", 2).await;
+    let client = reqwest::Client::new();
+    let mut engines = std::collections::BTreeSet::new();
+    for c in 0..12 {
+        let response = client
+            .post(format!("{}/v1/chat/completions", gateway.base))
+            .json(&chat("lc", &words(&format!("lost{c}w"), 40)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "served without telemetry");
+        engines.insert(response.headers()[ENDPOINT_HEADER].to_str().unwrap().to_string());
+    }
+    assert_eq!(engines.len(), 2, "new conversations spread over both engines: {engines:?}");
+    let kv = kv_sim::kv_view(&client, gateway.gateway.admin_addr()).await;
+    assert!(kv.iter().all(|e| e["connected"] == false), "{kv:?}");
+    let url = format!("http://{}/api/v1/targets", gateway.gateway.admin_addr());
+    let targets: Value = client.get(url).send().await.unwrap().json().await.unwrap();
+    assert!(targets["targets"].as_array().unwrap().iter().all(|t| t.get("cache_occupancy").is_none()), "{targets}");
 }

@@ -51,12 +51,34 @@ pub struct LmcacheArgs {
     /// What loading a token's KV back from the CPU tier costs, as a fraction of prefilling it.
     #[arg(long, default_value_t = 0.1)]
     pub lmcache_load_ratio: f64,
+    /// Report the CPU tier's admits and evicts to an LMCache cache controller's PULL socket at
+    /// ADDR (`host:port`), as an LMCache worker does.
+    #[arg(long, value_name = "ADDR")]
+    pub lmcache_controller: Option<String>,
+    /// Register with the controller's reply socket at ADDR first (LMCache 0.3.12 and later);
+    /// without it the registration is pushed (0.3.11 and older).
+    #[arg(long, value_name = "ADDR")]
+    pub lmcache_controller_reply: Option<String>,
+    /// The worker's `lmcache_instance_id`.
+    #[arg(long, value_name = "ID", default_value = "sim")]
+    pub lmcache_instance_id: String,
+    /// Publish the CPU tier's changes as KV events too (LMCache's `enable_kv_events`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub lmcache_events: bool,
 }
 
 impl Default for LmcacheArgs {
     /// The same values as the command-line defaults.
     fn default() -> Self {
-        Self { lmcache_blocks: 0, prefill_us_per_token: 0.0, lmcache_load_ratio: 0.1 }
+        Self {
+            lmcache_blocks: 0,
+            prefill_us_per_token: 0.0,
+            lmcache_load_ratio: 0.1,
+            lmcache_controller: None,
+            lmcache_controller_reply: None,
+            lmcache_instance_id: "sim".into(),
+            lmcache_events: true,
+        }
     }
 }
 

@@ -20,10 +20,10 @@ use axum::response::IntoResponse;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::kv_events::{self, KvEvent, KvSender};
-use super::lmcache;
 use super::prefix::{PrefixCache, PrefixHit};
 use super::text::FinishReason;
 use super::SimState;
+use super::{lmcache, lmcache_worker};
 
 /// vLLM's KV-cache block size in tokens; `--kv-blocks` counts blocks of this size.
 pub const BLOCK_TOKENS: u64 = 16;
@@ -49,6 +49,10 @@ pub struct ModelMetrics {
     limiter: Option<Arc<Semaphore>>,
     /// Where the prefix cache's changes are published (`--kv-events`/`--kv-replay`).
     events: Option<KvSender>,
+    /// Where the CPU tier's admits and evicts go (`--lmcache-controller`).
+    worker: Option<lmcache_worker::WorkerSender>,
+    /// Whether the CPU tier's changes are KV events too (`--lmcache-events`).
+    cpu_events: bool,
     /// Tokens asked of, and found in, the LMCache tier.
     lmcache: lmcache::Counters,
     /// The prefill-time model (`--prefill-us-per-token`).
@@ -80,6 +84,7 @@ impl ModelMetrics {
         Self {
             limiter: (max_running > 0).then(|| Arc::new(Semaphore::new(max_running as usize))),
             prefix: Mutex::new(PrefixCache::new(kv_blocks as usize)),
+            cpu_events: true,
             ..Self::default()
         }
     }
@@ -101,6 +106,12 @@ impl ModelMetrics {
         &self.lmcache
     }
 
+    /// These counters, reporting the CPU tier's changes to `worker` and, with `cpu_events`, as
+    /// KV events.
+    pub fn with_worker(self, worker: Option<lmcache_worker::WorkerSender>, cpu_events: bool) -> Self {
+        Self { worker, cpu_events, ..self }
+    }
+
     /// These counters, publishing the prefix cache's changes to `events`.
     pub fn with_events(self, events: Option<KvSender>) -> Self {
         Self { events, ..self }
@@ -113,8 +124,15 @@ impl ModelMetrics {
     pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32, drop_events: bool) -> PrefixHit {
         let mut hit = {
             let mut cache = self.prefix.lock().unwrap_or_else(PoisonError::into_inner);
-            let (hit, changes) = cache.serve_tracked(prompt);
+            let (hit, mut changes) = cache.serve_tracked(prompt);
             // Under the lock, so batches go out in the order the cache changed.
+            if let Some(worker) = &self.worker {
+                let admits = changes.offloaded.iter().map(|&key| (true, key));
+                worker.report(admits.chain(changes.dropped.iter().map(|&key| (false, key))).collect());
+            }
+            if !self.cpu_events {
+                (changes.offloaded, changes.dropped) = (Vec::new(), Vec::new());
+            }
             if let Some(events) = &self.events {
                 let batch = kv_events::cache_events(prompt, &changes);
                 if drop_events {
