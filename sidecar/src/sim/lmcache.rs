@@ -52,11 +52,11 @@ pub struct LmcacheArgs {
     #[arg(long, default_value_t = 0.1)]
     pub lmcache_load_ratio: f64,
     /// Report the CPU tier's admits and evicts to an LMCache cache controller's PULL socket at
-    /// ADDR (`host:port`), as an LMCache worker does.
+    /// ADDR (`host:port`), as an LMCache worker does; default: no controller.
     #[arg(long, value_name = "ADDR")]
     pub lmcache_controller: Option<String>,
     /// Register with the controller's reply socket at ADDR first (LMCache 0.3.12 and later);
-    /// without it the registration is pushed (0.3.11 and older).
+    /// default: none, the registration is pushed (0.3.11 and older).
     #[arg(long, value_name = "ADDR")]
     pub lmcache_controller_reply: Option<String>,
     /// The worker's `lmcache_instance_id`.
