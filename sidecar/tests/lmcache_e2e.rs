@@ -25,8 +25,8 @@ use kv_sim::KvSim;
 mod sim_helper;
 
 /// Longer than the worker VMs take to poll what the sidecar knows (the KV feed every tick,
-/// the targets feed every second).
-const VM_POLL: Duration = Duration::from_millis(1500);
+/// the targets feed every second), with room for a loaded machine.
+const VM_POLL: Duration = Duration::from_secs(3);
 
 /// Conversations per phase.
 const CONVERSATIONS: usize = 6;
@@ -136,23 +136,21 @@ impl Fleet {
 }
 
 /// A prefix pushed out of engine 0's GPU cache into its CPU tier still goes to engine 0 under
-/// `lmcache_aware`, not to the idle engine 1 that holds nothing of it; `precise_cache_aware`
-/// (GPU blocks only) sees nothing there. Once the CPU entries age out (`lmcache_ttl_secs`),
-/// they stop pinning.
+/// `lmcache_aware`, not to the idle engine 1 that holds nothing of it. Once the CPU entries
+/// age out (`lmcache_ttl_secs`), they stop pinning. (That `precise_cache_aware` counts GPU
+/// blocks only is shown by `kv::score_tests` and the routing bench.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefix_in_the_cpu_tier_keeps_its_engine_until_it_ages_out() {
     let fleet = Fleet::start(&["--kv-blocks", "24", "--lmcache-blocks", "200"], 8).await;
-    let (pinned, aged, precise) = (conversations("pin"), conversations("aged"), conversations("gpu"));
-    // 18 conversations of 4 blocks, then 6 more: engine 0's GPU cache (24 blocks) keeps only
-    // the last six, the first 72 blocks move to its CPU tier.
-    for prompt in pinned.iter().chain(&aged).chain(&precise).chain(&conversations("junk")) {
+    let (pinned, aged) = (conversations("pin"), conversations("aged"));
+    // 12 conversations of 4 blocks, then 6 more: engine 0's GPU cache (24 blocks) keeps only
+    // the last six, the first 48 blocks move to its CPU tier.
+    for prompt in pinned.iter().chain(&aged).chain(&conversations("junk")) {
         fleet.warm(0, prompt).await;
     }
-    fleet.until("72 blocks in engine 0's CPU tier", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(72)).await;
+    fleet.until("48 blocks in engine 0's CPU tier", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(48)).await;
     tokio::time::sleep(VM_POLL).await;
     assert_eq!(fleet.picks("lc", &pinned).await, [0; CONVERSATIONS], "lmcache_aware follows the CPU tier");
-    let gpu_only = fleet.picks("pc", &precise).await;
-    assert!(gpu_only.contains(&1), "precise_cache_aware sees no GPU block anywhere: {gpu_only:?}");
     // No removal comes for CPU-tier blocks (none were dropped): the index lets them age out.
     fleet.until("engine 0's CPU entries aged out", |kv| kv[0]["cpu_blocks"].as_u64() == Some(0)).await;
     // The worker VMs take the removals on their next poll of the KV feed (every tick).
