@@ -6,9 +6,9 @@
 //! `/v1/messages/count_tokens`; Gemini's `/v1beta/models/{model}:generateContent` and
 //! `:streamGenerateContent` (SSE with `alt=sse`, else a JSON array); vLLM's `/metrics`,
 //! `/health`, `/tokenize` and `/reset_prefix_cache`, and (with `--kv-events`) its KV-cache
-//! events over ZMQ; with `--lmcache-blocks`, an LMCache CPU tier (`/lmcache/occupancy`). Output is deterministic and the same for every dialect; latency is
-//! configurable and faults are injected from a seeded RNG (429/500, slow requests, connection
-//! resets).
+//! events over ZMQ; with `--lmcache-blocks`, an LMCache CPU tier (`/lmcache/occupancy`).
+//! Output is deterministic and the same for every dialect; latency is configurable and faults
+//! are injected from a seeded RNG (429/500, slow requests, connection resets).
 //!
 //! This file holds the options, the shared state, the router and the server loop. The model
 //! is in `sim/reply.rs` (text and tool-call rules, with `sim/text.rs` and `sim/tools.rs`);

@@ -17,7 +17,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use ferrogate_core::kv::events::Stored;
 use ferrogate_core::kv::lmcache::ChunkOp;
 use ferrogate_core::kv::Tier;
 use serde::Serialize;
@@ -259,9 +258,7 @@ impl Kv {
         let mut ops = Vec::new();
         for op in chunk_ops {
             if op.admit {
-                let block_size = p.index.block_size();
-                let known = Stored { hashes: vec![op.key], block_size, tier, ..Stored::default() };
-                let _ = p.index.stored(ep, &known, now_ms, &mut ops);
+                p.index.stored_again(ep, &[op.key], tier, now_ms, &mut ops);
             } else {
                 p.index.removed(ep, &[op.key], tier, &mut ops);
             }

@@ -106,37 +106,32 @@ impl KvEvent {
     /// The event's fields in vLLM's declaration order, the `type` tag first.
     fn fields(&self) -> Vec<(&'static str, Value)> {
         let hashes = |hashes: &[u64]| Value::Array(hashes.iter().map(|&hash| Value::from(hash)).collect());
-        match self {
-            KvEvent::BlockStored { block_hashes, parent_block_hash, token_ids, block_size } => vec![
+        let stored = |block_hashes: &[u64], parent: Option<u64>, token_ids: &[u32], block_size: u64, medium: &str| {
+            vec![
                 ("type", Value::from("BlockStored")),
                 ("block_hashes", hashes(block_hashes)),
-                ("parent_block_hash", parent_block_hash.map_or(Value::Nil, Value::from)),
+                ("parent_block_hash", parent.map_or(Value::Nil, Value::from)),
                 ("token_ids", Value::Array(token_ids.iter().map(|&id| Value::from(id)).collect())),
-                ("block_size", Value::from(*block_size)),
+                ("block_size", Value::from(block_size)),
                 ("lora_id", Value::Nil),
-                ("medium", Value::from(MEDIUM)),
+                ("medium", Value::from(medium)),
                 ("lora_name", Value::Nil),
-            ],
-            KvEvent::BlockRemoved { block_hashes } => vec![
+            ]
+        };
+        let removed = |block_hashes: &[u64], medium: &str| {
+            vec![
                 ("type", Value::from("BlockRemoved")),
                 ("block_hashes", hashes(block_hashes)),
-                ("medium", Value::from(MEDIUM)),
-            ],
-            KvEvent::OffloadStored { block_hashes } => vec![
-                ("type", Value::from("BlockStored")),
-                ("block_hashes", hashes(block_hashes)),
-                ("parent_block_hash", Value::Nil),
-                ("token_ids", Value::Array(Vec::new())),
-                ("block_size", Value::from(BLOCK_TOKENS)),
-                ("lora_id", Value::Nil),
-                ("medium", Value::from(OFFLOAD_MEDIUM)),
-                ("lora_name", Value::Nil),
-            ],
-            KvEvent::OffloadRemoved { block_hashes } => vec![
-                ("type", Value::from("BlockRemoved")),
-                ("block_hashes", hashes(block_hashes)),
-                ("medium", Value::from(OFFLOAD_MEDIUM)),
-            ],
+                ("medium", Value::from(medium)),
+            ]
+        };
+        match self {
+            KvEvent::BlockStored { block_hashes, parent_block_hash, token_ids, block_size } => {
+                stored(block_hashes, *parent_block_hash, token_ids, u64::from(*block_size), MEDIUM)
+            }
+            KvEvent::BlockRemoved { block_hashes } => removed(block_hashes, MEDIUM),
+            KvEvent::OffloadStored { block_hashes } => stored(block_hashes, None, &[], BLOCK_TOKENS, OFFLOAD_MEDIUM),
+            KvEvent::OffloadRemoved { block_hashes } => removed(block_hashes, OFFLOAD_MEDIUM),
             KvEvent::AllBlocksCleared => vec![("type", Value::from("AllBlocksCleared"))],
         }
     }

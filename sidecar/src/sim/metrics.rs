@@ -122,9 +122,10 @@ impl ModelMetrics {
     /// (`x-sim-kv-drop`) the batch of its cache changes is kept for replay but not sent live.
     /// The hit carries the request's prefill time by the prefill model.
     pub fn prefix_lookup(&self, prompt: &str, prompt_tokens: u32, drop_events: bool) -> PrefixHit {
-        let mut hit = {
+        let (mut hit, tiered) = {
             let mut cache = self.prefix.lock().unwrap_or_else(PoisonError::into_inner);
             let (hit, mut changes) = cache.serve_tracked(prompt);
+            let tiered = cache.cpu_usage().1 > 0;
             // Under the lock, so batches go out in the order the cache changed.
             if let Some(worker) = &self.worker {
                 let admits = changes.offloaded.iter().map(|&key| (true, key));
@@ -141,12 +142,12 @@ impl ModelMetrics {
                     events.publish(batch);
                 }
             }
-            hit
+            (hit, tiered)
         };
         let queried = u64::from(prompt_tokens);
         self.prefix_queries.fetch_add(queried, Ordering::Relaxed);
         self.prefix_hits.fetch_add(hit.hit_tokens().min(queried), Ordering::Relaxed);
-        if self.cpu_usage().1 > 0 {
+        if tiered {
             self.lmcache.count(&hit, prompt_tokens);
         }
         hit.prefill_us = self.prefill.micros(&hit, prompt_tokens);

@@ -153,11 +153,6 @@ impl ProviderIndex {
         self.offloaded.len()
     }
 
-    /// Tokens per block.
-    pub fn block_size(&self) -> u32 {
-        self.block_size
-    }
-
     /// The provider's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -271,17 +266,24 @@ impl ProviderIndex {
     /// orphan). A store without token ids (offload events may carry none) is applied here to
     /// the blocks its hashes are known by, and `None` returned.
     fn chain_start(&mut self, ep: u8, s: &Stored, now_ms: u64, ops: &mut Vec<KvOp>) -> Result<Option<u64>, Skip> {
-        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
         if s.tokens.is_empty() {
-            let known: Vec<u64> = s.hashes.iter().flat_map(|&h| engine.keys_of(h)).collect();
-            for key in known {
-                self.add(ep, key, s.tier, now_ms, ops);
-            }
+            self.stored_again(ep, &s.hashes, s.tier, now_ms, ops);
             return Ok(None);
         }
+        let Some(engine) = self.engines.get(usize::from(ep)) else { return Err(Skip::Orphan) };
         match s.parent {
             None => Ok(Some(chain_seed(&self.name, s.lora.as_deref()))),
             Some(p) => engine.keys.get(&p).copied().map(Some).ok_or(Skip::Orphan),
+        }
+    }
+
+    /// Endpoint `ep` holds in `tier` the blocks (or chunks) with engine hashes `hashes`, known
+    /// from its earlier events; unknown hashes change nothing.
+    pub fn stored_again(&mut self, ep: u8, hashes: &[u64], tier: Tier, now_ms: u64, ops: &mut Vec<KvOp>) {
+        let Some(engine) = self.engines.get(usize::from(ep)) else { return };
+        let known: Vec<u64> = hashes.iter().flat_map(|&h| engine.keys_of(h)).collect();
+        for key in known {
+            self.add(ep, key, tier, now_ms, ops);
         }
     }
 
