@@ -117,7 +117,20 @@ pub fn serve(config: &std::path::Path, redis: &Redis) -> Serve {
 }
 
 /// `ferrogate serve` (two worker VMs) on free ports with `config` and `env` set.
+///
+/// The ports are picked free and released before `serve` binds them, so another process can
+/// take one meanwhile: a `serve` that exits (its bind failed) is started again on new ports.
 pub fn serve_env(config: &std::path::Path, env: &[(&str, &str)]) -> Serve {
+    for _ in 0..5 {
+        if let Some(s) = try_serve(config, env) {
+            return s;
+        }
+    }
+    panic!("serve did not start: it exited on each of 5 sets of free ports");
+}
+
+/// One start of `serve`; `None` when it exited before listening.
+fn try_serve(config: &std::path::Path, env: &[(&str, &str)]) -> Option<Serve> {
     let (listen, sidecar, admin) = (free_port(), free_port(), free_port());
     let child = Command::new(env!("CARGO_BIN_EXE_ferrogate"))
         .arg("serve")
@@ -134,13 +147,17 @@ pub fn serve_env(config: &std::path::Path, env: &[(&str, &str)]) -> Serve {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let s = Serve { child, base: format!("http://127.0.0.1:{listen}"), admin: format!("http://127.0.0.1:{admin}") };
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut s = Serve { child, base: format!("http://127.0.0.1:{listen}"), admin: format!("http://127.0.0.1:{admin}") };
+    // Compiling the filter for two VMs takes seconds, longer while other tests run.
+    let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
-        assert!(Instant::now() < deadline, "serve did not start");
+        if s.child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        assert!(Instant::now() < deadline, "serve did not start within 60 s");
         std::thread::sleep(Duration::from_millis(50));
     }
-    s
+    Some(s)
 }
 
 pub async fn chat(client: &reqwest::Client, s: &Serve) -> u16 {
