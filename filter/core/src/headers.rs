@@ -40,6 +40,11 @@ pub fn generate_request_id(now_nanos: u64, seq: u64) -> String {
     )
 }
 
+/// A client-supplied request id is kept only when it is short printable ASCII.
+pub fn usable_request_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

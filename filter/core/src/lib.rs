@@ -26,6 +26,7 @@ pub mod plugin;
 pub mod route;
 pub mod snapshot;
 pub mod targets;
+pub mod traefik;
 pub mod translate;
 pub mod usage;
 

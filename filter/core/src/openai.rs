@@ -12,6 +12,25 @@ use crate::config::{Config, Resolved};
 pub use crate::error::ApiError;
 pub use scan::{check_object, find_model, rewrite_model, ModelField, ScanError};
 
+/// Whether a JSON request body asks for a stream (`"stream": true` at its top level).
+pub fn requests_stream(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct StreamFlag {
+        #[serde(default)]
+        stream: Option<bool>,
+    }
+    serde_json::from_slice::<StreamFlag>(body).is_ok_and(|f| f.stream == Some(true))
+}
+
+/// The model the client named, for the records and metrics of a request routing refused;
+/// empty when it cannot be read (a multipart form's is not looked for).
+pub fn requested_model(body: &[u8], api: crate::route::Api) -> String {
+    if api.is_multipart() {
+        return String::new();
+    }
+    find_model(body).map(|f| f.value.into_owned()).unwrap_or_default()
+}
+
 impl From<ScanError> for ApiError {
     fn from(e: ScanError) -> Self {
         match e {

@@ -162,5 +162,17 @@ pub(crate) fn per_token_pico(usd_per_mtok: f64) -> u64 {
     (usd_per_mtok * 1e6 + 0.5).floor() as u64
 }
 
+/// The dialect the upstream answers an `api` request in, when the gateway translated it to
+/// `translated_to` (for the usage tracker).
+pub fn upstream_dialect(api: crate::route::Api, translated_to: Option<crate::translate::Outbound>) -> UsageDialect {
+    use crate::route::Api;
+    use crate::translate::Outbound;
+    match (translated_to, api) {
+        (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
+        (Some(Outbound::Gemini), _) | (None, Api::GenerateContent | Api::StreamGenerateContent) => UsageDialect::Gemini,
+        _ => UsageDialect::OpenAi,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use ferrogate_core::config::{Config, Unpriced};
 use ferrogate_core::limits::{self, estimate, Amounts, LimitSpec, Metric, Refusal};
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::RouteDecision;
-use ferrogate_core::usage::{cost_micro_usd, Usage};
+use ferrogate_core::usage::Usage;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Action;
 
@@ -43,7 +43,7 @@ impl Stream {
         if config.limits_fail_closed && view.is_some_and(|v| v.stale) {
             return Err(self.unavailable());
         }
-        let amounts = amounts(config, plan, (d.provider, &d.upstream_model), body);
+        let amounts = estimate::amounts(config, plan, (d.provider, &d.upstream_model), body);
         if amounts.micro_usd.is_none() && plan.iter().any(|s| s.metric == Metric::MicroUsd) {
             self.unpriced(config.unpriced, &d.upstream_model)?;
         }
@@ -120,19 +120,5 @@ impl Stream {
         } else {
             reservation.settle(plan, used, now_ms, &mut SharedCounters);
         }
-    }
-}
-
-/// What the request reserves: tokens and their price only when a limit counts them (the
-/// estimate parses the body once more).
-fn amounts(config: &Config, plan: &[LimitSpec], (provider, model): (&str, &str), body: &[u8]) -> Amounts {
-    if plan.iter().all(|s| s.metric == Metric::Requests) {
-        return Amounts::default();
-    }
-    let (prompt, completion) = estimate::estimate(body);
-    let usage = Usage { prompt_tokens: prompt, completion_tokens: completion, cached_tokens: 0 };
-    Amounts {
-        tokens: prompt.saturating_add(completion),
-        micro_usd: cost_micro_usd(&config.pricing, provider, model, &usage),
     }
 }

@@ -5,8 +5,8 @@
 use ferrogate_core::config::Config;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::{Api, RouteDecision};
-use ferrogate_core::translate::{self, Outbound};
-use ferrogate_core::usage::{ensure_include_usage_in_valid, UsageDialect};
+use ferrogate_core::translate;
+use ferrogate_core::usage::ensure_include_usage_in_valid;
 use proxy_wasm::types::Action;
 
 use super::Stream;
@@ -24,14 +24,7 @@ impl Stream {
     }
 }
 
-/// The dialect the upstream answers in.
-pub(super) fn upstream_dialect(api: Api, translated_to: Option<Outbound>) -> UsageDialect {
-    match (translated_to, api) {
-        (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
-        (Some(Outbound::Gemini), _) | (None, Api::GenerateContent | Api::StreamGenerateContent) => UsageDialect::Gemini,
-        _ => UsageDialect::OpenAi,
-    }
-}
+pub(super) use ferrogate_core::usage::upstream_dialect;
 
 impl Stream {
     /// The body to send: for OpenAI chat and completions forwarded as they are, one that asks

@@ -84,14 +84,7 @@ impl<'a> Head<'a> {
     }
 }
 
-/// The model the client named, for the records and metrics of a request routing refused;
-/// empty when it cannot be read.
-pub(super) fn requested_model(body: &[u8], api: ferrogate_core::route::Api) -> String {
-    if api.is_multipart() {
-        return String::new();
-    }
-    ferrogate_core::openai::find_model(body).map(|f| f.value.into_owned()).unwrap_or_default()
-}
+pub(super) use ferrogate_core::openai::requested_model;
 
 /// Where `part` (a slice of `map`) sits in `map`, so a stream can keep the map and find the
 /// part again in a later callback; empty when `part` is not inside `map`.
@@ -112,10 +105,7 @@ pub(super) fn is_traceparent(v: &str) -> bool {
     b.len() == 55 && b.starts_with(b"00-") && dash(35) && dash(52) && hex(3..35) && hex(36..52) && hex(53..55)
 }
 
-/// A client-supplied request id is kept only when it is short printable ASCII.
-pub(super) fn usable_request_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
-}
+pub(super) use ferrogate_core::headers::usable_request_id;
 
 #[cfg(test)]
 mod tests {

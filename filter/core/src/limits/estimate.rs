@@ -25,6 +25,25 @@ struct GenerationCaps {
     max_output_tokens: Option<u64>,
 }
 
+/// What a request to `model` of `provider` reserves on the limits of `plan`: tokens and their
+/// price only when a limit counts them (the estimate parses the body once more).
+pub fn amounts(
+    config: &crate::config::Config,
+    plan: &[super::LimitSpec],
+    (provider, model): (&str, &str),
+    body: &[u8],
+) -> super::Amounts {
+    if plan.iter().all(|s| s.metric == super::Metric::Requests) {
+        return super::Amounts::default();
+    }
+    let (prompt, completion) = estimate(body);
+    let usage = crate::usage::Usage { prompt_tokens: prompt, completion_tokens: completion, cached_tokens: 0 };
+    super::Amounts {
+        tokens: prompt.saturating_add(completion),
+        micro_usd: crate::usage::cost_micro_usd(&config.pricing, provider, model, &usage),
+    }
+}
+
 /// Estimated prompt tokens of a request body of `body_len` bytes: a token per four bytes.
 pub fn prompt_tokens(body_len: usize) -> u64 {
     (body_len as u64).div_ceil(4)
