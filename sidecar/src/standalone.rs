@@ -45,11 +45,21 @@ pub struct SidecarArgs {
     /// the configuration cannot be loaded; default: none, nothing is written.
     #[arg(long)]
     pub snapshot_cache: Option<PathBuf>,
+    /// Keeps the current snapshot in this file, the body `GET /v1/snapshot` answers (provider
+    /// keys in clear, mode 0600), replaced atomically on every new version, for a filter that
+    /// reads its configuration from a file; default: none.
+    #[arg(long)]
+    pub snapshot_file: Option<PathBuf>,
     /// With the file store, also append usage records to this file as JSON lines (its newest
     /// records are read back at start); default: none, records are kept in memory only. With
     /// the postgres store they go to `fg_usage` instead.
     #[arg(long)]
     pub usage_file: Option<PathBuf>,
+    /// Ingests the usage records filters append to this file (JSON lines, as `POST /v1/usage`
+    /// bodies), read every 500 ms from the offset kept in `PATH.offset`, rotated to `PATH.1`
+    /// past 64 MiB; default: none.
+    #[arg(long)]
+    pub usage_inbox: Option<PathBuf>,
     /// Also write every usage record, once, as it is ingested, to this file as one JSON object
     /// per line for log shippers (`-`: stdout); default: none.
     #[arg(long, value_name = "PATH|-")]
@@ -97,6 +107,7 @@ impl Sidecar {
         let ledger = ledger_for(&snapshots, args.replica_id.clone(), rx.clone());
         let targets = crate::services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = crate::services::kv::start(snapshots.clone(), rx.clone());
+        start_file_exchange(args, &snapshots, &usage, &ledger, &rx);
         let api = filter_api::FilterApi {
             usage: usage.clone(),
             snapshots: snapshots.clone(),
@@ -127,6 +138,30 @@ impl Sidecar {
     /// Stops both listeners and the file watch.
     pub fn shutdown(self) {
         let _ = self.shutdown.send(true);
+    }
+}
+
+/// The files a filter without network calls uses instead of the filter-facing API: the
+/// snapshot it reads (`--snapshot-file`) and the inbox it appends usage records to
+/// (`--usage-inbox`, folded into the limits ledger like `POST /v1/usage` batches).
+fn start_file_exchange(
+    args: &SidecarArgs,
+    snapshots: &Arc<Snapshots>,
+    usage: &Arc<UsageBackend>,
+    ledger: &Arc<Ledger>,
+    rx: &watch::Receiver<bool>,
+) {
+    if let Some(path) = &args.snapshot_file {
+        crate::services::snapshot::file::start(snapshots, path.clone(), rx.clone());
+    }
+    if let Some(path) = &args.usage_inbox {
+        let (snapshots, ledger) = (snapshots.clone(), ledger.clone());
+        let fold: crate::services::usage::inbox::OnStored = Box::new(move |batch: &[u8]| {
+            if let Some(served) = snapshots.current() {
+                ledger.fold(batch, &served.version, &served.config);
+            }
+        });
+        crate::services::usage::inbox::start(path.clone(), usage.clone(), Some(fold), rx.clone());
     }
 }
 

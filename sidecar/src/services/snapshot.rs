@@ -8,8 +8,12 @@
 //! Last known good: with a cache file, every published snapshot is written to it ([`cache`]:
 //! atomically, mode 0600, provider keys sealed or left out), and a sidecar whose store is
 //! unreachable at start serves the cached one until the store answers.
+//!
+//! Snapshot file: with `--snapshot-file`, [`file`] keeps the served body in a file for a filter
+//! that reads its configuration from disk instead of calling the sidecar.
 
 mod cache;
+pub mod file;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

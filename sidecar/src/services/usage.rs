@@ -16,6 +16,7 @@
 //!
 //! The same records answer `GET /api/v1/requests` ([`requests`]: filters, keyset paging) and,
 //! with `--request-log`, are written for log shippers as they are ingested ([`request_log`]).
+//! Filters that cannot post their records append them to a file instead ([`inbox`]).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::pg::StoreError;
 
 mod backend;
+pub mod inbox;
 pub mod request_log;
 pub mod requests;
 mod tail;
