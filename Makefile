@@ -14,6 +14,9 @@ WASM_TARGET := wasm32-unknown-unknown
 WASM_DIR := target/$(WASM_TARGET)/release
 FILTER_WASM := $(WASM_DIR)/ferrogate_filter.wasm
 TESTFILTER_WASM := $(WASM_DIR)/ferrogate_testfilter.wasm
+# The Traefik middleware (http-wasm ABI): Traefik runs guests with WASI preview 1.
+TRAEFIK_TARGET := wasm32-wasip1
+TRAEFIK_WASM := target/$(TRAEFIK_TARGET)/release/ferrogate_traefik.wasm
 TOOLCHAIN := $(shell sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 BIN := target/native/ferrogate
 DEV_BIN := target/debug/ferrogate
@@ -22,20 +25,23 @@ LISTEN ?= 127.0.0.1:8080
 SIM_LISTEN ?= 127.0.0.1:8000
 CONFIG ?= examples/quickstart.yaml
 
-.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-k8s test-monitoring test-docs bench fuzz clean
+.PHONY: all toolchain wasm build dev run test test-rust test-python test-envoy test-k8s test-monitoring test-traefik test-docs bench fuzz clean
 
 all: build
 
-## toolchain: the pinned toolchain and its wasm32 target (rustup is idempotent)
+## toolchain: the pinned toolchain and its wasm32 targets (rustup is idempotent)
 toolchain:
 	@rustup toolchain list | grep -q "^$(TOOLCHAIN)" || rustup toolchain install $(TOOLCHAIN) --profile minimal
-	@rustup target list --installed --toolchain $(TOOLCHAIN) | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET) --toolchain $(TOOLCHAIN)
+	@for t in $(WASM_TARGET) $(TRAEFIK_TARGET); do \
+	  rustup target list --installed --toolchain $(TOOLCHAIN) | grep -qx $$t || rustup target add $$t --toolchain $(TOOLCHAIN); \
+	done
 	@rustup component list --installed --toolchain $(TOOLCHAIN) | grep -q '^clippy' || rustup component add clippy --toolchain $(TOOLCHAIN)
 
-## wasm: the filter and the host's test filters, size/speed-tuned release builds
+## wasm: the filter, the host's test filters and the Traefik middleware, release builds
 wasm: toolchain
 	$(CARGO) build --release --target $(WASM_TARGET) -p ferrogate-filter -p ferrogate-testfilter
-	@ls -l $(FILTER_WASM) $(TESTFILTER_WASM) | awk '{print $$5, $$9}'
+	$(CARGO) build --release --target $(TRAEFIK_TARGET) -p ferrogate-traefik
+	@ls -l $(FILTER_WASM) $(TESTFILTER_WASM) $(TRAEFIK_WASM) | awk '{print $$5, $$9}'
 
 ## build: wasm + the native `ferrogate` binary (optimised, no LTO)
 build: wasm
@@ -45,7 +51,7 @@ build: wasm
 ## dev: the filter wasm + the `ferrogate` binary of the dev profile, the build `make test` uses
 ## (`cargo test` builds the binary with the same features, so neither rebuilds the other's)
 dev: wasm
-	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter --no-run
+	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter --exclude ferrogate-traefik --no-run
 
 ## run: sim on $(SIM_LISTEN), gateway on $(LISTEN) (Ctrl-C stops both; scripts/quickstart)
 run:
@@ -54,7 +60,7 @@ run:
 	@BIN=$(DEV_BIN) LISTEN=$(LISTEN) SIM_LISTEN=$(SIM_LISTEN) CONFIG=$(CONFIG) scripts/quickstart
 
 ## test: everything (CI runs this)
-test: wasm test-rust test-python test-envoy test-k8s test-monitoring
+test: wasm test-rust test-python test-envoy test-k8s test-monitoring test-traefik
 
 ## test-envoy: the shipped Envoy/Istio configs against Envoy's API schema (+ a self-test
 ## proving broken configs are rejected)
@@ -88,11 +94,19 @@ test-monitoring: dev
 	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/check-monitoring
 	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-monitoring --self-test
 
+## test-traefik: the Traefik middleware's manifest and example configuration (traefik/) against
+## Traefik's JSON schemas, the topology and the guest's own settings parser (+ a self-test
+## proving broken copies are rejected)
+test-traefik: dev
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-traefik
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-traefik --self-test
+
 test-rust:
 	$(CARGO) build -p ferrogate-core --target $(WASM_TARGET)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p ferrogate-core -p ferrogate-filter --target $(WASM_TARGET) -- -D warnings
-	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter
+	$(CARGO) clippy -p ferrogate-traefik --target $(TRAEFIK_TARGET) -- -D warnings
+	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter --exclude ferrogate-traefik
 
 ## test-docs: the manual's own checks (links, `ferrogate` command lines, config examples)
 test-docs:
@@ -102,7 +116,7 @@ test-docs:
 ## SDKs (tests/python) against `ferrogate serve` (the dev build, release filter wasm) in front
 ## of `ferrogate sim`, and `make run` itself (Ctrl-C, a busy port)
 test-python: dev
-	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/pytest
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) FERROGATE_TRAEFIK_WASM=$(CURDIR)/$(TRAEFIK_WASM) scripts/pytest
 
 bench: build
 	scripts/bench

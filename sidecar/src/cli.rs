@@ -35,6 +35,9 @@ pub enum Command {
     Sidecar(crate::standalone::SidecarArgs),
     /// Simulated OpenAI-compatible engine (vLLM-like) for demos, tests and benchmarks.
     Sim(crate::sim::SimArgs),
+    /// Run an http-wasm middleware (such as the Traefik build) in front of HTTP services the
+    /// way Traefik runs it, where no Traefik is installed.
+    HttpWasm(crate::httpwasm_cmd::HttpWasmArgs),
     /// Validate a configuration file and print every problem.
     Check(CheckArgs),
     /// Virtual key tools.
@@ -45,11 +48,11 @@ pub enum Command {
     },
 }
 
-/// Options of `ferrogate check`: one of the two documents.
+/// Options of `ferrogate check`: one of the three documents.
 #[derive(clap::Args, Clone, Debug)]
 #[group(required = true, multiple = false)]
 pub struct CheckArgs {
-    /// Configuration file (YAML or JSON); no default: this or --plugin-config.
+    /// Configuration file (YAML or JSON); no default: this, --plugin-config or --traefik-settings.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The filter's plugin configuration as Envoy, Istio or Envoy Gateway would pass it (JSON,
@@ -57,6 +60,11 @@ pub struct CheckArgs {
     /// this or --config.
     #[arg(long)]
     pub plugin_config: Option<PathBuf>,
+    /// The Traefik middleware's settings (`http.middlewares.<name>.plugin.ferrogate`, JSON or
+    /// YAML), checked by the Traefik build's own parser; no default: this, --config or
+    /// --plugin-config.
+    #[arg(long)]
+    pub traefik_settings: Option<PathBuf>,
 }
 
 /// `ferrogate keys` subcommands.
@@ -73,10 +81,38 @@ pub enum KeysCommand {
 /// Validates a config file (or a plugin configuration); prints every problem, one per line;
 /// non-zero exit on error.
 pub fn check(args: &CheckArgs) -> ExitCode {
-    match (&args.config, &args.plugin_config) {
-        (Some(config), _) => check_config(config),
-        (None, Some(plugin)) => check_plugin_config(plugin),
-        (None, None) => ExitCode::FAILURE, // clap's group requires one
+    match (&args.config, &args.plugin_config, &args.traefik_settings) {
+        (Some(config), _, _) => check_config(config),
+        (None, Some(plugin), _) => check_plugin_config(plugin),
+        (None, None, Some(settings)) => check_traefik_settings(settings),
+        (None, None, None) => ExitCode::FAILURE, // clap's group requires one
+    }
+}
+
+/// Checks Traefik middleware settings with `ferrogate_core::traefik::Settings`, the guest's own
+/// parser (YAML is turned into the JSON Traefik would hand the guest).
+fn check_traefik_settings(path: &std::path::Path) -> ExitCode {
+    let shown = path.display();
+    let parsed = std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_saphyr::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string()))
+        .and_then(|value| {
+            ferrogate_core::traefik::Settings::from_json_slice(value.to_string().as_bytes()).map_err(|e| match e {
+                ferrogate_core::traefik::SettingsError::Invalid(e) => {
+                    e.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join(&format!("\n{shown}: "))
+                }
+                e => e.to_string(),
+            })
+        });
+    match parsed {
+        Ok(_) => {
+            println!("{shown}: ok (Traefik middleware settings)");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("{shown}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

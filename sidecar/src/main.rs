@@ -10,7 +10,7 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use ferrogate_sidecar::cli::{Cli, Command};
-use ferrogate_sidecar::{cli, serve, sim, standalone, telemetry};
+use ferrogate_sidecar::{cli, httpwasm_cmd, serve, sim, standalone, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => block_on(true, async move { run_serve(args).await }),
         Command::Sim(args) => block_on(false, async move { run_sim(args).await }),
+        Command::HttpWasm(args) => block_on(false, async move { run_http_wasm(args).await }),
         Command::Sidecar(args) => block_on(true, async move { run_sidecar(args).await }),
     }
 }
@@ -101,4 +102,18 @@ async fn run_sim(args: sim::SimArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn run_http_wasm(args: httpwasm_cmd::HttpWasmArgs) -> ExitCode {
+    let gateway = match httpwasm_cmd::HttpWasmGateway::start(&args).await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("ferrogate http-wasm: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("listening on {}", gateway.addr);
+    cli::shutdown_signal().await;
+    drop(gateway);
+    ExitCode::SUCCESS
 }

@@ -1,7 +1,8 @@
 //! Test support: where the workspace's wasm builds are, built on first use.
 //!
 //! The host's scenario tests and the gateway's end-to-end tests run real filter modules
-//! (`ferrogate_filter.wasm`, `ferrogate_testfilter.wasm`), which cargo cannot build as a
+//! (`ferrogate_filter.wasm`, `ferrogate_testfilter.wasm`, the Traefik middleware
+//! `ferrogate_traefik.wasm`), which cargo cannot build as a
 //! dependency of a native test (another target). So that `cargo test` works from a fresh
 //! clone, and never runs a module older than the code it is built from, the first test that
 //! needs one runs the workspace's `cargo wasm` build when the module is missing or older than
@@ -11,10 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// The wasm packages `cargo wasm` (`.cargo/config.toml`) builds, release profile.
+/// The proxy-wasm packages `cargo wasm` (`.cargo/config.toml`) builds, release profile.
 const PACKAGES: [&str; 2] = ["ferrogate-filter", "ferrogate-testfilter"];
+/// The Traefik middleware's module, and the target Traefik runs it as.
+const TRAEFIK: (&str, &str, &str) = ("ferrogate_traefik.wasm", "ferrogate-traefik", "wasm32-wasip1");
 
-/// `<target dir>/wasm32-unknown-unknown/release/<file>`, built first when it does not exist or is older than a source.
+/// `<target dir>/<its target>/release/<file>`, built first when it does not exist or is older than a source.
 /// `env` names a variable that, when set, gives the file instead (no build).
 ///
 /// # Panics
@@ -24,11 +27,12 @@ pub fn workspace_wasm(file: &str, env: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(env) {
         return PathBuf::from(p);
     }
-    let path = target_dir().join("wasm32-unknown-unknown/release").join(file);
+    let target = if file == TRAEFIK.0 { TRAEFIK.2 } else { "wasm32-unknown-unknown" };
+    let path = target_dir().join(target).join("release").join(file);
     static BUILD: Mutex<()> = Mutex::new(());
     let _one_at_a_time = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if !path.is_file() || stale(&path) {
-        if let Err(e) = build() {
+        if let Err(e) = build(file == TRAEFIK.0) {
             panic!(
                 "{} is missing or stale and building it failed ({e}); run `cargo wasm` (or `make wasm`) in the workspace",
                 path.display()
@@ -54,6 +58,8 @@ fn target_dir() -> PathBuf {
 fn sources(module: &Path) -> &'static [&'static str] {
     if module.file_name().is_some_and(|f| f == "ferrogate_testfilter.wasm") {
         &["sidecar/host/testfilter"]
+    } else if module.file_name().is_some_and(|f| f == TRAEFIK.0) {
+        &["traefik/src", "traefik/Cargo.toml", "filter/core/src", "filter/core/Cargo.toml", "Cargo.lock"]
     } else {
         &["filter/src", "filter/core/src", "filter/Cargo.toml", "filter/core/Cargo.toml", "Cargo.lock"]
     }
@@ -74,13 +80,18 @@ fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
     entries.flatten().any(|e| newer_than(&e.path(), time))
 }
 
-fn build() -> Result<(), String> {
+fn build(traefik: bool) -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("building the filter wasm for the tests (cargo wasm): missing or older than its sources ...");
+    eprintln!("building a wasm module for the tests: missing or older than its sources ...");
     let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(workspace()).args(["build", "--release", "--target", "wasm32-unknown-unknown"]);
-    for p in PACKAGES {
-        cmd.args(["-p", p]);
+    cmd.current_dir(workspace());
+    if traefik {
+        cmd.args(["build", "--release", "--target", TRAEFIK.2, "-p", TRAEFIK.1]);
+    } else {
+        cmd.args(["build", "--release", "--target", "wasm32-unknown-unknown"]);
+        for p in PACKAGES {
+            cmd.args(["-p", p]);
+        }
     }
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),

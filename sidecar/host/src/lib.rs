@@ -12,6 +12,7 @@ mod codec;
 pub mod dev;
 mod error;
 mod headers;
+pub mod httpwasm;
 mod metrics;
 mod reply;
 mod runtime;

@@ -1,0 +1,171 @@
+"""The Traefik build with the official OpenAI and Anthropic SDKs (non-streamed calls).
+
+The deployment a Traefik user runs, on loopback: `ferrogate sidecar` keeps the snapshot file
+and ingests the usage inbox on a directory that is the plugin's mount; `ferrogate http-wasm`
+runs `ferrogate_traefik.wasm` the way Traefik does, with one internal route per provider
+matched on the routing header and Traefik's `buffering` middleware after it
+(`followedByBuffering: true`); `ferrogate sim` answers in every provider dialect.
+
+Environment: FERROGATE_BIN, FERROGATE_TRAEFIK_WASM (default: the workspace's release build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from conftest import (REPO, SIM_ITL_MS, SIM_OUTPUT_TOKENS, STARTUP_TIMEOUT_S, USAGE_TIMEOUT_S, Proc,
+                      StartError, _bin, _free_port, _wait_until, digest, new_key, read_log)
+
+TRAEFIK_WASM = Path(os.environ.get("FERROGATE_TRAEFIK_WASM")
+                    or REPO / "target" / "wasm32-wasip1" / "release" / "ferrogate_traefik.wasm")
+
+
+@dataclass
+class Deployment:
+    url: str  # the Traefik build's listener
+    admin_url: str
+    admin_token: str
+    key: str
+    procs: list[Proc]
+    workdir: Path
+
+    def usage_record(self, request_id: str) -> dict:
+        deadline = time.monotonic() + USAGE_TIMEOUT_S
+        while True:
+            r = httpx.get(f"{self.admin_url}/api/v1/usage", params={"key": "dana", "limit": 200},
+                          headers={"authorization": f"Bearer {self.admin_token}"}, timeout=10)
+            for rec in r.json().get("records", []):
+                if rec.get("request_id") == request_id:
+                    return rec
+            if time.monotonic() > deadline:
+                pytest.fail(f"no usage record of {request_id} reached the sidecar: {r.text[:800]}")
+            time.sleep(0.1)
+
+
+def _config(sim: str, key: str) -> dict:
+    return {
+        "providers": [
+            {"name": "local", "kind": "openai_compatible", "base_url": sim},
+            {"name": "claude", "kind": "anthropic", "base_url": sim, "api_key_env": "FERROGATE_TEST_ANTHROPIC_KEY"},
+        ],
+        "models": [
+            {"name": "oa-chat", "targets": [{"provider": "local", "model": "sim-small"}]},
+            {"name": "an-chat", "targets": [{"provider": "claude", "model": "sim-claude"}]},
+        ],
+        "keys": [{"name": "dana", "digest": digest(key), "models": ["*"]}],
+    }
+
+
+def _start(workdir: Path, attempt: int) -> Deployment:
+    binary = str(_bin())
+    if not TRAEFIK_WASM.is_file():
+        pytest.exit(f"{TRAEFIK_WASM} is missing (make wasm)", returncode=2)
+    sim_port, tr_port, admin_port, side_port = (_free_port() for _ in range(4))
+    key, admin_token = new_key(), secrets.token_hex(24)
+    mount = workdir / f"mount.{attempt}"
+    mount.mkdir()
+    cfg = workdir / f"ferrogate.{attempt}.json"
+    cfg.write_text(json.dumps(_config(f"http://127.0.0.1:{sim_port}", key)))
+    settings = workdir / f"settings.{attempt}.json"
+    settings.write_text(json.dumps({"snapshotFile": "/ferrogate/snapshot.json", "usageFile": "/ferrogate/usage.jsonl",
+                                    "followedByBuffering": True}))
+    env = dict(os.environ, NO_COLOR="1", FERROGATE_ADMIN_TOKEN=admin_token,
+               FERROGATE_TEST_ANTHROPIC_KEY="sim-key-" + secrets.token_hex(8))
+    env.pop("FERROGATE_INTERNAL_TOKEN", None)
+    procs: list[Proc] = []
+    try:
+        procs.append(Proc("sim", [binary, "sim", "--listen", f"127.0.0.1:{sim_port}", "--model", "sim-small",
+                                  "--model", "sim-claude", "--itl-ms", str(SIM_ITL_MS),
+                                  "--output-tokens", str(SIM_OUTPUT_TOKENS)], workdir / f"sim.{attempt}.log", env))
+        procs.append(Proc("sidecar", [binary, "sidecar", "--config", str(cfg), "--sidecar-listen",
+                                      f"127.0.0.1:{side_port}", "--admin-listen", f"127.0.0.1:{admin_port}",
+                                      "--snapshot-file", str(mount / "snapshot.json"),
+                                      "--usage-inbox", str(mount / "usage.jsonl")],
+                          workdir / f"sidecar.{attempt}.log", env))
+        sim = f"http://127.0.0.1:{sim_port}"
+        procs.append(Proc("http-wasm", [binary, "http-wasm", "--wasm", str(TRAEFIK_WASM), "--settings", str(settings),
+                                        "--listen", f"127.0.0.1:{tr_port}", "--mount", f"{mount}:/ferrogate",
+                                        "--route", f"local={sim}", "--route", f"claude={sim}", "--buffering"],
+                          workdir / f"http-wasm.{attempt}.log", env))
+        d = Deployment(url=f"http://127.0.0.1:{tr_port}", admin_url=f"http://127.0.0.1:{admin_port}",
+                       admin_token=admin_token, key=key, procs=procs, workdir=workdir)
+        _wait_until("the Traefik build to serve /v1/models", procs,
+                    lambda: httpx.get(f"{d.url}/v1/models", timeout=5,
+                                      headers={"authorization": f"Bearer {key}"}).status_code == 200,
+                    STARTUP_TIMEOUT_S)
+        return d
+    except BaseException:
+        for p in procs:
+            p.stop()
+        raise
+
+
+@pytest.fixture(scope="module")
+def traefik():
+    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-"))
+    d, errors = None, []
+    for attempt in range(3):
+        try:
+            d = _start(workdir, attempt)
+            break
+        except StartError as e:
+            logs = "\n".join(f"----- {n} -----\n{read_log(workdir / f'{n}.{attempt}.log')}"
+                             for n in ("sim", "sidecar", "http-wasm"))
+            errors.append(f"attempt {attempt + 1}: {e}\n{logs}")
+            if "in use" not in logs.lower():
+                break
+    if d is None:
+        pytest.fail("could not start the Traefik deployment:\n" + "\n".join(errors))
+    yield d
+    for p in reversed(d.procs):
+        p.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_openai_sdk_chat_through_the_traefik_build(traefik):
+    client = openai.OpenAI(base_url=f"{traefik.url}/v1", api_key=traefik.key, max_retries=0, timeout=30)
+    raw = client.chat.completions.with_raw_response.create(
+        model="oa-chat", messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+    answer = raw.parse()
+    assert answer.choices[0].message.content
+    assert raw.headers["x-ferrogate-provider"] == "local"
+    record = traefik.usage_record(raw.headers["x-request-id"])
+    assert record["model_requested"] == "oa-chat" and record["provider"] == "local"
+    assert record["completion_tokens"] == answer.usage.completion_tokens
+
+
+def test_anthropic_sdk_messages_through_the_traefik_build(traefik):
+    client = anthropic.Anthropic(base_url=traefik.url, api_key=traefik.key, max_retries=0, timeout=30)
+    raw = client.messages.with_raw_response.create(
+        model="an-chat", max_tokens=8, messages=[{"role": "user", "content": "hello"}])
+    msg = raw.parse()
+    assert msg.content[0].text
+    assert traefik.usage_record(raw.headers["x-request-id"])["provider"] == "claude"
+
+
+def test_openai_sdk_to_an_anthropic_provider_is_translated(traefik):
+    client = openai.OpenAI(base_url=f"{traefik.url}/v1", api_key=traefik.key, max_retries=0, timeout=30)
+    answer = client.chat.completions.create(model="an-chat", messages=[{"role": "user", "content": "hi"}], max_tokens=8)
+    assert answer.object == "chat.completion" and answer.model == "an-chat"
+    assert answer.usage.prompt_tokens > 0
+
+
+def test_sdk_errors_are_typed(traefik):
+    client = openai.OpenAI(base_url=f"{traefik.url}/v1", api_key="fg-not-a-key", max_retries=0, timeout=30)
+    with pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="oa-chat", messages=[{"role": "user", "content": "hi"}])
+    client = anthropic.Anthropic(base_url=traefik.url, api_key=traefik.key, max_retries=0, timeout=30)
+    with pytest.raises(anthropic.NotFoundError):
+        client.messages.create(model="no-such-model", max_tokens=8, messages=[{"role": "user", "content": "hi"}])

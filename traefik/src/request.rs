@@ -1,0 +1,202 @@
+//! `handle_request`: everything up to the upstream. The order of checks is the proxy-wasm
+//! filter's: configuration, then the key (even for a path that does not exist), then the
+//! endpoint; a forwarded request has its body read, is routed (404 unknown model, 403 not
+//! granted), admitted on its limits (429/402), and rewritten for the provider.
+
+use std::rc::Rc;
+
+use ferrogate_core::auth::{extract_key, gemini_query_key, Caller};
+use ferrogate_core::config::{Config, Unpriced};
+use ferrogate_core::dialect::Dialect;
+use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
+use ferrogate_core::limits::{self, estimate, Metric};
+use ferrogate_core::openai::{self, ApiError};
+use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
+use ferrogate_core::translate::{self, Outbound};
+
+use crate::abi::{self, Kind};
+use crate::guest::{now_ns, Guest};
+use crate::reply;
+use crate::response::Pending;
+
+/// What every answer to a request needs.
+pub(crate) struct Request {
+    pub(crate) id: String,
+    pub(crate) dialect: Dialect,
+    pub(crate) started_ns: u64,
+    pub(crate) caller: Caller,
+}
+
+impl Guest {
+    /// The request phase; returns the ABI's `ctx << 32 | next`.
+    pub(crate) fn on_request(&mut self) -> u64 {
+        let started_ns = now_ns();
+        self.pending = None;
+        self.refresh(started_ns / 1_000_000);
+        let uri = abi::uri();
+        let id = abi::header(Kind::Request, headers::REQUEST_ID)
+            .and_then(|v| String::from_utf8(v).ok())
+            .filter(|v| headers::usable_request_id(v));
+        let generated = id.is_none();
+        let id = id.unwrap_or_else(|| headers::generate_request_id(started_ns, self.next_seq()));
+        let mut req = Request { id, dialect: Dialect::from_path(&uri), started_ns, caller: Caller::Open };
+        if generated {
+            // The upstream and the usage record see the same id as the client.
+            abi::set_header(Kind::Request, headers::REQUEST_ID, req.id.as_bytes());
+        }
+        let config = match (&self.settings, &self.active) {
+            (Err(e), _) => {
+                return reply::error(&ApiError::unavailable(format!("ferrogate: {e}")), req.dialect, &req.id)
+            }
+            (Ok(_), None) => {
+                return reply::error(&ApiError::unavailable("no configuration snapshot yet"), req.dialect, &req.id)
+            }
+            (Ok(_), Some(config)) => Rc::clone(config),
+        };
+        match authenticate(&config, &uri, started_ns) {
+            Ok(caller) => req.caller = caller,
+            Err(e) => return reply::error(&e, req.dialect, &req.id),
+        }
+        match classify(&abi::method(), &uri) {
+            Endpoint::ListModels => reply::json(200, &openai::models_list_for(&config, req.caller), &req.id, None),
+            Endpoint::GetModel(id) => match openai::model_entry_for(&config, req.caller, id) {
+                Ok(body) => reply::json(200, &body, &req.id, None),
+                Err(e) => reply::error(&e, req.dialect, &req.id),
+            },
+            Endpoint::Reject(e) => reply::error(&e, req.dialect, &req.id),
+            Endpoint::Forward(api) => self.forward(&config, api, &uri, req),
+        }
+    }
+
+    /// A request for an upstream: read, routed, admitted and rewritten, or answered here.
+    fn forward(&mut self, config: &Rc<Config>, api: Api, uri: &str, req: Request) -> u64 {
+        let Ok(settings) = &self.settings else { return 0 };
+        let (max_body, buffering) = (settings.max_body_bytes, settings.followed_by_buffering);
+        let cluster_header = settings.cluster_header.clone();
+        let Some(body) = abi::body(Kind::Request, max_body) else {
+            return reply::error(&ApiError::payload_too_large(max_body), req.dialect, &req.id);
+        };
+        if body.is_empty() {
+            return reply::error(&ApiError::bad_request("The request body is empty."), req.dialect, &req.id);
+        }
+        if api == Api::CountTokens {
+            return count_tokens(config, &req, &body);
+        }
+        let content_type = abi::header(Kind::Request, "content-type");
+        let seq = self.next_seq();
+        let mut decision = match route_request(config, req.caller, api, uri, content_type.as_deref(), &body, seq) {
+            Ok(d) => d,
+            Err(e) => return reply::error(&e, req.dialect, &req.id),
+        };
+        let reservation = match self.admit(config, &req, &decision, &body) {
+            Ok(reservation) => reservation,
+            Err(answered) => return answered,
+        };
+        let streaming = api == Api::StreamGenerateContent
+            || decision
+                .translation
+                .as_ref()
+                .map_or(decision.may_stream && openai::requests_stream(&body), |(_, c)| c.stream);
+        let out = decision.body.take().unwrap_or(body);
+        let out = match sized_for_traefik(out, buffering, !api.is_multipart()) {
+            Ok(out) => out,
+            Err(e) => return reply::error(&e, req.dialect, &req.id),
+        };
+        abi::set_body(Kind::Request, &out);
+        rewrite_head(&cluster_header, &decision);
+        let pending = Pending::new(req, config, api, decision, (reservation, streaming));
+        self.pending = Some(pending);
+        1 << 32 | 1
+    }
+
+    /// Reserves the request's amounts on its key's limits (counted in this instance).
+    fn admit(
+        &mut self,
+        config: &Config,
+        req: &Request,
+        d: &RouteDecision<'_>,
+        body: &[u8],
+    ) -> Result<Option<limits::Reservation>, u64> {
+        let plan = config.limit_plans.for_key(req.caller.key_index());
+        if plan.is_empty() {
+            return Ok(None);
+        }
+        let amounts = estimate::amounts(config, plan, (d.provider, &d.upstream_model), body);
+        let usd = plan.iter().any(|s| s.metric == Metric::MicroUsd);
+        if amounts.micro_usd.is_none() && usd && config.unpriced == Unpriced::Block {
+            let msg =
+                format!("The model {:?} has no price, so a USD budget cannot be enforced for it.", d.upstream_model);
+            return Err(reply::error(&ApiError::budget_exhausted(msg), req.dialect, &req.id));
+        }
+        let now_ms = req.started_ns / 1_000_000;
+        match limits::admit(plan, amounts, now_ms, &mut self.counters) {
+            Ok(reservation) => Ok(Some(reservation)),
+            Err(refusal) => {
+                let what = plan.get(refusal.spec).map_or_else(String::new, limits::LimitSpec::describe);
+                if refusal.status() == 402 {
+                    let e = ApiError::budget_exhausted(format!("Budget exhausted: {what}."));
+                    return Err(reply::error(&e, req.dialect, &req.id));
+                }
+                let e = ApiError::rate_limited(format!("Rate limit reached: {what}."));
+                let retry = refusal.retry_after_secs.map(|s| s.max(1).to_string());
+                Err(reply::error_with(&e, req.dialect, &req.id, retry.as_deref().map(|r| ("retry-after", r))))
+            }
+        }
+    }
+}
+
+/// The caller, from the credential headers or a Gemini path's `?key=`.
+fn authenticate(config: &Config, uri: &str, now_ns: u64) -> Result<Caller, ApiError> {
+    let [authorization, x_api_key, x_goog_api_key] = CLIENT_CREDENTIALS.map(|name| abi::header(Kind::Request, name));
+    let key = extract_key(authorization.as_deref(), x_api_key.as_deref(), x_goog_api_key.as_deref())
+        .or_else(|| gemini_query_key(uri));
+    let now_secs = i64::try_from(now_ns / 1_000_000_000).unwrap_or(i64::MAX);
+    Ok(config.authenticate(key, now_secs)?)
+}
+
+/// `count_tokens`: answered here with an estimate, for a model the caller may use.
+fn count_tokens(config: &Config, req: &Request, body: &[u8]) -> u64 {
+    match translate::count::estimate(body) {
+        Ok((model, tokens)) => match config.authorize(req.caller, &model) {
+            Ok(_) => reply::json(200, &translate::count::answer(tokens), &req.id, None),
+            Err(e) => reply::error(&e, req.dialect, &req.id),
+        },
+        Err(e) => reply::error(&ApiError::bad_request(e.to_string()), req.dialect, &req.id),
+    }
+}
+
+/// The body to hand on: Traefik forwards the client's `Content-Length` whatever the guest
+/// wrote, so unless a `buffering` middleware follows, a body of another length is brought to
+/// the client's (`ferrogate_core::traefik::fit_length`).
+fn sized_for_traefik(body: Vec<u8>, followed_by_buffering: bool, json: bool) -> Result<Vec<u8>, ApiError> {
+    let client_len = abi::header(Kind::Request, "content-length")
+        .and_then(|v| std::str::from_utf8(&v).ok().and_then(|v| v.trim().parse::<usize>().ok()));
+    let Some(want) = client_len.filter(|&n| !followed_by_buffering && n != body.len()) else { return Ok(body) };
+    ferrogate_core::traefik::fit_length(body, want, json).map_err(|e| {
+        ApiError::from_upstream(
+            500,
+            format!("{e}: this route needs Traefik's buffering middleware after ferrogate (followedByBuffering: true)"),
+        )
+    })
+}
+
+/// The request's head for the provider: its credential instead of the client's, its path,
+/// and the routing header Traefik's routers match to reach its service.
+fn rewrite_head(cluster_header: &str, d: &RouteDecision<'_>) {
+    for name in CLIENT_CREDENTIALS {
+        abi::remove(Kind::Request, name);
+    }
+    // Never sent upstream, and a client must not pick the endpoint itself.
+    abi::remove(Kind::Request, ferrogate_core::kv::TOKEN_IDS_HEADER);
+    abi::remove(Kind::Request, headers::DESTINATION_ENDPOINT);
+    if let Some(cred) = d.credential {
+        abi::set_header(Kind::Request, cred.name, cred.value.as_bytes());
+    }
+    if d.translation.as_ref().is_some_and(|(pair, _)| pair.outbound == Outbound::Anthropic) {
+        abi::set_header(Kind::Request, "anthropic-version", translate::anthropic::VERSION.as_bytes());
+    }
+    abi::set_header(Kind::Request, cluster_header, d.provider.as_bytes());
+    abi::set_request_uri(&d.path);
+    abi::set_header(Kind::Response, headers::PROVIDER, d.provider.as_bytes());
+    abi::set_header(Kind::Response, headers::MODEL, d.upstream_model.as_bytes());
+}
