@@ -154,7 +154,7 @@ fn usage_records(dir: &Scratch) -> Vec<Value> {
 
 #[tokio::test]
 async fn errors_come_in_the_filters_order_and_the_callers_dialect() {
-    let (gw, seen, _dir) = setup(&[], json!({})).await;
+    let (gw, seen, dir) = setup(&[], json!({})).await;
     // No key: 401, even on a path that does not exist.
     let r = post(&gw, "/v1/nothing-here", None, b"{}").await;
     assert_eq!(r.status(), 401);
@@ -170,6 +170,11 @@ async fn errors_come_in_the_filters_order_and_the_callers_dialect() {
     assert_eq!(r.status(), 403);
     assert_eq!(r.json::<Value>().await.unwrap()["type"], "error");
     assert!(seen.lock().unwrap().is_empty(), "nothing refused reached the upstream");
+    // Refusals that named a model are recorded (the 401 and the unknown path are not usage).
+    let records = usage_records(&dir);
+    let got: Vec<(&str, u64)> =
+        records.iter().map(|r| (r["model_requested"].as_str().unwrap(), r["status"].as_u64().unwrap())).collect();
+    assert_eq!(got, [("no-such-model", 404), ("chat", 403), ("chat", 403)]);
     // The model list is answered by the guest, filtered by the key's grants.
     let list: Value = reqwest::Client::new()
         .get(format!("http://{}/v1/models", gw.addr))
@@ -234,13 +239,18 @@ async fn without_buffering_a_rewritten_body_keeps_the_clients_length() {
 
 #[tokio::test]
 async fn limits_count_in_the_guest() {
-    let (gw, _seen, _dir) = setup(&[], json!({})).await;
+    let (gw, _seen, dir) = setup(&[], json!({})).await;
     for _ in 0..2 {
         assert_eq!(post(&gw, "/v1/chat/completions", Some(LIMITED), &chat_body("simchat")).await.status(), 200);
     }
     let r = post(&gw, "/v1/chat/completions", Some(LIMITED), &chat_body("simchat")).await;
     assert_eq!(r.status(), 429);
     assert!(r.headers().get("retry-after").is_some());
+    // The refusal is usage too: recorded with the provider it would have gone to.
+    let records = usage_records(&dir);
+    let statuses: Vec<u64> = records.iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(statuses, [200, 200, 429]);
+    assert_eq!((records[2]["provider"].as_str(), records[2]["admitted"].as_bool()), (Some("local"), Some(false)));
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@
 mod abi;
 mod counters;
 mod guest;
+mod record;
 mod reply;
 mod request;
 mod response;

@@ -16,6 +16,7 @@ use ferrogate_core::translate::{self, Outbound};
 
 use crate::abi::{self, Kind};
 use crate::guest::{now_ns, Guest};
+use crate::record::{self, Names, Outcome};
 use crate::reply;
 use crate::response::Pending;
 
@@ -68,11 +69,9 @@ impl Guest {
         }
     }
 
-    /// A request for an upstream: read, routed, admitted and rewritten, or answered here.
+    /// A request for an upstream: read and routed, or answered here.
     fn forward(&mut self, config: &Rc<Config>, api: Api, uri: &str, req: Request) -> u64 {
-        let Ok(settings) = &self.settings else { return 0 };
-        let (max_body, buffering) = (settings.max_body_bytes, settings.followed_by_buffering);
-        let cluster_header = settings.cluster_header.clone();
+        let max_body = self.settings.as_ref().map_or(0, |s| s.max_body_bytes);
         let Some(body) = abi::body(Kind::Request, max_body) else {
             return reply::error(&ApiError::payload_too_large(max_body), req.dialect, &req.id);
         };
@@ -84,39 +83,57 @@ impl Guest {
         }
         let content_type = abi::header(Kind::Request, "content-type");
         let seq = self.next_seq();
-        let mut decision = match route_request(config, req.caller, api, uri, content_type.as_deref(), &body, seq) {
-            Ok(d) => d,
-            Err(e) => return reply::error(&e, req.dialect, &req.id),
-        };
-        let reservation = match self.admit(config, &req, &decision, &body) {
-            Ok(reservation) => reservation,
-            Err(answered) => return answered,
-        };
-        let streaming = api == Api::StreamGenerateContent
-            || decision
-                .translation
-                .as_ref()
-                .map_or(decision.may_stream && openai::requests_stream(&body), |(_, c)| c.stream);
-        let out = decision.body.take().unwrap_or(body);
-        let out = match sized_for_traefik(out, buffering, !api.is_multipart()) {
+        match route_request(config, req.caller, api, uri, content_type.as_deref(), &body, seq) {
+            Ok(decision) => self.send(config, api, req, &body, decision),
+            Err(e) => {
+                let requested = openai::requested_model(&body, api);
+                self.refuse(config, &req, (&e, None), &Names { requested: &requested, ..Names::default() })
+            }
+        }
+    }
+
+    /// A routed request: admitted on its limits, then rewritten for the provider and handed on.
+    fn send(&mut self, config: &Rc<Config>, api: Api, req: Request, body: &[u8], mut d: RouteDecision<'_>) -> u64 {
+        // `on_request` answered already when the settings were refused.
+        let Ok(settings) = &self.settings else { return 0 };
+        let (buffering, json) = (settings.followed_by_buffering, !api.is_multipart());
+        let cluster_header = settings.cluster_header.clone();
+        let out = sized_for_traefik(d.body.take().unwrap_or_else(|| body.to_vec()), buffering, json);
+        let names = Names { requested: &d.requested, provider: d.provider, upstream: &d.upstream_model };
+        // Checked before the limits, so a request that cannot be sent holds no reservation.
+        let out = match out {
             Ok(out) => out,
-            Err(e) => return reply::error(&e, req.dialect, &req.id),
+            Err(e) => return self.refuse(config, &req, (&e, None), &names),
+        };
+        let reservation = match self.admit(config, &req, &d, body) {
+            Ok(reservation) => reservation,
+            Err((e, retry)) => return self.refuse(config, &req, (&e, retry.as_deref()), &names),
         };
         abi::set_body(Kind::Request, &out);
-        rewrite_head(&cluster_header, &decision);
-        let pending = Pending::new(req, config, api, decision, (reservation, streaming));
-        self.pending = Some(pending);
+        rewrite_head(&cluster_header, &d);
+        let streaming = api == Api::StreamGenerateContent
+            || d.translation.as_ref().map_or(d.may_stream && openai::requests_stream(body), |(_, c)| c.stream);
+        self.pending = Some(Pending::new(req, config, api, d, (reservation, streaming)));
         1 << 32 | 1
     }
 
-    /// Reserves the request's amounts on its key's limits (counted in this instance).
+    /// Answers a request refused after its model was read (with `retry-after` when given), and
+    /// records it.
+    fn refuse(&self, config: &Config, req: &Request, (e, retry): (&ApiError, Option<&str>), names: &Names<'_>) -> u64 {
+        let path = self.settings.as_ref().ok().and_then(|s| s.usage_file.as_deref());
+        record::write(path, config, req, names, &Outcome { status: e.status, ..Outcome::default() });
+        reply::error_with(e, req.dialect, &req.id, retry.map(|r| ("retry-after", r)))
+    }
+
+    /// Reserves the request's amounts on its key's limits (counted in this instance); a
+    /// refusal is the error and its `retry-after`.
     fn admit(
         &mut self,
         config: &Config,
         req: &Request,
         d: &RouteDecision<'_>,
         body: &[u8],
-    ) -> Result<Option<limits::Reservation>, u64> {
+    ) -> Result<Option<limits::Reservation>, (ApiError, Option<String>)> {
         let plan = config.limit_plans.for_key(req.caller.key_index());
         if plan.is_empty() {
             return Ok(None);
@@ -124,24 +141,20 @@ impl Guest {
         let amounts = estimate::amounts(config, plan, (d.provider, &d.upstream_model), body);
         let usd = plan.iter().any(|s| s.metric == Metric::MicroUsd);
         if amounts.micro_usd.is_none() && usd && config.unpriced == Unpriced::Block {
-            let msg =
-                format!("The model {:?} has no price, so a USD budget cannot be enforced for it.", d.upstream_model);
-            return Err(reply::error(&ApiError::budget_exhausted(msg), req.dialect, &req.id));
+            let model = &d.upstream_model;
+            let msg = format!("The model {model:?} has no price, so a USD budget cannot be enforced for it.");
+            return Err((ApiError::budget_exhausted(msg), None));
         }
-        let now_ms = req.started_ns / 1_000_000;
-        match limits::admit(plan, amounts, now_ms, &mut self.counters) {
-            Ok(reservation) => Ok(Some(reservation)),
-            Err(refusal) => {
-                let what = plan.get(refusal.spec).map_or_else(String::new, limits::LimitSpec::describe);
-                if refusal.status() == 402 {
-                    let e = ApiError::budget_exhausted(format!("Budget exhausted: {what}."));
-                    return Err(reply::error(&e, req.dialect, &req.id));
-                }
-                let e = ApiError::rate_limited(format!("Rate limit reached: {what}."));
-                let retry = refusal.retry_after_secs.map(|s| s.max(1).to_string());
-                Err(reply::error_with(&e, req.dialect, &req.id, retry.as_deref().map(|r| ("retry-after", r))))
-            }
+        let refusal = match limits::admit(plan, amounts, req.started_ns / 1_000_000, &mut self.counters) {
+            Ok(reservation) => return Ok(Some(reservation)),
+            Err(refusal) => refusal,
+        };
+        let what = plan.get(refusal.spec).map_or_else(String::new, limits::LimitSpec::describe);
+        if refusal.status() == 402 {
+            return Err((ApiError::budget_exhausted(format!("Budget exhausted: {what}.")), None));
         }
+        let retry = refusal.retry_after_secs.map(|s| s.max(1).to_string());
+        Err((ApiError::rate_limited(format!("Rate limit reached: {what}.")), retry))
     }
 }
 

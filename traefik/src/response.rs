@@ -14,10 +14,11 @@ use ferrogate_core::limits::{Amounts, Reservation};
 use ferrogate_core::route::{Api, RouteDecision};
 use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::translate::{Context, Pair};
-use ferrogate_core::usage::{cost_micro_usd, upstream_dialect, RecordView, Tracker, Usage, UsageDialect};
+use ferrogate_core::usage::{cost_micro_usd, upstream_dialect, Tracker, UsageDialect};
 
 use crate::abi::{self, Kind, Level, FEATURE_BUFFER_RESPONSE};
 use crate::guest::{now_ns, Guest};
+use crate::record::{self, Names, Outcome};
 use crate::request::Request;
 
 /// A forwarded request waiting for its answer.
@@ -69,74 +70,33 @@ impl Guest {
     /// The response phase of the request this instance forwarded.
     pub(crate) fn on_response(&mut self, _ctx: u32, is_error: bool) {
         let Some(mut p) = self.pending.take() else { return };
-        let (status, usage, first_byte_ns) = if p.buffered && !is_error { p.finish_answer() } else { (0, None, None) };
-        let usage = usage.unwrap_or_default();
-        let now = now_ns();
+        let mut outcome = if p.buffered && !is_error { p.finish_answer() } else { Outcome::default() };
         let provider = p.config.providers.get(p.provider).map_or("", |pr| pr.name.as_str());
-        let cost = cost_micro_usd(&p.config.pricing, provider, &p.upstream_model, &usage);
-        if let Some(path) = self.settings.as_ref().ok().and_then(|s| s.usage_file.as_deref()) {
-            let key = p.config.key(p.req.caller);
-            let mut record = RecordView {
-                request_id: &p.req.id,
-                key: key.map(|k| k.name.as_str()),
-                groups: key.map(|k| k.group_names.as_slice()).unwrap_or_default(),
-                model_requested: &p.model_requested,
-                provider,
-                upstream_model: &p.upstream_model,
-                status,
-                latency_ms: now.saturating_sub(p.req.started_ns) / 1_000_000,
-                ttft_ms: first_byte_ns.map(|t: u64| t.saturating_sub(p.req.started_ns) / 1_000_000),
-                started_at_unix_ms: p.req.started_ns / 1_000_000,
-                streamed: p.streaming,
-                admitted: p.reservation.is_some(),
-                ..RecordView::default()
-            };
-            record.set_usage(&usage);
-            record.cost_micro_usd = cost;
-            crate::usage_file::append(path, &record);
-        }
-        if let (Some(reservation), true) = (p.reservation.take(), status != 0) {
+        outcome.cost_micro_usd = cost_micro_usd(&p.config.pricing, provider, &p.upstream_model, &outcome.usage);
+        (outcome.streamed, outcome.admitted) = (p.streaming, p.reservation.is_some());
+        let names = Names { requested: &p.model_requested, provider, upstream: &p.upstream_model };
+        let path = self.settings.as_ref().ok().and_then(|s| s.usage_file.as_deref());
+        record::write(path, &p.config, &p.req, &names, &outcome);
+        // An unseen stream keeps its reservation: its estimate is all that is known of it.
+        if let (Some(reservation), true) = (p.reservation.take(), outcome.status != 0) {
             let plan = p.config.limit_plans.for_key(p.req.caller.key_index());
-            let used = Amounts { tokens: usage.total_tokens(), micro_usd: cost };
-            reservation.settle(plan, used, now / 1_000_000, &mut self.counters);
+            let used = Amounts { tokens: outcome.usage.total_tokens(), micro_usd: outcome.cost_micro_usd };
+            reservation.settle(plan, used, now_ns() / 1_000_000, &mut self.counters);
         }
     }
 }
 
 impl Pending {
-    /// Reads the buffered answer, translates it when needed and writes it back; returns its
-    /// status, usage and when it was read.
-    fn finish_answer(&mut self) -> (u16, Option<Usage>, Option<u64>) {
+    /// Reads the buffered answer, translates it when needed and writes it back.
+    fn finish_answer(&mut self) -> Outcome {
         let mut status = abi::status();
         let body = abi::body(Kind::Response, usize::MAX).unwrap_or_default();
-        let read_ns = now_ns();
+        let first_byte_ns = Some(now_ns());
         let mut tracker = Tracker::new(self.usage_dialect, self.streaming, false);
         let _ = tracker.on_end(&body);
         abi::set_header(Kind::Response, REQUEST_ID, self.req.id.as_bytes());
         if let Some((pair, ctx)) = self.translation.take() {
-            let ok = (200..300).contains(&status);
-            let out = if ok && self.streaming {
-                // Delivered at once: Traefik's buffer held the whole stream.
-                let mut translator = StreamTranslator::new(pair, &ctx, self.req.started_ns / 1_000_000_000);
-                let mut out = translator.feed(&body);
-                out.extend(translator.finish());
-                out
-            } else if ok {
-                pair.response(&body, &ctx, self.req.started_ns / 1_000_000_000).unwrap_or_else(|e| {
-                    abi::log_line(
-                        Level::Warn,
-                        &format!("{} untranslatable answer from the provider: {e}", self.req.id),
-                    );
-                    status = 502;
-                    abi::set_status(502);
-                    pair.error_body(502, format!("the provider's answer could not be translated: {e}").as_bytes())
-                })
-            } else {
-                pair.error_body(status, &body)
-            };
-            if !(ok && self.streaming) {
-                abi::set_header(Kind::Response, "content-type", b"application/json");
-            }
+            let out = self.translate_back(pair, &ctx, &mut status, &body);
             // Traefik's host never fixes the length of a rewritten answer.
             abi::set_header(Kind::Response, "content-length", out.len().to_string().as_bytes());
             abi::set_body(Kind::Response, &out);
@@ -144,6 +104,30 @@ impl Pending {
             // Reading a buffered body consumes it: it goes back as it was.
             abi::set_body(Kind::Response, &body);
         }
-        (status, tracker.finish(), Some(read_ns))
+        Outcome { status, usage: tracker.finish().unwrap_or_default(), first_byte_ns, ..Outcome::default() }
+    }
+
+    /// The provider's answer in the caller's dialect: a stream translated whole (delivered at
+    /// once: Traefik's buffer held all of it), a JSON answer, or an error envelope; an answer
+    /// that cannot be translated becomes a 502.
+    fn translate_back(&self, pair: Pair, ctx: &Context, status: &mut u16, body: &[u8]) -> Vec<u8> {
+        let created = self.req.started_ns / 1_000_000_000;
+        if !(200..300).contains(status) {
+            abi::set_header(Kind::Response, "content-type", b"application/json");
+            return pair.error_body(*status, body);
+        }
+        if self.streaming {
+            let mut translator = StreamTranslator::new(pair, ctx, created);
+            let mut out = translator.feed(body);
+            out.extend(translator.finish());
+            return out;
+        }
+        abi::set_header(Kind::Response, "content-type", b"application/json");
+        pair.response(body, ctx, created).unwrap_or_else(|e| {
+            abi::log_line(Level::Warn, &format!("{} untranslatable answer from the provider: {e}", self.req.id));
+            *status = 502;
+            abi::set_status(502);
+            pair.error_body(502, format!("the provider's answer could not be translated: {e}").as_bytes())
+        })
     }
 }
