@@ -141,20 +141,11 @@ impl Guest {
         let amounts = estimate::amounts(config, plan, (d.provider, &d.upstream_model), body);
         let usd = plan.iter().any(|s| s.metric == Metric::MicroUsd);
         if amounts.micro_usd.is_none() && usd && config.unpriced == Unpriced::Block {
-            let model = &d.upstream_model;
-            let msg = format!("The model {model:?} has no price, so a USD budget cannot be enforced for it.");
-            return Err((ApiError::budget_exhausted(msg), None));
+            return Err((limits::unpriced_refusal(&d.upstream_model), None));
         }
-        let refusal = match limits::admit(plan, amounts, req.started_ns / 1_000_000, &mut self.counters) {
-            Ok(reservation) => return Ok(Some(reservation)),
-            Err(refusal) => refusal,
-        };
-        let what = plan.get(refusal.spec).map_or_else(String::new, limits::LimitSpec::describe);
-        if refusal.status() == 402 {
-            return Err((ApiError::budget_exhausted(format!("Budget exhausted: {what}.")), None));
-        }
-        let retry = refusal.retry_after_secs.map(|s| s.max(1).to_string());
-        Err((ApiError::rate_limited(format!("Rate limit reached: {what}.")), retry))
+        limits::admit(plan, amounts, req.started_ns / 1_000_000, &mut self.counters)
+            .map(Some)
+            .map_err(|refusal| refusal.answer(plan))
     }
 }
 
@@ -169,12 +160,9 @@ fn authenticate(config: &Config, uri: &str, now_ns: u64) -> Result<Caller, ApiEr
 
 /// `count_tokens`: answered here with an estimate, for a model the caller may use.
 fn count_tokens(config: &Config, req: &Request, body: &[u8]) -> u64 {
-    match translate::count::estimate(body) {
-        Ok((model, tokens)) => match config.authorize(req.caller, &model) {
-            Ok(_) => reply::json(200, &translate::count::answer(tokens), &req.id, None),
-            Err(e) => reply::error(&e, req.dialect, &req.id),
-        },
-        Err(e) => reply::error(&ApiError::bad_request(e.to_string()), req.dialect, &req.id),
+    match translate::count::answer_for(config, req.caller, body) {
+        Ok(answer) => reply::json(200, &answer, &req.id, None),
+        Err(e) => reply::error(&e, req.dialect, &req.id),
     }
 }
 

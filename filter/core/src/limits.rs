@@ -25,6 +25,8 @@ mod window;
 pub use plan::{build_plans, window_of, LimitSpec, Metric, Plans, Scope};
 pub use window::{Counter, Lease, Tally, Window, COUNTER_BYTES};
 
+use crate::openai::ApiError;
+
 /// Where counters live. `update` runs `f` on the counter under `key` and stores the result
 /// atomically with respect to other updaters (the filter retries a CAS until it sticks).
 pub trait CounterStore {
@@ -73,6 +75,22 @@ impl Refusal {
             429
         }
     }
+
+    /// The answer to the caller: 402 naming the spent budget, or 429 naming the limit with
+    /// the `retry-after` seconds (at least 1) when the request can ever fit.
+    pub fn answer(&self, plan: &[LimitSpec]) -> (ApiError, Option<String>) {
+        let what = plan.get(self.spec).map_or_else(String::new, LimitSpec::describe);
+        if self.status() == 402 {
+            return (ApiError::budget_exhausted(format!("Budget exhausted: {what}.")), None);
+        }
+        let retry = self.retry_after_secs.map(|s| s.max(1).to_string());
+        (ApiError::rate_limited(format!("Rate limit reached: {what}.")), retry)
+    }
+}
+
+/// The 402 for a model without a price under a USD budget and `unpriced: block`.
+pub fn unpriced_refusal(model: &str) -> ApiError {
+    ApiError::budget_exhausted(format!("The model {model:?} has no price, so a USD budget cannot be enforced for it."))
 }
 
 /// The amounts a request holds on its counters until it ends.

@@ -91,20 +91,15 @@ impl Stream {
             }
             Unpriced::Block => {
                 self.shared.metrics.borrow_mut().refused(Metric::MicroUsd);
-                let msg = format!("The model {model:?} has no price, so a USD budget cannot be enforced for it.");
-                Err(self.reply_error(&ApiError::budget_exhausted(msg)))
+                Err(self.reply_error(&limits::unpriced_refusal(model)))
             }
         }
     }
 
+    /// Answers a refusal: 402 for a spent budget, 429 with `retry-after` for a rate.
     pub(super) fn refuse(&mut self, plan: &[LimitSpec], refusal: &Refusal) -> Action {
-        let what = plan.get(refusal.spec).map_or_else(String::new, LimitSpec::describe);
         self.shared.metrics.borrow_mut().refused(refusal.metric);
-        if refusal.status() == 402 {
-            return self.reply_error(&ApiError::budget_exhausted(format!("Budget exhausted: {what}.")));
-        }
-        let e = ApiError::rate_limited(format!("Rate limit reached: {what}."));
-        let retry = refusal.retry_after_secs.map(|s| s.max(1).to_string());
+        let (e, retry) = refusal.answer(plan);
         self.reply_error_with(&e, retry.as_deref().map(|r| ("retry-after", r)))
     }
 

@@ -3,7 +3,6 @@
 //! `count_tokens`, which is answered here.
 
 use ferrogate_core::config::Config;
-use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::{Api, RouteDecision};
 use ferrogate_core::translate;
 use ferrogate_core::usage::ensure_include_usage_in_valid;
@@ -14,12 +13,9 @@ use super::Stream;
 impl Stream {
     /// `count_tokens`: answered here (an estimate), for a model the caller may use.
     pub(super) fn count_tokens(&mut self, config: &Config, body: &[u8]) -> Action {
-        match translate::count::estimate(body) {
-            Ok((model, tokens)) => match config.authorize(self.caller, &model) {
-                Ok(_) => self.reply(200, &translate::count::answer(tokens)),
-                Err(e) => self.reply_error(&e),
-            },
-            Err(e) => self.reply_error(&ApiError::bad_request(e.to_string())),
+        match translate::count::answer_for(config, self.caller, body) {
+            Ok(answer) => self.reply(200, &answer),
+            Err(e) => self.reply_error(&e),
         }
     }
 }

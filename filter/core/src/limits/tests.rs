@@ -128,6 +128,9 @@ fn admission_is_all_or_nothing_and_the_most_restrictive_wins() {
     let refused = admit(plan, amounts, now, &mut store).unwrap_err();
     assert_eq!((refused.spec, refused.metric, refused.status()), (2, Metric::Requests, 429), "the group's 2/min");
     assert!(refused.retry_after_secs.is_some_and(|s| (1..=120).contains(&s)));
+    let (e, retry) = refused.answer(plan);
+    assert_eq!((e.status, e.message.as_str()), (429, "Rate limit reached: group team allows 2 requests per minute."));
+    assert_eq!(retry, refused.retry_after_secs.map(|s| s.to_string()));
     let key_rpm = store.0["ferrogate.limit.key.a.requests.minute"];
     assert_eq!(key_rpm.own.current, 2, "what the refused request took on the key is given back");
     assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 200);
@@ -169,6 +172,9 @@ fn budgets_refuse_with_402_and_unpriced_models_skip_them() {
     let now = 1_000 * MIN;
     let err = admit(plan, Amounts { tokens: 1, micro_usd: Some(2_000_000) }, now, &mut store).unwrap_err();
     assert_eq!((err.metric, err.status()), (Metric::MicroUsd, 402));
+    let (e, retry) = err.answer(plan);
+    assert_eq!((e.status, retry), (402, None), "a budget is not retried after a while");
+    assert!(e.message.starts_with("Budget exhausted: group team allows 1500000 micro-USD per month"), "{}", e.message);
     admit(plan, Amounts { tokens: 1, micro_usd: None }, now, &mut store).unwrap();
     assert!(!store.0.contains_key("ferrogate.limit.group.team.usd.month"));
 }

@@ -9,6 +9,9 @@ use serde_json::Value;
 use super::anthropic::decode_request;
 use super::ir::{Block, Image};
 use super::TranslateError;
+use crate::auth::Caller;
+use crate::config::Config;
+use crate::openai::ApiError;
 
 /// Tokens charged per message for role and framing.
 const PER_MESSAGE: u64 = 3;
@@ -57,6 +60,17 @@ pub fn answer(tokens: u64) -> Vec<u8> {
     format!(r#"{{"input_tokens":{tokens}}}"#).into_bytes()
 }
 
+/// The whole answer to a `count_tokens` request from `caller`: the estimate's body, or the
+/// error for a body that is not a Messages request (400) or a model the caller may not use.
+///
+/// # Errors
+/// The [`ApiError`] to answer in the caller's dialect.
+pub fn answer_for(config: &Config, caller: Caller, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let (model, tokens) = estimate(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    config.authorize(caller, &model)?;
+    Ok(answer(tokens))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +86,16 @@ mod tests {
         let image = br#"{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/y.png"}}]}]}"#;
         assert_eq!(estimate(image).unwrap().1, 3 + PER_IMAGE);
         assert!(estimate(b"{").is_err());
+    }
+
+    #[test]
+    fn the_answer_needs_a_messages_body_and_a_model_the_caller_may_use() {
+        let yaml = include_str!("../../../../testdata/config/minimal.yaml").replace("gpt-4o-mini", "m");
+        let config = Config::try_from(serde_saphyr::from_str::<crate::RawConfig>(&yaml).unwrap()).unwrap();
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"Hello, world"}]}"#;
+        assert_eq!(answer_for(&config, Caller::Open, body).unwrap(), br#"{"input_tokens":6}"#);
+        assert_eq!(answer_for(&config, Caller::Open, b"{").unwrap_err().status, 400);
+        let other = br#"{"model":"nope","messages":[{"role":"user","content":"x"}]}"#;
+        assert_eq!(answer_for(&config, Caller::Open, other).unwrap_err().status, 404);
     }
 }
