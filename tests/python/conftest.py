@@ -39,11 +39,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 import httpx
 import openai
 import pytest
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = REPO / "target" / "debug" / "ferrogate"
@@ -339,25 +341,32 @@ def _start(workdir: Path, attempt: int) -> Gateway:
         raise
 
 
-@pytest.fixture(scope="session")
-def gateway(request) -> Gateway:
-    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-pytest-"))
-    gw = None
+def start_with_retries(start: Callable[[Path, int], T], workdir: Path, logs: tuple[str, ...]) -> tuple[T | None, str]:
+    """Calls `start(workdir, attempt)` up to three times: free ports are picked, released and
+    then bound, so another process can take one in between. A lost race shows as "address in
+    use" in a log (`workdir/<name>.<attempt>.log` for each name in `logs`); any other failure
+    will not get better and ends the tries. Returns what `start` returned, or None and every
+    attempt's error with the logs."""
     errors = []
     for attempt in range(3):
         try:
-            gw = _start(workdir, attempt)
-            break
+            return start(workdir, attempt), ""
         except StartError as e:
-            logs = "\n".join(f"----- {name} log -----\n{read_log(workdir / f'{name}.{attempt}.log')}"
-                             for name in ("sim", "serve"))
-            errors.append(f"attempt {attempt + 1}: {e}\n{logs}")
-            # A lost port race shows as "address in use"; anything else will not get better.
-            if "in use" not in logs.lower():
+            text = "\n".join(f"----- {name} log -----\n{read_log(workdir / f'{name}.{attempt}.log')}"
+                             for name in logs)
+            errors.append(f"attempt {attempt + 1}: {e}\n{text}")
+            if "in use" not in text.lower():
                 break
+    return None, "\n".join(errors)
+
+
+@pytest.fixture(scope="session")
+def gateway(request) -> Gateway:
+    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-pytest-"))
+    gw, errors = start_with_retries(_start, workdir, ("sim", "serve"))
     if gw is None:
         # Stop the session here: every test needs the gateway, and one dump of the logs is enough.
-        pytest.exit("could not start ferrogate sim + serve:\n" + "\n".join(errors), returncode=3)
+        pytest.exit("could not start ferrogate sim + serve:\n" + errors, returncode=3)
     request.config._ferrogate_gateway = gw
     yield gw
     for c in gw.clients:

@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from conftest import (REPO, SIM_ITL_MS, SIM_OUTPUT_TOKENS, STARTUP_TIMEOUT_S, USAGE_TIMEOUT_S, Proc,
-                      StartError, _bin, _free_port, _wait_until, digest, new_key, read_log)
+                      _bin, _free_port, _wait_until, digest, new_key, start_with_retries)
 
 TRAEFIK_WASM = Path(os.environ.get("FERROGATE_TRAEFIK_WASM")
                     or REPO / "target" / "wasm32-wasip1" / "release" / "ferrogate_traefik.wasm")
@@ -115,19 +115,9 @@ def _start(workdir: Path, attempt: int) -> Deployment:
 @pytest.fixture(scope="module")
 def traefik():
     workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-"))
-    d, errors = None, []
-    for attempt in range(3):
-        try:
-            d = _start(workdir, attempt)
-            break
-        except StartError as e:
-            logs = "\n".join(f"----- {n} -----\n{read_log(workdir / f'{n}.{attempt}.log')}"
-                             for n in ("sim", "sidecar", "http-wasm"))
-            errors.append(f"attempt {attempt + 1}: {e}\n{logs}")
-            if "in use" not in logs.lower():
-                break
+    d, errors = start_with_retries(_start, workdir, ("sim", "sidecar", "http-wasm"))
     if d is None:
-        pytest.fail("could not start the Traefik deployment:\n" + "\n".join(errors))
+        pytest.fail("could not start the Traefik deployment:\n" + errors)
     yield d
     for p in reversed(d.procs):
         p.stop()

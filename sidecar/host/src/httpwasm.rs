@@ -46,6 +46,7 @@ use http_body_util::BodyExt;
 
 pub use error::HttpWasmError;
 use guest::{trap_text, Guest, Template};
+pub use header::canonical_key;
 use header::GoHeader;
 use state::{RequestBody, RequestState, ResponseWriter};
 use uri::RequestUri;

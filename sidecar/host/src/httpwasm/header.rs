@@ -16,7 +16,7 @@ pub(crate) struct GoHeader {
 /// Go's `textproto.CanonicalMIMEHeaderKey`: upper-case the first letter and every letter after
 /// a dash, lower-case the rest; a key with a byte that is not a token character (or a space)
 /// is returned unchanged, as Go does.
-pub(crate) fn canonical_key(name: &str) -> String {
+pub fn canonical_key(name: &str) -> String {
     if !name.bytes().all(is_token_byte) {
         return name.to_string();
     }

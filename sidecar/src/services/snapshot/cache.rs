@@ -3,11 +3,11 @@
 //! The file is the served snapshot with each provider's `api_key` either sealed under
 //! `FERROGATE_MASTER_KEY` (as the Postgres store seals it: `fgs1:...`, bound to the provider's
 //! name) or, without a master key, left out: a provider that names `api_key_env` gets its key
-//! from the environment again when the cache is read. It is written to a sibling file created
-//! with mode 0600, flushed, then renamed over the cache, so a crash never leaves a torn cache
-//! and no other local user can read it.
+//! from the environment again when the cache is read. It is written as the snapshot file is
+//! ([`super::file::write_atomically`]): to a sibling file created with mode 0600, flushed, then
+//! renamed over the cache, so a crash never leaves a torn cache and no other local user can
+//! read it.
 
-use std::io::Write;
 use std::path::Path;
 
 use ferrogate_core::config::RawConfig;
@@ -37,24 +37,8 @@ pub(super) fn write(path: &Path, doc: &Snapshot, master: Option<&MasterKey>) -> 
         };
     }
     let text = serde_json::to_vec(&doc).map_err(|e| CacheError::Format(e.to_string()))?;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = private_file(&tmp)?;
-    file.write_all(&text)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)?;
+    super::file::write_atomically(path, &text)?;
     Ok(())
-}
-
-#[cfg(unix)]
-fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)
-}
-
-#[cfg(not(unix))]
-fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new().write(true).create_new(true).open(path)
 }
 
 /// Reads the cached configuration back: sealed keys opened with `master`, missing ones taken
