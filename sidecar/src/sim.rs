@@ -279,7 +279,8 @@ async fn not_found(uri: axum::http::Uri) -> Response<Body> {
     error::SimError::RouteNotFound(path.to_owned()).render(error::Dialect::of_path(path))
 }
 
-/// Serve until `shutdown` resolves (graceful), publishing KV-cache events if `args.kv` asks.
+/// Serve until `shutdown` resolves (graceful), publishing KV-cache events if `args.kv` asks:
+/// [`bind`], then [`Bound::serve`].
 ///
 /// After `shutdown`, the listener closes, idle connections close, and in-flight responses get
 /// up to ten seconds to finish; then the KV-event publisher stops and its sockets close. When
@@ -292,6 +293,23 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    bind(args).await?.serve(listener, shutdown).await
+}
+
+/// A simulator with its KV-event sockets bound and its LMCache worker started: all that can
+/// fail before it serves.
+pub struct Bound {
+    args: SimArgs,
+    events: Option<KvPublisher>,
+    worker: Option<lmcache_worker::WorkerSender>,
+}
+
+/// Binds the `--kv-events`/`--kv-replay` sockets and starts the LMCache worker, so that a
+/// caller learns of an address in use before anything is served.
+///
+/// # Errors
+/// A `--kv-events`/`--kv-replay` socket cannot be bound.
+pub async fn bind(args: SimArgs) -> std::io::Result<Bound> {
     let events = KvPublisher::start(&args.kv).await?;
     if let Some(endpoints) = events.as_ref().map(KvPublisher::endpoints) {
         tracing::info!(events = ?endpoints.events, replay = ?endpoints.replay, "sim: publishing KV-cache events");
@@ -305,13 +323,28 @@ pub async fn run(
         tracing::info!(controller = %pull, instance = %config.instance_id, "sim: reporting to an LMCache controller");
         lmcache_worker::start(config)
     });
-    let served = serve(router_with(&args, events.as_ref(), worker), listener, shutdown).await;
-    // Handlers still finishing past the grace period may hold senders: stop the publisher
-    // explicitly, so its sockets are closed (their addresses free) when `run` returns.
-    if let Some(events) = events {
-        events.shutdown().await;
+    Ok(Bound { args, events, worker })
+}
+
+impl Bound {
+    /// Serves on `listener` until `shutdown` resolves, as [`run`] does.
+    ///
+    /// # Errors
+    /// The listener fails.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let Bound { args, events, worker } = self;
+        let served = serve(router_with(&args, events.as_ref(), worker), listener, shutdown).await;
+        // Handlers still finishing past the grace period may hold senders: stop the publisher
+        // explicitly, so its sockets are closed (their addresses free) when `run` returns.
+        if let Some(events) = events {
+            events.shutdown().await;
+        }
+        served
     }
-    served
 }
 
 /// Serve `app` (a [`router`]) on `listener` until `shutdown` resolves, as [`run`] does.

@@ -41,16 +41,26 @@ impl KvSim {
 
     /// [`KvSim::start`] with more `sim` flags.
     pub async fn start_with(addr: Option<SocketAddr>, extra: &[&str]) -> KvSim {
-        let events = format!("tcp://127.0.0.1:{}", free_port());
-        let replay = format!("tcp://127.0.0.1:{}", free_port());
         let addr = addr.unwrap_or(([127, 0, 0, 1], 0).into());
         let extra = extra.iter().map(ToString::to_string).collect();
-        let mut sim = KvSim { addr, events, replay, extra, stop: None, task: None };
-        sim.run().await;
+        let mut sim = KvSim { addr, events: String::new(), replay: String::new(), extra, stop: None, task: None };
+        // The event ports are picked free, released and then bound by the sim: another process
+        // (or test) can take one in between, so a sim that cannot bind tries new ports.
+        for attempt in 1.. {
+            sim.events = format!("tcp://127.0.0.1:{}", free_port());
+            sim.replay = format!("tcp://127.0.0.1:{}", free_port());
+            match sim.run().await {
+                Ok(()) => break,
+                Err(e) if attempt < 5 => eprintln!("sim could not bind its event ports ({e}); new ports"),
+                Err(e) => panic!("sim could not bind its event ports after {attempt} tries: {e}"),
+            }
+        }
         sim
     }
 
-    async fn run(&mut self) {
+    /// Binds the sim's sockets and serves it in a task; a socket that cannot be bound is the
+    /// error.
+    async fn run(&mut self) -> std::io::Result<()> {
         let blocks = if self.extra.iter().any(|a| a == "--kv-blocks") { [].as_slice() } else { &["--kv-blocks", "24"] };
         let argv = [
             "sim",
@@ -65,16 +75,19 @@ impl KvSim {
         ];
         let argv = argv.iter().chain(blocks).copied().chain(self.extra.iter().map(String::as_str));
         let args = SimCli::parse_from(argv).args;
+        let bound = ferrogate_sidecar::sim::bind(args).await?;
         let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
         self.addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let _ = ferrogate_sidecar::sim::run(args, listener, async move {
-                let _ = stopped.await;
-            })
-            .await;
+            let _ = bound
+                .serve(listener, async move {
+                    let _ = stopped.await;
+                })
+                .await;
         });
         (self.stop, self.task) = (Some(stop), Some(task));
+        Ok(())
     }
 
     /// Stops the sim and starts a new one on the same three addresses.
@@ -85,7 +98,14 @@ impl KvSim {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
-        self.run().await;
+        // The same addresses: a moment for the old sockets to be released, then a clear panic.
+        for attempt in 1.. {
+            match self.run().await {
+                Ok(()) => break,
+                Err(_) if attempt < 20 => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                Err(e) => panic!("the restarted sim could not bind {} / {}: {e}", self.events, self.replay),
+            }
+        }
     }
 
     /// Its entry in a provider's `endpoints`.
