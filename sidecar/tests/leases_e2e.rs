@@ -1,8 +1,11 @@
 //! Exact limits across replicas by leases, end to end: two `ferrogate serve` processes sharing
 //! a private `redis-server`, 40 concurrent requests split over both, against a request limit,
 //! a token limit and a USD budget: exactly the limit is admitted. The sim holds every answer
-//! 1.5 s, so every admission is decided before any request settles (what the reservation
-//! estimate would otherwise correct). And a replica that dies holding a lease: its capacity
+//! 5 s, so every admission is decided before any request settles (what the reservation
+//! estimate would otherwise correct), and a request may wait up to 10 s for its grant
+//! (`max_wait_ms`): on a loaded machine the default 250 ms can pass before the sidecar answers,
+//! and the late grant then sits unused in that replica's lease, so fewer than the limit would
+//! be admitted. And a replica that dies holding a lease: its capacity
 //! stays counted until the window slides past it, then comes back.
 //!
 //! Needs `redis-server` on the PATH (Debian's `redis-server` package; `.ci/run` installs it).
@@ -49,10 +52,18 @@ async fn held_chat(client: &reqwest::Client, s: &Serve, hold_ms: u64) -> (u16, O
     }
 }
 
+/// How long the sim holds each answer: longer than the burst's admissions take.
+const HOLD_MS: u64 = 5_000;
+
+/// The limits block of the exactness tests: `limit` and the longest wait for a grant.
+fn exact(limit: &str) -> String {
+    format!("{{ {limit}, max_wait_ms: 10000 }}")
+}
+
 /// `n` requests at once, alternating between the replicas.
 async fn burst(replicas: &[&Serve], n: usize) -> Vec<(u16, Option<String>)> {
     let client = reqwest::Client::new();
-    let calls = (0..n).map(|i| held_chat(&client, replicas[i % replicas.len()], 1_500));
+    let calls = (0..n).map(|i| held_chat(&client, replicas[i % replicas.len()], HOLD_MS));
     futures_util::future::join_all(calls).await
 }
 
@@ -93,7 +104,7 @@ fn check_refusals(all: &[(u16, Option<String>)], status: u16) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_limit_holds_exactly_over_two_replicas() {
-    let (admitted, all) = burst_over_two("{ requests_per_minute: 10 }", "").await;
+    let (admitted, all) = burst_over_two(&exact("requests_per_minute: 10"), "").await;
     assert_eq!(admitted, 10, "{all:?}");
     check_refusals(&all, 429);
 }
@@ -101,7 +112,7 @@ async fn a_request_limit_holds_exactly_over_two_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_limit_holds_exactly_over_two_replicas() {
     let limit = 10 * reserved_tokens();
-    let (admitted, all) = burst_over_two(&format!("{{ tokens_per_minute: {limit} }}"), "").await;
+    let (admitted, all) = burst_over_two(&exact(&format!("tokens_per_minute: {limit}")), "").await;
     assert_eq!(admitted, 10, "tokens_per_minute {limit}, {} reserved each: {all:?}", reserved_tokens());
     check_refusals(&all, 429);
 }
@@ -111,7 +122,7 @@ async fn a_usd_budget_holds_exactly_over_two_replicas() {
     // 1,000 micro-USD per token: a request reserves 1,000 × its tokens.
     let pricing = "pricing:\n  sim-small: { input_per_mtok: 1000, output_per_mtok: 1000 }\n";
     let budget = (10 * reserved_tokens()) as f64 / 1000.0;
-    let (admitted, all) = burst_over_two(&format!("{{ cost_usd_per_day: {budget} }}"), pricing).await;
+    let (admitted, all) = burst_over_two(&exact(&format!("cost_usd_per_day: {budget}")), pricing).await;
     assert_eq!(admitted, 10, "budget {budget} USD: {all:?}");
     check_refusals(&all, 402);
 }
