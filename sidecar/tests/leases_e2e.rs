@@ -6,8 +6,8 @@
 //! (`max_wait_ms`): on a loaded machine the default 250 ms can pass before the sidecar answers;
 //! the request is then refused and its grant stays with that replica in Redis until the
 //! replica's next answer, so fewer than the limit would be admitted. And a replica that dies
-//! holding a lease: its capacity
-//! stays counted until the window slides past it, then comes back.
+//! holding a lease: its capacity stays counted until the window slides past it, then comes
+//! back.
 //!
 //! Needs `redis-server` on the PATH (Debian's `redis-server` package; `.ci/run` installs it).
 
