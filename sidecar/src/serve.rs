@@ -9,6 +9,7 @@ pub mod balance;
 pub mod body;
 pub mod cluster;
 pub mod config;
+mod head;
 pub mod headers;
 mod listener;
 mod stream;

@@ -4,6 +4,7 @@
 //! error event in its own dialect and a 502 record; an engine that dies before answering is a
 //! 502 in the caller's dialect. Slow and hoarding clients: a head that never ends and a body
 //! that stalls are cut off, and connections past `--max-connections` are closed at once.
+//! Oversized bodies and heads are refused in the caller's dialect.
 
 use std::time::Duration;
 
@@ -227,5 +228,37 @@ async fn an_oversized_body_is_a_413_in_the_callers_dialect() {
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
     let got: Value = resp.json().await.unwrap();
     assert_eq!(got["type"], "error", "Anthropic's envelope: {got}");
+    s.gateway.shutdown().await;
+}
+
+/// A request head over serve's bound (about 400 KiB) is refused with 431 as JSON in the
+/// dialect of its path, not by the HTTP layer with an empty body; a head within the bound is
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_head_is_a_431_in_the_callers_dialect() {
+    let s = chat_gateway(&[], "", 1, &[]).await;
+    let client = reqwest::Client::new();
+    let body = json!({"model": "chat", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]});
+    let send = |path: &str, header_bytes: usize| {
+        client
+            .post(format!("{}{path}", s.base))
+            .header("anthropic-version", "2023-06-01")
+            .header("x-padding", "a".repeat(header_bytes))
+            .json(&body)
+            .send()
+    };
+    let within = send("/v1/chat/completions", 300_000).await.unwrap();
+    assert_eq!(within.status(), 200, "a 300 kB head is within the bound");
+    for (path, field, want) in [
+        ("/v1/chat/completions", "/error/code", "request_header_fields_too_large"),
+        ("/v1/messages", "/error/type", "invalid_request_error"),
+        ("/v1beta/models/chat:generateContent", "/error/status", "INVALID_ARGUMENT"),
+    ] {
+        let resp = send(path, 420_000).await.unwrap();
+        assert_eq!(resp.status(), 431, "{path}");
+        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+        let got: Value = resp.json().await.unwrap();
+        assert_eq!(got.pointer(field).and_then(Value::as_str), Some(want), "{path}: {got}");
+    }
     s.gateway.shutdown().await;
 }

@@ -84,6 +84,12 @@ impl ApiError {
         Self::new(413, "invalid_request_error", Some("request_too_large"), message)
     }
 
+    /// 431 when the request head (request line and headers) exceeds `limit` bytes.
+    pub fn headers_too_large(limit: usize) -> Self {
+        let message = format!("Request headers exceed the limit of {limit} bytes.");
+        Self::new(431, "invalid_request_error", Some("request_header_fields_too_large"), message)
+    }
+
     /// 501 for the Responses API's lifecycle calls (`GET`/`DELETE /v1/responses/{id}`,
     /// `.../cancel`, `.../input_items`): responses are not stored by the gateway.
     pub fn response_lifecycle_unsupported(method: &str, path: &str) -> Self {

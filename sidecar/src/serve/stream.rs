@@ -36,6 +36,9 @@ pub async fn handle(
     conn: Rc<ConnInfo>,
     req: Request<Incoming>,
 ) -> Result<Response<ChannelBody>, super::body::BodyAborted> {
+    if let Some(refusal) = super::head::refuse_oversized(&req) {
+        return Ok(refusal);
+    }
     let (head_tx, head_rx) = oneshot::channel();
     tokio::task::spawn_local(async move {
         let driver = Driver::start(worker, &conn, req, head_tx);

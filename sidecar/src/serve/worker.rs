@@ -247,10 +247,16 @@ pub fn run_worker(
 
 /// The connection settings: request heads must arrive within the header timeout (hyper
 /// closes the connection otherwise, and restarts that timer while an HTTP/1.1 connection waits
-/// for its next request); HTTP/2 peers are pinged when quiet, and closed if they stop answering.
+/// for its next request) and may be read up to twice the size `serve` accepts, so a head over
+/// it is refused in the caller's dialect ([`super::head`]); HTTP/2 peers are pinged when quiet,
+/// and closed if they stop answering.
 fn connection_builder(config: &WorkerConfig) -> auto::Builder<LocalExec> {
     let mut builder = auto::Builder::new(LocalExec);
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_timeout);
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .max_buf_size(super::head::READ_BUFFER_BYTES);
     builder.http2().timer(TokioTimer::new()).keep_alive_interval(H2_PING_EVERY).keep_alive_timeout(H2_PING_TIMEOUT);
     builder
 }
