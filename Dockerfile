@@ -2,7 +2,7 @@
 # The ferrogate container image: the `ferrogate` binary (serve, sidecar, sim, check, keys) with
 # the filter module next to it, on a distroless glibc base, running as a non-root user.
 #
-#   docker build -t ferrogate:0.1.0 \
+#   docker build -t ghcr.io/ferrogate/ferrogate:0.1.0 \
 #     --build-arg REVISION="$(git rev-parse HEAD)" \
 #     --build-arg CREATED="$(git log -1 --format=%cI)" .
 #
@@ -24,8 +24,13 @@ WORKDIR /src
 COPY rust-toolchain.toml ./
 RUN rustup toolchain install && rustc --version
 
-# Dependency layer: the manifests and the lock file with stub crates, built with the same
-# commands as below, so a source edit rebuilds only the workspace's own crates.
+# Dependency layer: the manifests of every workspace member and the lock file with stub
+# crates, built with the same commands as below, so a source edit rebuilds only the
+# workspace's own crates. cargo loads the whole workspace (and --locked checks Cargo.lock
+# against all of it) even to build one package, so each member of Cargo.toml's `members`
+# needs its manifest and a target here.
+# traefik/ (the Traefik middleware, a separate artifact) is a member the image does not build:
+# only its manifest is in the context, and its stub stays for the real build below.
 COPY Cargo.toml Cargo.lock ./
 COPY .cargo/config.toml .cargo/
 COPY filter/Cargo.toml filter/
@@ -33,7 +38,8 @@ COPY filter/core/Cargo.toml filter/core/
 COPY sidecar/Cargo.toml sidecar/
 COPY sidecar/host/Cargo.toml sidecar/host/
 COPY sidecar/host/testfilter/Cargo.toml sidecar/host/testfilter/
-RUN for crate in filter filter/core sidecar sidecar/host sidecar/host/testfilter; do \
+COPY traefik/Cargo.toml traefik/
+RUN for crate in filter filter/core sidecar sidecar/host sidecar/host/testfilter traefik; do \
         mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; \
     done \
  && echo 'fn main() {}' > sidecar/src/main.rs \
@@ -44,6 +50,9 @@ RUN for crate in filter filter/core sidecar sidecar/host sidecar/host/testfilter
 # The sources. COPY keeps their modification times, which can be older than the stub
 # builds above; touching them makes cargo rebuild the workspace crates for certain.
 # The same builds as `make wasm` / `make build` (Makefile), minus the test-only filter.
+# envoy/stats-tags.yaml is compiled into the sidecar (include_str! in
+# sidecar/src/services/metrics.rs): serve names its metrics with the tags Envoy is given.
+COPY envoy/stats-tags.yaml envoy/
 COPY filter filter
 COPY sidecar sidecar
 RUN find filter sidecar -name '*.rs' -exec touch {} + \
@@ -63,7 +72,7 @@ LABEL org.opencontainers.image.title="ferrogate" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.source="https://example.invalid/ferrogate" \
+      org.opencontainers.image.source="https://github.com/ferrogate/ferrogate" \
       org.opencontainers.image.base.name="${RUNTIME_IMAGE}"
 
 # `serve` finds ferrogate_filter.wasm next to its own executable (sidecar/src/serve.rs,

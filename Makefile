@@ -51,7 +51,7 @@ build: wasm
 ## dev: the filter wasm + the `ferrogate` binary of the dev profile, the build `make test` uses
 ## (`cargo test` builds the binary with the same features, so neither rebuilds the other's)
 dev: wasm
-	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter --exclude ferrogate-traefik --no-run
+	$(CARGO) test --workspace --exclude ferrogate-testfilter --exclude ferrogate-traefik --no-run
 
 ## run: sim on $(SIM_LISTEN), gateway on $(LISTEN) (Ctrl-C stops both; scripts/quickstart)
 run:
@@ -70,8 +70,10 @@ test-envoy: dev
 
 ## test-k8s: the Helm chart linted and rendered by the real helm (every profile) and checked
 ## against its contract with the ferrogate binary; the Kubernetes manifests and that render
-## against the schemas of their kinds; the Dockerfile; the filter as an OCI Wasm artifact in
-## both layouts. Every checker also proves, on broken copies, that it rejects them (--self-test).
+## against the schemas of their kinds; the Dockerfile, its builder replayed offline on the exact
+## build context, and the image built from its runtime stage (buildah, FROM scratch + the dev
+## binary) and run (podman); the filter as an OCI Wasm artifact in both layouts. Every checker
+## also proves, on broken copies, that it rejects them (--self-test).
 K8S_OUT := target/k8s
 test-k8s: dev
 	scripts/k8s-tools >/dev/null
@@ -84,8 +86,11 @@ test-k8s: dev
 	scripts/oci-wasm --wasm $(FILTER_WASM) --out $(K8S_OUT)/oci
 	scripts/oci-wasm --wasm $(FILTER_WASM) --variant compat --out $(K8S_OUT)/oci-compat
 	scripts/check-oci --self-test --wasm $(FILTER_WASM)
+	scripts/image-tools
 	scripts/check-dockerfile
 	scripts/check-dockerfile --self-test
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/check-image
+	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) FERROGATE_FILTER_WASM=$(CURDIR)/$(FILTER_WASM) scripts/check-image --self-test
 
 ## test-monitoring: the Grafana dashboards and Prometheus alert rules of monitoring/ against
 ## Grafana's schemas, promtool and the metric catalog, in a live `ferrogate serve` scraped by a
@@ -101,12 +106,15 @@ test-traefik: dev
 	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-traefik
 	FERROGATE_BIN=$(CURDIR)/$(DEV_BIN) scripts/check-traefik --self-test
 
+## test-rust: the wasm32 build of the core, clippy on every target, and the workspace's tests
+## (scripts/test-tools first installs the Debian packages they run: dnsmasq)
 test-rust:
+	scripts/test-tools
 	$(CARGO) build -p ferrogate-core --target $(WASM_TARGET)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p ferrogate-core -p ferrogate-filter --target $(WASM_TARGET) -- -D warnings
 	$(CARGO) clippy -p ferrogate-traefik --target $(TRAEFIK_TARGET) -- -D warnings
-	$(CARGO) test --workspace --exclude ferrogate-filter --exclude ferrogate-testfilter --exclude ferrogate-traefik
+	$(CARGO) test --workspace --exclude ferrogate-testfilter --exclude ferrogate-traefik
 
 ## test-docs: the manual's own checks (links, `ferrogate` command lines, config examples)
 test-docs:

@@ -19,12 +19,15 @@ mod dialects;
 mod failover;
 mod flow_wait;
 mod forward;
+mod handle;
 mod head;
 mod known_keys;
 mod lease_wait;
+mod proxy_error;
 mod reply;
 mod report;
 mod response;
+mod stored;
 mod tokenize;
 
 use std::cell::{Cell, RefCell};
@@ -48,6 +51,7 @@ use proxy_wasm::types::{Action, MapType};
 use crate::metrics::Metrics;
 use crate::usage_sink::Outbox;
 pub(crate) use flow_wait::FlowEvent;
+pub(crate) use handle::StreamHandle;
 use head::{usable_request_id, Head, Present};
 pub(crate) use known_keys::KnownKeys;
 
@@ -79,6 +83,12 @@ pub(crate) struct Shared {
     pub(crate) kv: Rc<RefCell<ferrogate_core::kv::KvIndex>>,
     /// Lease asks of this VM's requests not yet sent (see `leases`).
     pub(crate) lease_asks: Rc<RefCell<Vec<ferrogate_core::limits::lease::Ask>>>,
+    /// This VM's streams waiting in a flow-control queue (see `flow_wake`).
+    pub(crate) flow_waiters: crate::flow_wake::WaitersCell,
+    /// This VM's flow-control wake-up queue (0: none; see `flow_gate::register_waker`).
+    pub(crate) flow_waker: Rc<Cell<u32>>,
+    /// Counters this VM took grants into, swept for give-backs on the root's tick.
+    pub(crate) lease_holdings: Rc<RefCell<ferrogate_core::limits::lease::Holdings>>,
 }
 
 /// Where a routed request went.
@@ -91,6 +101,8 @@ pub(crate) struct Routed {
 /// One HTTP stream.
 pub(crate) struct Stream {
     id: u32,
+    /// The stream's own cell, for the flow-control registry (see [`StreamHandle`]).
+    me: std::rc::Weak<RefCell<Stream>>,
     shared: Shared,
     /// The configuration this request started with, and its balancers.
     config: Option<Rc<Config>>,
@@ -172,6 +184,8 @@ pub(crate) struct Stream {
     api_label: &'static str,
     /// The status of the filter's own answer, when it gave one.
     local_status: Option<u16>,
+    /// The answer is the proxy's own text error, held to be rewritten ([`proxy_error`]).
+    proxy_error: bool,
     /// Why the filter answered with an error (the error's code, else its type).
     reason: Option<&'static str>,
     /// The API, once the path is classified (for the GenAI attributes).
@@ -180,12 +194,17 @@ pub(crate) struct Stream {
     max_tokens: Option<u64>,
     /// The client's `traceparent`, for the calls this request makes.
     traceparent: Option<String>,
+    /// The copy of a Responses request and its answer, for the response store ([`stored`]).
+    capture: Option<Box<stored::Capture>>,
+    /// The response store's lifecycle call this request waits for.
+    lifecycle_call: Option<u32>,
 }
 
 impl Stream {
     pub(crate) fn new(id: u32, shared: Shared) -> Self {
         Self {
             id,
+            me: std::rc::Weak::new(),
             shared,
             config: None,
             routing: None,
@@ -231,10 +250,13 @@ impl Stream {
             attempt: failover::Attempt::default(),
             api_label: ferrogate_core::metrics::UNKNOWN,
             local_status: None,
+            proxy_error: false,
             reason: None,
             api_kind: None,
             max_tokens: None,
             traceparent: None,
+            capture: None,
+            lifecycle_call: None,
         }
     }
 
@@ -308,6 +330,7 @@ impl Stream {
                 self.api_kind = Some(*api);
                 api.label()
             }
+            Endpoint::Stored(_) => Api::Responses.label(),
             Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
         };
         // With keys, every call needs one, even to a path that does not exist: an
@@ -322,6 +345,7 @@ impl Stream {
                 Err(e) => self.reply_error(&e),
             },
             Endpoint::Reject(e) => self.reply_error(&e),
+            Endpoint::Stored(call) => self.start_lifecycle(config, call, head.method, head.path),
             Endpoint::Forward(_) if end_of_stream => {
                 self.reply_error(&ApiError::bad_request("The request body is empty."))
             }
@@ -371,10 +395,10 @@ impl Stream {
 
 impl Context for Stream {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
-        if self.lease_wait.as_ref().is_some_and(|w| w.token == token_id) {
+        if self.on_store_answer(token_id, num_headers, body_size) {
+            // The response store's call ([`stored`]).
+        } else if self.lease_wait.as_ref().is_some_and(|w| w.token == token_id) {
             self.on_lease_answer(num_headers, body_size);
-        } else if self.is_flow_timer(token_id) {
-            self.on_flow_timer();
         } else {
             self.on_tokenized(token_id, num_headers, body_size);
         }
@@ -403,7 +427,7 @@ impl HttpContext for Stream {
     }
 
     fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.timed(|s| s.on_response_body(body_size, end_of_stream))
+        self.timed(|s| s.on_response_body_stored(body_size, end_of_stream))
     }
 
     fn on_log(&mut self) {

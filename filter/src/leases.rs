@@ -3,6 +3,9 @@
 //! `POST /v1/limits/lease` on the root's tick, at most one call in flight per VM; the grants
 //! that come back are added to the shared-data counters, where every VM of the proxy sees them.
 //! A waiting request makes its own call (`http::lease_wait`) and applies its answer the same way.
+//! Every counter an answer leaves holding a lease is noted in the VM's holdings; the root's tick
+//! sweeps them ([`sweep`]), so an unused lease goes back at the first tick after its bucket
+//! ends even when no request uses that counter again.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -11,6 +14,7 @@ use ferrogate_core::limits::lease::{Ask, LeaseAnswer, LeaseRequest};
 use ferrogate_core::limits::{window_of, CounterStore};
 use ferrogate_core::plugin::SidecarSettings;
 
+use crate::http::Shared;
 use crate::limits::SharedCounters;
 use crate::sidecar_call;
 
@@ -46,18 +50,15 @@ pub(crate) fn body(asks: Vec<Ask>) -> Vec<u8> {
 }
 
 /// Records an answer's holdings in the shared counters at `now_ms` (a lease it rolls queues
-/// its give-back). Returns the answer (`None`: no usable answer).
-pub(crate) fn apply(
-    status: Option<u16>,
-    body: Option<&[u8]>,
-    now_ms: u64,
-    pending: &RefCell<Vec<Ask>>,
-) -> Option<LeaseAnswer> {
+/// its give-back) and notes the counters for the sweep. Returns the answer (`None`: no usable
+/// answer).
+pub(crate) fn apply(status: Option<u16>, body: Option<&[u8]>, now_ms: u64, shared: &Shared) -> Option<LeaseAnswer> {
     let answer = match (status, body) {
         (Some(200), Some(body)) => LeaseAnswer::parse(body).ok()?,
         _ => return None,
     };
     let mut backs = Vec::new();
+    let mut holdings = shared.lease_holdings.borrow_mut();
     for g in answer.grants.iter().filter(|g| g.held > 0) {
         let Some(window) = window_of(&g.counter) else { continue };
         let mut back = None;
@@ -65,13 +66,22 @@ pub(crate) fn apply(
             back = c.hold(window, now_ms, g.bucket, g.held);
             Ok(())
         });
+        holdings.note(&g.counter, now_ms);
         if let Some((bucket, amount)) = back {
             let adjust = -i64::try_from(amount).unwrap_or(i64::MAX);
             backs.push(Ask { counter: g.counter.clone(), bucket, need: 0, adjust });
         }
     }
-    queue(pending, backs);
+    queue(&shared.lease_asks, backs);
     Some(answer)
+}
+
+/// The root's tick: gives back the unused lease of every noted counter whose bucket ended by
+/// `now_ms` (queued for this tick's call), whether or not a request uses it again.
+pub(crate) fn sweep(now_ms: u64, shared: &Shared) {
+    let mut backs = Vec::new();
+    shared.lease_holdings.borrow_mut().sweep(now_ms, &mut SharedCounters, &mut backs);
+    queue(&shared.lease_asks, backs);
 }
 
 /// The root's periodic call with the VM's pending asks.
@@ -104,16 +114,10 @@ impl LeaseFlush {
 
     /// Applies the answer; when the store was away the adjustments are kept for the next call
     /// (top-ups are asked again by the requests that need them).
-    pub(crate) fn on_response(
-        &mut self,
-        status: Option<u16>,
-        body: Option<&[u8]>,
-        now_ms: u64,
-        pending: &RefCell<Vec<Ask>>,
-    ) {
+    pub(crate) fn on_response(&mut self, status: Option<u16>, body: Option<&[u8]>, now_ms: u64, shared: &Shared) {
         let Some((_, asks)) = self.in_flight.take() else { return };
-        if !apply(status, body, now_ms, pending).is_some_and(|a| a.synced) {
-            keep_adjustments(pending, asks);
+        if !apply(status, body, now_ms, shared).is_some_and(|a| a.synced) {
+            keep_adjustments(&shared.lease_asks, asks);
         }
     }
 }

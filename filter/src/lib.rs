@@ -6,6 +6,7 @@
 //! request headers are held (Envoy ≥ 1.35 `allow_on_headers_stop_iteration: true`).
 
 mod flow_gate;
+mod flow_wake;
 mod http;
 mod inflight;
 mod kv_feed;
@@ -19,6 +20,7 @@ mod root;
 mod routing;
 mod sidecar_call;
 mod snapshot_feed;
+mod targets_age;
 mod targets_feed;
 mod usage_sink;
 
@@ -27,8 +29,8 @@ mod usage_sink;
 mod entry {
     proxy_wasm::main! {{
         proxy_wasm::set_log_level(proxy_wasm::types::LogLevel::Info);
-        proxy_wasm::set_root_context(|_| -> Box<dyn proxy_wasm::traits::RootContext> {
-            Box::new(crate::root::Root::default())
+        proxy_wasm::set_root_context(|id| -> Box<dyn proxy_wasm::traits::RootContext> {
+            Box::new(crate::root::Root::new(id))
         });
     }}
 }

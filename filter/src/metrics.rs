@@ -103,8 +103,9 @@ pub(crate) struct Metrics {
     refused: [u64; 3],
     cut: [u64; 3],
     kv: [u64; 4],
-    lease_waits: [u64; 2],
-    flow: [u64; 3],
+    /// Lease waits by outcome: admitted, refused, late (refused), store away (fallback).
+    lease_waits: [u64; 4],
+    flow: [u64; 4],
     sidecar_calls: [[u64; 2]; FEEDS.len()],
     snapshot_version: Option<u64>,
 }
@@ -186,6 +187,16 @@ impl Metrics {
         self.lease_waits[usize::from(!admitted)] += 1;
     }
 
+    /// Counts a request refused because no lease answer came in time (the store reachable).
+    pub(crate) fn lease_late(&mut self) {
+        self.lease_waits[2] += 1;
+    }
+
+    /// Counts a leased admission decided by the fallback for a store that is away.
+    pub(crate) fn lease_away(&mut self) {
+        self.lease_waits[3] += 1;
+    }
+
     /// Counts a call to the sidecar by its outcome (an answer of the expected status, or not).
     pub(crate) fn sidecar_call(&mut self, feed: Feed, ok: bool) {
         if let Some(n) = self.sidecar_calls.get_mut(feed as usize) {
@@ -265,9 +276,10 @@ impl Metrics {
         let kv = std::mem::take(&mut self.kv);
         self.flush_set("ferrogate.kv_decisions_total", "outcome", &["hit", "miss", "neutral", "tokenize_fallback"], kv);
         let flow = std::mem::take(&mut self.flow);
-        self.flush_set("ferrogate.flow_control_total", "outcome", &["queued", "full", "expired"], flow);
+        self.flush_set("ferrogate.flow_control_total", "outcome", &["queued", "full", "expired", "woken"], flow);
         let waits = std::mem::take(&mut self.lease_waits);
-        self.flush_set("ferrogate.lease_waits_total", "outcome", &["admitted", "refused"], waits);
+        let outcomes = ["admitted", "refused", "late", "store_away"];
+        self.flush_set("ferrogate.lease_waits_total", "outcome", &outcomes, waits);
         for (feed, [ok, err]) in FEEDS.into_iter().zip(std::mem::take(&mut self.sidecar_calls)) {
             for (outcome, n) in [("ok", ok), ("error", err)].into_iter().filter(|&(_, n)| n > 0) {
                 let name = labelled("ferrogate.sidecar_calls_total", &[("feed", feed), ("outcome", outcome)]);

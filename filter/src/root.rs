@@ -1,5 +1,5 @@
 //! Root context: owns the parsed plugin configuration, the configuration feed from the sidecar,
-//! the usage queue's consuming side and the VM's metrics, and creates one [`Stream`] per HTTP
+//! the usage queue's consuming side and the VM's metrics, and creates one stream per HTTP
 //! request.
 
 use std::cell::{Cell, RefCell};
@@ -11,15 +11,15 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
-use crate::http::{KnownKeys, Shared, Stream};
+use crate::http::{KnownKeys, Shared, StreamHandle};
 use crate::kv_feed::KvPoll;
 use crate::limits_feed::LimitsFeed;
 use crate::metrics::{Feed, Metrics};
 use crate::routing::RoutingCell;
-use crate::sidecar_call;
 use crate::snapshot_feed::SnapshotFeed;
 use crate::targets_feed::TargetsFeed;
 use crate::usage_sink::{Outbox, UsageSink};
+use crate::{flow_wake, sidecar_call};
 
 /// How often queued usage records are shipped (and unacknowledged ones retried).
 const FLUSH_PERIOD: Duration = Duration::from_secs(1);
@@ -28,6 +28,8 @@ const OPEN_WARNED: &str = "ferrogate.open_warned";
 
 /// Plugin-wide state, one per VM and plugin.
 pub(crate) struct Root {
+    /// The root's context id (the effective context again after a stream ran from here).
+    id: u32,
     shared: Shared,
     sink: UsageSink,
     feed: SnapshotFeed,
@@ -40,8 +42,9 @@ pub(crate) struct Root {
     kv_ticks: bool,
 }
 
-impl Default for Root {
-    fn default() -> Self {
+impl Root {
+    /// The root context `id` of a new VM.
+    pub(crate) fn new(id: u32) -> Self {
         let shared = Shared {
             plugin: None,
             active: Rc::new(RefCell::new(None)),
@@ -54,8 +57,12 @@ impl Default for Root {
             keys: Rc::new(RefCell::new(KnownKeys::default())),
             kv: Rc::new(RefCell::new(ferrogate_core::kv::KvIndex::default())),
             lease_asks: Rc::default(),
+            flow_waiters: Rc::default(),
+            flow_waker: Rc::default(),
+            lease_holdings: Rc::default(),
         };
         Self {
+            id,
             shared,
             sink: UsageSink::default(),
             feed: SnapshotFeed::default(),
@@ -102,7 +109,17 @@ impl Root {
 }
 
 impl Context for Root {
-    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
+    fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, trailers: usize) {
+        // A call a waiting stream started while the root ran it (`flow_wake`): its answer.
+        let forwarded = self.shared.flow_waiters.borrow_mut().forwarded(token_id);
+        if let Some((ctx, stream)) = forwarded {
+            let waiters = &self.shared.flow_waiters;
+            flow_wake::run_on(waiters, ctx, &stream, |s| {
+                s.on_http_call_response(token_id, num_headers, body_size, trailers)
+            });
+            flow_wake::back_to(self.id);
+            return;
+        }
         let status = sidecar_call::answer_status(num_headers);
         let ok = status.is_some_and(|s| (200..300).contains(&s) || s == 304);
         let count = |feed| self.shared.metrics.borrow_mut().sidecar_call(feed, ok);
@@ -110,7 +127,7 @@ impl Context for Root {
             count(Feed::Leases);
             let body = sidecar_call::ok_body(status, body_size);
             let now_ms = crate::raw::now_nanos() / 1_000_000;
-            self.leases.on_response(status, body.as_deref(), now_ms, &self.shared.lease_asks);
+            self.leases.on_response(status, body.as_deref(), now_ms, &self.shared);
             return;
         }
         if self.limits.is_waiting_for(token_id) {
@@ -171,6 +188,9 @@ impl RootContext for Root {
                 *self.shared.active.borrow_mut() = plugin.config.take().map(Rc::new);
                 self.shared.plugin = Some(Rc::new(plugin));
                 self.shared.usage_queue.set(self.sink.register());
+                if self.shared.flow_waker.get() == 0 {
+                    self.shared.flow_waker.set(crate::flow_gate::register_waker());
+                }
                 self.refresh_routing();
                 true
             }
@@ -187,7 +207,11 @@ impl RootContext for Root {
         }
     }
 
-    fn on_queue_ready(&mut self, _queue_id: u32) {
+    fn on_queue_ready(&mut self, queue_id: u32) {
+        if queue_id != 0 && queue_id == self.shared.flow_waker.get() {
+            flow_wake::deliver(&self.shared.flow_waiters, queue_id, self.id);
+            return;
+        }
         let sidecar = self.sidecar().cloned();
         self.sink.on_queue_ready(sidecar.as_ref());
     }
@@ -204,6 +228,7 @@ impl RootContext for Root {
             self.targets.on_tick(now_ns, sidecar, &self.shared.routing);
             if self.cross_replica_limits() {
                 self.limits.on_tick(now_ns, sidecar);
+                crate::leases::sweep(now_ns / 1_000_000, &self.shared);
                 self.leases.on_tick(sidecar, &self.shared.lease_asks);
             }
             if self.shared.active.borrow().as_deref().is_some_and(crate::kv_feed::wanted) {
@@ -212,6 +237,7 @@ impl RootContext for Root {
         }
         self.sink.on_tick(sidecar.as_ref());
         self.flow_depths();
+        flow_wake::recheck(&self.shared.flow_waiters, self.id);
         let mut metrics = self.shared.metrics.borrow_mut();
         if let Some(version) = self.feed.version() {
             metrics.snapshot(version);
@@ -220,7 +246,7 @@ impl RootContext for Root {
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Stream::new(context_id, self.shared.clone())))
+        Some(Box::new(StreamHandle::new(context_id, self.shared.clone())))
     }
 
     fn get_type(&self) -> Option<ContextType> {

@@ -3,15 +3,15 @@
 //! until the next; requests take it with their configuration. A configuration equal to the
 //! one in use (the first snapshot after the inline configuration, a re-published one) keeps
 //! the balancers, so what they learned (prefixes, sessions, latencies, LoRA residency) is not
-//! thrown away for nothing. The latest targets feed is applied to each new one and to the
-//! current one when the feed changes.
+//! thrown away for nothing. The latest targets feed, and how current its engine figures are,
+//! are applied to each new one and to the current one when they change.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
-use ferrogate_core::targets::TargetFeed;
+use ferrogate_core::targets::{Freshness, TargetFeed};
 
 /// The [`Routing`] of the configuration it was built for.
 #[derive(Default)]
@@ -20,6 +20,7 @@ pub(crate) struct RoutingCell {
     owner: Option<Rc<Config>>,
     routing: Option<Rc<RefCell<Routing>>>,
     feed: Option<TargetFeed>,
+    freshness: Option<Freshness>,
 }
 
 impl RoutingCell {
@@ -39,6 +40,7 @@ impl RoutingCell {
                 if let Some(feed) = &self.feed {
                     routing.apply_feed(config, feed);
                 }
+                routing.set_freshness(self.freshness);
                 let routing = Rc::new(RefCell::new(routing));
                 self.owner = Some(config.clone());
                 self.routing = Some(routing.clone());
@@ -53,6 +55,14 @@ impl RoutingCell {
             routing.borrow_mut().apply_feed(config, &feed);
         }
         self.feed = Some(feed);
+    }
+
+    /// Sets how current the feed's engine figures are, in the current balancers and later ones.
+    pub(crate) fn set_freshness(&mut self, freshness: Freshness) {
+        if let Some(routing) = &self.routing {
+            routing.borrow_mut().set_freshness(Some(freshness));
+        }
+        self.freshness = Some(freshness);
     }
 }
 

@@ -6,7 +6,9 @@
 //! in shared data), asking with `If-None-Match` so an unchanged feed is a 304. A new body goes to
 //! shared data ([`BODY`]) before its version ([`VERSION`]); every VM compares the version with
 //! its own on each tick and re-parses the body only when it changed. While the sidecar is down
-//! the last feed stays; its cooldowns expire on their own, so stale health fails open.
+//! the last feed stays; its cooldowns expire on their own, so stale health fails open, and its
+//! engine figures age out ([`crate::targets_age`]): past `targets_max_age_ms` they count as
+//! unknown.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -15,9 +17,9 @@ use ferrogate_core::plugin::SidecarSettings;
 use ferrogate_core::targets::TargetFeed;
 use proxy_wasm::hostcalls;
 
-use crate::sidecar_call;
-
 use crate::routing::RoutingCell;
+use crate::sidecar_call;
+use crate::targets_age::FeedAge;
 
 /// How often the proxy asks for the feed.
 pub(crate) const INTERVAL_MS: u64 = 1_000;
@@ -35,12 +37,14 @@ pub(crate) struct TargetsFeed {
     version: Option<u64>,
     in_flight: Option<u32>,
     failures: sidecar_call::Failures,
+    age: FeedAge,
 }
 
 impl TargetsFeed {
-    /// Once per tick: adopt a newer shared feed, then poll if this VM wins the lease.
+    /// Once per tick: adopt a newer shared feed and its age, then poll if this VM wins the lease.
     pub(crate) fn on_tick(&mut self, now_ns: u64, sidecar: &SidecarSettings, routing: &RefCell<RoutingCell>) {
         self.adopt_shared(routing);
+        self.age.on_tick(now_ns / 1_000_000, sidecar.targets_max_age_ms, routing);
         if self.in_flight.is_none() && sidecar_call::claim_lease(LEASE, now_ns, INTERVAL_MS) {
             self.poll(sidecar);
         }
@@ -80,10 +84,14 @@ impl TargetsFeed {
     pub(crate) fn on_response(&mut self, status: Option<u16>, body: Option<Vec<u8>>, routing: &RefCell<RoutingCell>) {
         self.in_flight = None;
         match (status, body) {
-            (Some(304), _) => self.failures.reset(),
+            (Some(304), _) => {
+                self.failures.reset();
+                FeedAge::confirmed(crate::raw::now_nanos() / 1_000_000);
+            }
             (Some(200), Some(body)) => match TargetFeed::parse(&body) {
                 Ok(feed) => {
                     self.failures.reset();
+                    FeedAge::confirmed(crate::raw::now_nanos() / 1_000_000);
                     let version = feed.version.to_le_bytes();
                     let shared = hostcalls::set_shared_data(BODY, Some(&body), None)
                         .and_then(|()| hostcalls::set_shared_data(VERSION, Some(&version), None));

@@ -12,7 +12,13 @@ const KINDS: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic,
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, body)) = data.split_first() else { return };
     let Some(p) = pair(INBOUND[usize::from(mode & 3)], KINDS[usize::from(mode >> 2) % 3]) else { return };
-    let ctx = Context { model: "m".into(), structured: mode & 0x40 != 0, stream: false, stream_usage: false };
+    let ctx = Context {
+        model: "m".into(),
+        structured: mode & 0x40 != 0,
+        stream: false,
+        stream_usage: false,
+        store: mode & 0x80 != 0,
+    };
     if let Ok(out) = p.response(body, &ctx, 1) {
         serde_json::from_slice::<serde_json::Value>(&out).expect("translated answers are JSON");
     }

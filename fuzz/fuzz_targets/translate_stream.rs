@@ -23,7 +23,13 @@ fn run(t: &mut StreamTranslator, pieces: impl Iterator<Item = impl AsRef<[u8]>>)
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, body)) = data.split_first() else { return };
     let Some(p) = pair(INBOUND[usize::from(mode & 3)], KINDS[usize::from(mode >> 2) % 3]) else { return };
-    let ctx = Context { model: "m".into(), structured: mode & 0x40 != 0, stream: true, stream_usage: mode & 0x80 != 0 };
+    let ctx = Context {
+        model: "m".into(),
+        structured: mode & 0x40 != 0,
+        stream: true,
+        stream_usage: mode & 0x80 != 0,
+        store: mode & 0x20 != 0,
+    };
     let whole = run(&mut StreamTranslator::new(p, &ctx, 1), std::iter::once(body));
     let step = usize::from(mode >> 4) + 1;
     let cut = run(&mut StreamTranslator::new(p, &ctx, 1), body.chunks(step));

@@ -6,7 +6,10 @@
 //! `no flow control`: the gateway forwards everything and the engines queue it. Row `flow
 //! control`: `max_concurrency` equal to the engines' `--max-running`, the interactive key in a
 //! higher priority band. Printed per row: the interactive requests' time to first streamed byte
-//! (p50, p99) and the batch throughput; then the p99 ratio.
+//! (p50, p99), the batch throughput, the requests that waited in the gateway's queue and the
+//! filter's calls to the sidecar (its `ferrogate_sidecar_calls_total`, every feed); then the
+//! p99 ratio, the throughput ratio and the sidecar calls per queued request (the difference
+//! between the rows' calls over the queued requests).
 //!
 //! `cargo run --profile native -p ferrogate-sidecar --example flow_bench -- --ferrogate
 //! target/native/ferrogate --filter target/wasm32-unknown-unknown/release/ferrogate_filter.wasm`
@@ -34,7 +37,7 @@ struct Args {
     /// Worker VMs of `serve`.
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Seconds each row runs (after a 1 s warm-up).
+    /// Seconds each row is measured (with 2 s of the same load before and after).
     #[arg(long, default_value_t = 10)]
     seconds: u64,
     /// Batch requests kept in flight.
@@ -47,6 +50,10 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     max_running: u32,
 }
+
+/// Load before the measured window opens and after it closes (longer than an interactive
+/// request waits in the engines without flow control).
+const WARM_UP: Duration = Duration::from_secs(2);
 
 const BATCH_KEY: &str = "fg-bench-batch";
 const INTERACTIVE_KEY: &str = "fg-bench-interactive";
@@ -82,6 +89,7 @@ fn free_port() -> u16 {
 struct Serve {
     _child: tokio::process::Child,
     base: String,
+    admin: String,
     dir: PathBuf,
 }
 
@@ -95,7 +103,7 @@ async fn serve(args: &Args, yaml: &str) -> Serve {
     let dir = std::env::temp_dir().join(format!("ferrogate-flow-bench-{}-{}", std::process::id(), free_port()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.yaml"), yaml).unwrap();
-    let port = free_port();
+    let (port, admin) = (free_port(), free_port());
     let filter = args.filter.clone().unwrap_or_else(|| args.ferrogate.with_file_name("ferrogate_filter.wasm"));
     let child = tokio::process::Command::new(&args.ferrogate)
         .arg("serve")
@@ -104,7 +112,7 @@ async fn serve(args: &Args, yaml: &str) -> Serve {
         .arg("--filter")
         .arg(&filter)
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--admin-listen", "127.0.0.1:0", "--sidecar-listen", "127.0.0.1:0"])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}"), "--sidecar-listen", "127.0.0.1:0"])
         .args(["--workers", &args.workers.to_string()])
         .env("FERROGATE_LOG", "warn")
         .stdout(Stdio::null())
@@ -112,7 +120,8 @@ async fn serve(args: &Args, yaml: &str) -> Serve {
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("{}: {e}", args.ferrogate.display()));
-    let s = Serve { _child: child, base: format!("http://127.0.0.1:{port}"), dir };
+    let (base, admin) = (format!("http://127.0.0.1:{port}"), format!("http://127.0.0.1:{admin}"));
+    let s = Serve { _child: child, base, admin, dir };
     let client = reqwest::Client::new();
     for _ in 0..300 {
         if send(&client, &s.base, BATCH_KEY, false).await.is_some() {
@@ -146,7 +155,11 @@ async fn send(client: &reqwest::Client, base: &str, key: &str, stream: bool) -> 
     first
 }
 
-/// Runs the flood and the interactive client for `seconds`; interactive TTFTs and batch count.
+/// Runs the flood and the interactive client; interactive TTFTs and batch answers counted in
+/// a window of `seconds`. Both classes run before the window opens and after it closes, so each
+/// row's window holds the same steady load: without flow control an interactive request waits
+/// in the engine about as long as the warm-up, and one sent late in the window would otherwise
+/// run after it, leaving that row's batch requests slots the other row's do not get.
 async fn measure(args: &Args, base: &str) -> (Vec<Duration>, u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -162,29 +175,48 @@ async fn measure(args: &Args, base: &str) -> (Vec<Duration>, u64) {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    done.store(0, Ordering::Relaxed);
-    let end = Instant::now() + Duration::from_secs(args.seconds);
-    let mut interactive = Vec::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(args.every_ms));
-    while Instant::now() < end {
-        tick.tick().await;
-        let (client, base) = (client.clone(), base.to_string());
-        interactive.push(tokio::spawn(async move { send(&client, &base, INTERACTIVE_KEY, true).await }));
-    }
-    let batch_done = done.load(Ordering::Relaxed);
+    let sender = {
+        let (stop, client, base, every) = (stop.clone(), client.clone(), base.to_string(), args.every_ms);
+        tokio::spawn(async move {
+            let mut sent = Vec::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(every));
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let (client, base) = (client.clone(), base.clone());
+                let at = Instant::now();
+                sent.push((at, tokio::spawn(async move { send(&client, &base, INTERACTIVE_KEY, true).await })));
+            }
+            sent
+        })
+    };
+    tokio::time::sleep(WARM_UP).await;
+    let (start, before) = (Instant::now(), done.load(Ordering::Relaxed));
+    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    let (end, batch_done) = (Instant::now(), done.load(Ordering::Relaxed) - before);
+    tokio::time::sleep(WARM_UP).await;
+    stop.store(true, Ordering::Relaxed);
     let mut ttfts = Vec::new();
-    for h in interactive {
-        if let Ok(Some(t)) = h.await {
+    for (at, h) in sender.await.unwrap_or_default() {
+        if let (true, Ok(Some(t))) = (at >= start && at < end, h.await) {
             ttfts.push(t);
         }
     }
-    stop.store(true, Ordering::Relaxed);
     for h in flood {
         let _ = h.await;
     }
     ttfts.sort();
     (ttfts, batch_done)
+}
+
+/// The sum of every series of metric family `name` on `s`'s admin listener whose labels
+/// contain `labels` (after the filter's counters reached it on the next tick).
+async fn counter(s: &Serve, name: &str, labels: &str) -> f64 {
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let text = reqwest::get(format!("{}/metrics", s.admin)).await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {
@@ -206,17 +238,27 @@ async fn main() {
         "flow control: {} batch requests in flight, 1 interactive every {} ms, 2 engines x {} running, {} s per row",
         args.batch, args.every_ms, args.max_running, args.seconds
     );
-    println!("{:<18} {:>8} {:>12} {:>12} {:>12}", "row", "n", "ttft p50 ms", "ttft p99 ms", "batch/s");
-    let mut p99s = Vec::new();
+    let head = ["row", "n", "ttft p50 ms", "ttft p99 ms", "batch/s", "queued", "sidecar calls"];
+    println!(
+        "{:<18} {:>8} {:>12} {:>12} {:>12} {:>8} {:>14}",
+        head[0], head[1], head[2], head[3], head[4], head[5], head[6]
+    );
+    let mut rows = Vec::new();
     for (name, flow) in [("no flow control", false), ("flow control", true)] {
         let s = serve(&args, &config(&sims, flow, args.max_running)).await;
+        let calls_before = counter(&s, "ferrogate_sidecar_calls_total", "").await;
         let (ttfts, batch) = measure(&args, &s.base).await;
+        let calls = counter(&s, "ferrogate_sidecar_calls_total", "").await - calls_before;
+        let queued = counter(&s, "ferrogate_flow_control_total", "outcome=\"queued\"").await;
         let (p50, p99) = (pct(&ttfts, 0.5), pct(&ttfts, 0.99));
-        p99s.push(p99);
         let rate = batch as f64 / args.seconds as f64;
-        println!("{name:<18} {:>8} {p50:>12.1} {p99:>12.1} {rate:>12.1}", ttfts.len());
+        rows.push((p99, rate, queued, calls));
+        println!("{name:<18} {:>8} {p50:>12.1} {p99:>12.1} {rate:>12.1} {queued:>8} {calls:>14}", ttfts.len());
     }
-    if let [without, with] = p99s[..] {
-        println!("interactive ttft p99: {:.1}x better with flow control", without / with);
+    if let [(p99_without, rate_without, _, calls_without), (p99_with, rate_with, queued, calls_with)] = rows[..] {
+        println!("interactive ttft p99: {:.1}x better with flow control", p99_without / p99_with);
+        println!("batch throughput with / without flow control: {:.3}", rate_with / rate_without);
+        let per = if queued > 0.0 { (calls_with - calls_without) / queued } else { f64::NAN };
+        println!("sidecar calls per queued request: {per:.3}");
     }
 }

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use ferrogate_core::config::KvSource;
 use ferrogate_core::kv::feed::{FeedEndpoint, FeedProvider};
 use ferrogate_core::kv::{block_keys, chain_seed, KvFeed, KvIndex, KvOp, Tier};
-use ferrogate_sidecar::services::kv::{Kv, Layout, PoolLayout, Source};
+use ferrogate_sidecar::services::kv::{Installed, Kv, Layout, PoolLayout, Source};
 use rmpv::Value;
 
 /// Counts live heap bytes.
@@ -93,9 +93,9 @@ fn batch(seq: u64, blocks: u64) -> Vec<u8> {
 
 fn ingest(blocks_per_event: u64, events: u64) {
     let kv = Kv::default();
-    let epoch = kv.install(layout(1_000_000)).unwrap_or_default();
+    let epoch = epoch_of(kv.install(layout(1_000_000)));
     let payloads: Vec<Bytes> = (0..events).map(|s| Bytes::from(batch(s, blocks_per_event))).collect();
-    let src = Source { epoch, pool: 0, endpoint: 0 };
+    let src = Source { epoch, pool: 0, endpoint: 0, incarnation: 1 };
     let start = Instant::now();
     for (seq, payload) in payloads.into_iter().enumerate() {
         kv.live(src, seq as u64, payload, 0);
@@ -115,8 +115,8 @@ fn memory() {
     const N: u64 = 1_000_000;
     let before = LIVE.load(Ordering::Relaxed);
     let kv = Kv::default();
-    let epoch = kv.install(layout(N)).unwrap_or_default();
-    let src = Source { epoch, pool: 0, endpoint: 0 };
+    let epoch = epoch_of(kv.install(layout(N)));
+    let src = Source { epoch, pool: 0, endpoint: 0, incarnation: 1 };
     for seq in 0..N / 4 {
         kv.live(src, seq, Bytes::from(batch(seq, 4)), 0);
     }
@@ -188,6 +188,14 @@ fn score() {
         index.len(),
         out
     );
+}
+
+/// The epoch a new layout started (0 when it started none, which a fresh `Kv` always does).
+fn epoch_of(installed: Installed) -> u64 {
+    match installed {
+        Installed::Epoch(epoch, _) => epoch,
+        _ => 0,
+    }
 }
 
 fn main() {

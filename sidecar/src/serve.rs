@@ -37,6 +37,7 @@ use ferrogate_core::snapshot::Snapshot;
 pub(crate) use listener::spawn_router;
 pub use listener::Listener;
 use listener::{listen, serve_router};
+use upstream::UpstreamTimeouts;
 pub use worker::WorkerConfig;
 
 /// Options of `ferrogate serve`.
@@ -62,9 +63,20 @@ pub struct ServeArgs {
     /// Worker threads, each with its own filter VM (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Route timeout in milliseconds (0: none, fit for long generations).
-    #[arg(long, default_value_t = 0)]
+    /// How long an upstream connection may take to open, in milliseconds (Envoy: the
+    /// cluster's `connect_timeout`, 5 s by default); past it the attempt fails (502); 0: none.
+    #[arg(long, default_value_t = 5_000)]
+    pub upstream_connect_timeout_ms: u64,
+    /// How long each upstream attempt may take to send its response head, in milliseconds;
+    /// past it the client gets a 504. A non-streamed generation answers only when done, so the
+    /// default is long (10 minutes); 0: none.
+    #[arg(long, default_value_t = 600_000)]
     pub upstream_timeout_ms: u64,
+    /// Longest silence between two chunks of an upstream response body, in milliseconds
+    /// (Envoy: `stream_idle_timeout`, 5 minutes); past it the answer ends as timed out (504).
+    /// A stream that keeps sending is never cut; 0: none.
+    #[arg(long, default_value_t = 300_000)]
+    pub upstream_idle_timeout_ms: u64,
     /// How long shutdown waits for in-flight requests, in milliseconds.
     #[arg(long, default_value_t = 30_000)]
     pub drain_timeout_ms: u64,
@@ -109,6 +121,10 @@ pub struct ServeArgs {
     /// pool that scales is followed within about this).
     #[arg(long, default_value_t = crate::services::dns::DEFAULT_REFRESH_MS)]
     pub dns_refresh_ms: u64,
+    /// Ask this DNS server (`ip:port`) for `endpoints_dns` names: A and AAAA records, no
+    /// cache, no hosts file, no search domains; default: the system resolver.
+    #[arg(long, env = "FERROGATE_DNS_SERVER", value_name = "IP:PORT")]
+    pub dns_server: Option<std::net::SocketAddr>,
     /// Keep the last good snapshot in this file (restored when the store is unreachable at
     /// start); default: none, nothing is written.
     #[arg(long)]
@@ -162,6 +178,9 @@ pub enum ServeError {
     /// A worker could not start.
     #[error("worker failed to start: {0}")]
     Worker(String),
+    /// The `--dns-server` resolver cannot be built.
+    #[error("--dns-server: {0}")]
+    Dns(String),
 }
 
 /// A running gateway.
@@ -204,9 +223,12 @@ impl Gateway {
         let ledger = services::limits::start(&opened.config, args.replica_id.clone(), rx.clone());
         let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = services::kv::start(snapshots.clone(), rx.clone());
+        let retention = services::responses::retention_of(&args.config);
+        let responses = Arc::new(services::responses::ResponseStore::choose(postgres, &db, retention));
+        services::responses::start_sweeper(responses.clone(), rx.clone());
         let (sidecar_addr, mut link) = start_sidecar_listener(
             sidecar_socket,
-            usage.clone(),
+            (usage.clone(), responses),
             snapshots.clone(),
             ledger.clone(),
             (targets.clone(), kv.clone()),
@@ -261,7 +283,11 @@ impl Gateway {
             runtime: runtime.clone(),
             clusters,
             cluster_header: config::CLUSTER_HEADER.to_string(),
-            upstream_timeout: (args.upstream_timeout_ms > 0).then(|| Duration::from_millis(args.upstream_timeout_ms)),
+            upstream_timeouts: UpstreamTimeouts::from_ms(
+                args.upstream_connect_timeout_ms,
+                args.upstream_timeout_ms,
+                args.upstream_idle_timeout_ms,
+            ),
             drain_timeout: Duration::from_millis(args.drain_timeout_ms),
             failover: !args.no_failover,
             header_timeout: (args.header_timeout_ms > 0).then(|| Duration::from_millis(args.header_timeout_ms)),
@@ -334,7 +360,8 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
     let raw = config::read_raw(&args.config)?;
     let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
     let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
-    services::dns::start(snapshots.clone(), refresh, services::dns::system_resolver(), shutdown.clone());
+    let resolver = services::dns::resolver(args.dns_server).map_err(ServeError::Dns)?;
+    services::dns::start(snapshots.clone(), refresh, resolver, shutdown.clone());
     if raw.store.as_ref().is_none_or(|s| s.kind != "postgres") {
         let loaded = config::load(&args.config)?;
         snapshots.publish(loaded.raw).map_err(|source| config::LoadError::Invalid { path: shown.clone(), source })?;
@@ -385,7 +412,7 @@ async fn open_database(
 /// `FERROGATE_INTERNAL_TOKEN` or is generated and shared with the filter in process.
 async fn start_sidecar_listener(
     socket: tokio::net::TcpSocket,
-    usage: Arc<UsageBackend>,
+    (usage, responses): (Arc<UsageBackend>, Arc<services::responses::ResponseStore>),
     snapshots: Arc<Snapshots>,
     ledger: Arc<services::limits::Ledger>,
     (targets, kv): (Arc<services::targets::Targets>, Arc<services::kv::Kv>),
@@ -404,7 +431,9 @@ async fn start_sidecar_listener(
         kv,
         usage_failing: Default::default(),
     };
-    let bound = serve_router(listen(socket)?, services::filter_api::router(api), shutdown)?;
+    let stored = services::responses::api::ResponsesApi { store: responses, internal_token: Some(token.clone()) };
+    let router = services::filter_api::router(api).merge(services::responses::router(stored));
+    let bound = serve_router(listen(socket)?, router, shutdown)?;
     let link = config::SidecarLink {
         cluster: SIDECAR_CLUSTER.into(),
         authority: "ferrogate-sidecar".into(),

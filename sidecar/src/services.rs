@@ -13,6 +13,7 @@ pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod pg;
+pub mod responses;
 pub mod secrets;
 pub mod snapshot;
 pub mod source;

@@ -319,6 +319,7 @@ pub async fn bind(args: SimArgs) -> std::io::Result<Bound> {
             pull: pull.clone(),
             reply: args.lmcache.lmcache_controller_reply.clone(),
             instance_id: args.lmcache.lmcache_instance_id.clone(),
+            heartbeat_secs: args.lmcache.lmcache_heartbeat_secs,
         };
         tracing::info!(controller = %pull, instance = %config.instance_id, "sim: reporting to an LMCache controller");
         lmcache_worker::start(config)

@@ -41,6 +41,10 @@ pub struct SidecarArgs {
     /// pool that scales is followed within about this).
     #[arg(long, default_value_t = crate::services::dns::DEFAULT_REFRESH_MS)]
     pub dns_refresh_ms: u64,
+    /// Ask this DNS server (`ip:port`) for `endpoints_dns` names: A and AAAA records, no
+    /// cache, no hosts file, no search domains; default: the system resolver.
+    #[arg(long, env = "FERROGATE_DNS_SERVER", value_name = "IP:PORT")]
+    pub dns_server: Option<std::net::SocketAddr>,
     /// Last-known-good snapshot file, written on every publication and served at start when
     /// the configuration cannot be loaded; default: none, nothing is written.
     #[arg(long)]
@@ -99,7 +103,8 @@ impl Sidecar {
         let snapshots = Arc::new(Snapshots::new(args.snapshot_cache.clone()));
         let (shutdown, rx) = watch::channel(false);
         let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
-        crate::services::dns::start(snapshots.clone(), refresh, crate::services::dns::system_resolver(), rx.clone());
+        let resolver = crate::services::dns::resolver(args.dns_server).map_err(ServeError::Dns)?;
+        crate::services::dns::start(snapshots.clone(), refresh, resolver, rx.clone());
         let db = Arc::new(OnceLock::new());
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
         let usage =
@@ -108,6 +113,11 @@ impl Sidecar {
         let targets = crate::services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = crate::services::kv::start(snapshots.clone(), rx.clone());
         start_file_exchange(args, &snapshots, &usage, &ledger, &rx);
+        let retention = crate::services::responses::retention_of(&args.config);
+        let responses = Arc::new(crate::services::responses::ResponseStore::choose(postgres, &db, retention));
+        crate::services::responses::start_sweeper(responses.clone(), rx.clone());
+        let stored =
+            crate::services::responses::api::ResponsesApi { store: responses, internal_token: internal_token.clone() };
         let api = filter_api::FilterApi {
             usage: usage.clone(),
             snapshots: snapshots.clone(),
@@ -117,8 +127,13 @@ impl Sidecar {
             kv: kv.clone(),
             usage_failing: Default::default(),
         };
-        let sidecar_addr =
-            spawn_router(Listener::Sidecar, args.sidecar_listen, filter_api::router(api), rx.clone()).await?;
+        let sidecar_addr = spawn_router(
+            Listener::Sidecar,
+            args.sidecar_listen,
+            filter_api::router(api).merge(crate::services::responses::router(stored)),
+            rx.clone(),
+        )
+        .await?;
         let state = admin::Admin {
             runtime: None,
             usage,

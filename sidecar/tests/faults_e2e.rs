@@ -47,20 +47,42 @@ async fn records(gateway: &ferrogate_sidecar::serve::Gateway, model: &str, n: u6
     gateway.usage().query(&query).await.unwrap().records
 }
 
+/// The meter's estimate (a token per four bytes of `content`) of the chat chunks in `sse`.
+fn estimate_of(sse: &str) -> u64 {
+    let bytes: usize = sse
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::len))
+        .sum();
+    (bytes as u64).div_ceil(4)
+}
+
 /// A client that reads about 100 tokens of a long stream and hangs up, again and again,
 /// against a key limited to 400 tokens a minute: each abandoned stream is charged what it
 /// delivered, so the limit refuses the fourth or fifth. (Charged nothing, every one would pass.)
+///
+/// What "delivered" is depends on how far the gateway got before it saw the hang-up (on a
+/// loaded machine, up to the whole answer): at least the estimate of what the client read, at
+/// most the estimate of the whole answer, or the provider's 150 when its final event passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
     let keys = format!(
         "keys: [{{ name: reader, digest: '{}', models: [chat], limits: {{ tokens_per_minute: 400 }} }}]\n",
         digest()
     );
-    let s = chat_gateway(&["--itl-ms", "2", "--output-tokens", "150"], &keys, 2, &[]).await;
+    let sim = start_sim(&["--itl-ms", "2", "--output-tokens", "150"]).await.to_string();
+    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
+    let s = gateway_flags(&[provider("local", "openai_compatible", &sim)], models, &keys, 2, &[]).await;
     let client = reqwest::Client::new();
     let body = json!({"model": "chat", "stream": true, "max_tokens": 150,
                       "messages": [{"role": "user", "content": "Tell me a long story."}]});
+    // The whole answer, read from the sim itself (its text is a function of the prompt).
+    let direct = json!({"model": "sim-small", "stream": true, "max_tokens": 150, "messages": body["messages"]});
+    let whole = client.post(format!("http://{sim}/v1/chat/completions")).json(&direct).send().await.unwrap();
+    let whole = estimate_of(&whole.text().await.unwrap()).max(150);
     let mut statuses = Vec::new();
+    let mut least = u64::MAX;
     for _ in 0..8 {
         let resp =
             client.post(format!("{}/v1/chat/completions", s.base)).bearer_auth(KEY).json(&body).send().await.unwrap();
@@ -78,6 +100,8 @@ async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
             }
         }
         drop(resp);
+        // Complete events only: a chunk may end inside one.
+        least = least.min(estimate_of(&seen[..seen.rfind("\n\n").unwrap_or(0)]));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let admitted = statuses.iter().filter(|&&st| st == 200).count();
@@ -88,9 +112,50 @@ async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
     assert_eq!(abandoned.len(), admitted, "{recorded:?}");
     for r in abandoned {
         assert!(r.partial && r.streamed, "{r:?}");
-        assert!((100..=150).contains(&r.completion_tokens), "charged what was read: {r:?}");
+        assert!((least..=whole).contains(&r.completion_tokens), "charged what was read ({least}..={whole}): {r:?}");
         assert!(r.prompt_tokens > 0, "{r:?}");
     }
+    s.gateway.shutdown().await;
+}
+
+/// The same hang-up on a key whose limit has `overrun: cut` (docs/limits.md): the stream's
+/// allowance (150 reserved plus the minute's room, about 390 tokens) is far above what the
+/// client reads, so no cut fires; the hang-up is recorded as such, 499 and partial, not as a
+/// cut, and is charged what was delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_under_overrun_cut_is_charged_what_it_received() {
+    let keys = format!(
+        "keys: [{{ name: reader, digest: '{}', models: [chat], limits: {{ tokens_per_minute: 400, overrun: cut }} }}]\n",
+        digest()
+    );
+    let sim = start_sim(&["--itl-ms", "2", "--output-tokens", "150"]).await.to_string();
+    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
+    let s = gateway_flags(&[provider("local", "openai_compatible", &sim)], models, &keys, 2, &[]).await;
+    let client = reqwest::Client::new();
+    let body = json!({"model": "chat", "stream": true, "max_tokens": 150,
+                      "messages": [{"role": "user", "content": "Tell me a long story."}]});
+    let direct = json!({"model": "sim-small", "stream": true, "max_tokens": 150, "messages": body["messages"]});
+    let whole = client.post(format!("http://{sim}/v1/chat/completions")).json(&direct).send().await.unwrap();
+    let whole = estimate_of(&whole.text().await.unwrap()).max(150);
+    let mut resp =
+        client.post(format!("{}/v1/chat/completions", s.base)).bearer_auth(KEY).json(&body).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    // Read about 60 content chunks (one token each), then hang up.
+    let mut seen = String::new();
+    while seen.matches("\"content\"").count() < 60 {
+        match resp.chunk().await.unwrap() {
+            Some(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+            None => panic!("the stream ended before the client hung up: {seen}"),
+        }
+    }
+    drop(resp);
+    assert!(!seen.contains("\"error\""), "no cut before the hang-up: {seen}");
+    let least = estimate_of(&seen[..seen.rfind("\n\n").unwrap_or(0)]);
+    let recorded = records(&s.gateway, "chat", 1).await;
+    let r = &recorded[0];
+    assert_eq!((r.status, r.partial, r.streamed, r.cut), (499, true, true, false), "{r:?}");
+    assert!((least..=whole).contains(&r.completion_tokens), "charged what was read ({least}..={whole}): {r:?}");
+    assert!(r.prompt_tokens > 0, "{r:?}");
     s.gateway.shutdown().await;
 }
 

@@ -3,7 +3,8 @@
 //! than the configured concurrency while 50 requests arrive at once; a high-priority key's
 //! request overtakes a queued batch; two keys of one band alternate; a full band is refused
 //! with 429 and a request past its time to live with 503, both with `Retry-After`; a client
-//! that goes away while queued leaves its place.
+//! that goes away while queued leaves its place; a released slot wakes the next in line (a
+//! push through the proxy's shared queues, counted as `woken`, not a timer).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -21,21 +22,33 @@ use replicas::{serve_env, tmpdir, Serve};
 const KEYS: [(&str, &str, i32); 3] =
     [("batch", "fg-flow-batch", 0), ("batch2", "fg-flow-batch2", 0), ("interactive", "fg-flow-interactive", 10)];
 
-/// A pool of `sims` with `max_concurrency` per endpoint, and `flow_control`.
+/// A pool of `sims` with `max_concurrency` per endpoint, and `flow_control`; `limits` on every
+/// key and `tail` appended, when not empty.
 fn config(dir: &std::path::Path, sims: &[SocketAddr], max_concurrency: u32, flow: &str) -> std::path::PathBuf {
+    config_with(dir, sims, max_concurrency, flow, ("", ""))
+}
+
+fn config_with(
+    dir: &std::path::Path,
+    sims: &[SocketAddr],
+    max_concurrency: u32,
+    flow: &str,
+    (limits, tail): (&str, &str),
+) -> std::path::PathBuf {
     use sha2::Digest;
     let endpoints: Vec<String> = sims.iter().map(|s| format!("'{s}'")).collect();
     let keys: Vec<String> = KEYS
         .iter()
         .map(|(name, secret, priority)| {
             let digest = hex::encode(sha2::Sha256::digest(secret.as_bytes()));
-            format!("  - {{ name: {name}, digest: 'sha256:{digest}', models: ['*'], priority: {priority} }}\n")
+            let limits = if limits.is_empty() { String::new() } else { format!(", limits: {limits}") };
+            format!("  - {{ name: {name}, digest: 'sha256:{digest}', models: ['*'], priority: {priority}{limits} }}\n")
         })
         .collect();
     let yaml = format!(
         "providers:\n  - {{ name: pool, kind: openai_compatible, base_url: 'http://{}', endpoints: [{}], max_concurrency: {max_concurrency} }}\n\
          models:\n  - name: chat\n    strategy: least_loaded\n    targets: [{{ provider: pool, model: sim-small }}]\n    flow_control: {flow}\n\
-         keys:\n{}",
+         keys:\n{}{tail}",
         sims[0],
         endpoints.join(", "),
         keys.concat()
@@ -165,13 +178,18 @@ async fn a_high_priority_request_overtakes_a_queued_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_keys_in_one_band_take_turns() {
-    let (_sims, s, dir) = setup(1, 1, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
+    let (sims, s, dir) = setup(1, 1, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
     let client = reqwest::Client::new();
-    // Key 0 sends four (one runs, three wait), then, once those three are queued, key 1 sends
-    // three (waiting on the queue's gauge, not a sleep: a connection can be slow to start).
-    let first: Vec<_> = (0..4).map(|_| spawn_chat(&client, &s, 0, 250)).collect();
+    // Key 0's first request holds the only slot long enough for the rest to queue behind it on
+    // a loaded machine: three more of key 0, then, once those are queued, three of key 1
+    // (waiting on the queue's gauge, not a sleep: a connection can be slow to start). Only
+    // when all six wait does the slot free, so the band's turns decide the order.
+    let mut first = vec![spawn_chat(&client, &s, 0, 5_000)];
+    wait_running(sims[0]).await;
+    first.extend((0..3).map(|_| spawn_chat(&client, &s, 0, 250)));
     wait_queued(&s, 3).await;
     let second: Vec<_> = (0..3).map(|_| spawn_chat(&client, &s, 1, 250)).collect();
+    wait_queued(&s, 6).await;
     let mut a = Vec::new();
     for h in first {
         a.push(h.await.unwrap());
@@ -184,6 +202,62 @@ async fn two_keys_in_one_band_take_turns() {
     ends.sort();
     let order: Vec<usize> = ends.iter().map(|(_, k)| *k).collect();
     assert_eq!(order, [0, 0, 1, 0, 1, 0, 1], "round-robin between the two keys of the band");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The value of `ferrogate_flow_control_total{outcome}` on `s` (0 before the first event).
+async fn flow_count(s: &Serve, outcome: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", s.admin)).await.unwrap().text().await.unwrap();
+    let series = format!("ferrogate_flow_control_total{{outcome=\"{outcome}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(series.as_str())?.parse::<f64>().ok()).map_or(0, |v| v as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_slot_wakes_the_next_in_line() {
+    let (sims, s, dir) = setup(1, 1, "{ max_queue: 100, queue_ttl_ms: 20000 }").await;
+    let client = reqwest::Client::new();
+    let first = spawn_chat(&client, &s, 0, 1_500);
+    wait_running(sims[0]).await;
+    let queued: Vec<_> = (0..8).map(|i| spawn_chat(&client, &s, i % 2, 10)).collect();
+    wait_queued(&s, 8).await;
+    assert_eq!(first.await.unwrap().status, 200);
+    for h in queued {
+        let a = h.await.unwrap();
+        assert_eq!((a.status, a.queued_ms.is_some()), (200, true), "{a:?}");
+    }
+    // Each of the eight was woken by the slot its predecessor released (its VM's tick, the
+    // fallback, may win an odd race; without wake-ups this count stays 0). The counters reach
+    // /metrics on the tick after the answers: wait for them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flow_count(&s, "woken").await < 4 {
+        assert!(Instant::now() < deadline, "released slots woke {} requests", flow_count(&s, "woken").await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_request_that_asks_for_a_lease_gets_its_answer() {
+    // Limits shared through Redis: a key's first request waits for a lease top-up, a call the
+    // request makes itself. Key 1's request waits in the queue first, so it is woken from its
+    // VM's root context, and the lease call it then makes is answered to that root, which must
+    // hand the answer on (else the request would hang until the client gives up).
+    let redis = replicas::Redis::start();
+    let sims = vec![sim_helper::start_sim(&["--max-running", "1"]).await];
+    let dir = tmpdir();
+    let tail = "redis: { url_env: FERROGATE_REDIS_URL }\n";
+    let cfg =
+        config_with(&dir, &sims, 1, "{ max_queue: 100, queue_ttl_ms: 20000 }", ("{ requests_per_minute: 100 }", tail));
+    let s = serve_env(&cfg, &[("FERROGATE_REDIS_URL", &redis.url())]);
+    // A lost answer would hold the request forever: give up after a minute (status 0).
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let first = spawn_chat(&client, &s, 0, 1_000);
+    wait_running(sims[0]).await;
+    let woken = spawn_chat(&client, &s, 1, 10);
+    wait_queued(&s, 1).await;
+    let (first, woken) = (first.await.unwrap(), woken.await.unwrap());
+    assert_eq!((first.status, woken.status), (200, 200), "{woken:?}");
+    assert!(woken.queued_ms.is_some(), "it waited in the queue: {woken:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

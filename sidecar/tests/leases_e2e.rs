@@ -3,9 +3,7 @@
 //! a token limit and a USD budget: exactly the limit is admitted. The sim holds every answer
 //! 5 s, so every admission is decided before any request settles (what the reservation
 //! estimate would otherwise correct), and a request may wait up to 10 s for its grant
-//! (`max_wait_ms`): on a loaded machine the default 250 ms can pass before the sidecar answers;
-//! the request is then refused and its grant stays with that replica in Redis until the
-//! replica's next answer, so fewer than the limit would be admitted. And a replica that dies
+//! (`max_wait_ms`; the default, under load, is `leases_loaded_e2e.rs`). And a replica that dies
 //! holding a lease: its capacity stays counted until the window slides past it, then comes
 //! back.
 //!

@@ -10,6 +10,7 @@
 //! same (the approximate fallback remembers where a conversation went), so every phase uses
 //! conversations no earlier probe has seen.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
@@ -48,7 +49,12 @@ struct Fleet {
     client: reqwest::Client,
     gateway: Setup,
     sims: Vec<KvSim>,
+    /// The pool's provider entry.
+    provider: String,
 }
+
+const MODELS: &str = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n  \
+                      - { name: pc, strategy: precise_cache_aware, targets: [{ provider: pool, model: kv }] }\n";
 
 impl Fleet {
     /// Two engines of `sim_flags`, a pool over them with an offload TTL of `ttl_secs` and
@@ -65,11 +71,21 @@ impl Fleet {
         ttl_secs: u64,
         lmcache: impl Fn(&[KvSim]) -> String,
     ) -> Fleet {
+        Self::start_at([None, None], flags, ttl_secs, lmcache).await
+    }
+
+    /// [`Fleet::start_each`] with sim `i` serving HTTP at `addrs[i]` when given.
+    async fn start_at(
+        addrs: [Option<SocketAddr>; 2],
+        flags: impl Fn(usize) -> Vec<String>,
+        ttl_secs: u64,
+        lmcache: impl Fn(&[KvSim]) -> String,
+    ) -> Fleet {
         let mut sims = Vec::new();
-        for i in 0..2 {
+        for (i, addr) in addrs.into_iter().enumerate() {
             let flags = flags(i);
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            sims.push(KvSim::start_with(None, &flags).await);
+            sims.push(KvSim::start_with(addr, &flags).await);
         }
         let endpoints: Vec<String> = sims.iter().map(KvSim::endpoint_entry).collect();
         let provider = format!(
@@ -78,12 +94,24 @@ impl Fleet {
             lmcache(&sims),
             endpoints.join(", ")
         );
-        let models = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n  \
-                      - { name: pc, strategy: precise_cache_aware, targets: [{ provider: pool, model: kv }] }\n";
-        let gateway = gateway_on(&[provider], models, "", 2).await;
-        let fleet = Fleet { client: reqwest::Client::new(), gateway, sims };
+        let gateway = gateway_on(std::slice::from_ref(&provider), MODELS, "", 2).await;
+        let fleet = Fleet { client: reqwest::Client::new(), gateway, sims, provider };
         fleet.until("both engines connected", |kv| (0..2).all(|i| kv[i]["connected"] == true)).await;
         fleet
+    }
+
+    /// Stops the gateway and starts a new one on the same configuration, once the old one has
+    /// let go of `pull` (a new process binds it only then).
+    async fn restart_gateway(self, pull: &str) -> Fleet {
+        let Fleet { client, gateway, sims, provider } = self;
+        gateway.gateway.shutdown().await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpListener::bind(pull).is_err() {
+            assert!(Instant::now() < deadline, "the stopped gateway still holds {pull}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let gateway = gateway_on(std::slice::from_ref(&provider), MODELS, "", 2).await;
+        Fleet { client, gateway, sims, provider }
     }
 
     async fn admin(&self, path: &str) -> Value {
@@ -199,23 +227,7 @@ fn free_port() -> u16 {
 /// registering first. A prefix pushed into engine 0's CPU tier still keeps its engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_channel_alone_tells_the_cpu_tier() {
-    let (pull, reply) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-    let flags = |i: usize| {
-        let fixed = ["--kv-blocks", "24", "--lmcache-blocks", "200", "--lmcache-events", "false"];
-        let mut flags: Vec<String> = fixed.iter().map(ToString::to_string).collect();
-        let sim = format!("sim-{i}");
-        let controller =
-            ["--lmcache-controller", &pull, "--lmcache-controller-reply", &reply, "--lmcache-instance-id", &sim];
-        flags.extend(controller.iter().map(ToString::to_string));
-        flags
-    };
-    let lmcache = |sims: &[KvSim]| {
-        format!(
-            ", pull: 'tcp://{pull}', reply: 'tcp://{reply}', instances: {{ sim-0: '{}', sim-1: '{}' }}",
-            sims[0].addr, sims[1].addr
-        )
-    };
-    let fleet = Fleet::start_each(flags, 300, lmcache).await;
+    let fleet = controller_fleet("ctl", 300).await;
     let pinned = conversations("ctl");
     for prompt in pinned.iter().chain(&conversations("ctljunk")) {
         fleet.warm(0, prompt).await;
@@ -226,6 +238,86 @@ async fn the_controller_channel_alone_tells_the_cpu_tier() {
     assert!(kv[0]["lmcache_ops"].as_u64() >= Some(24), "{kv:?}");
     tokio::time::sleep(VM_POLL).await;
     assert_eq!(fleet.picks("lc", &pinned).await, [0; CONVERSATIONS], "lmcache_aware follows the reported tier");
+}
+
+/// [`Fleet::start_each`] with sims whose LMCache workers report only to the controller
+/// channel (`lmcache.pull`, `reply`, each sim's instance named), with an offload TTL of
+/// `ttl_secs`.
+async fn controller_fleet(tag: &str, ttl_secs: u64) -> Fleet {
+    let (pull, reply) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let flags = |i: usize| {
+        let fixed = ["--kv-blocks", "24", "--lmcache-blocks", "200", "--lmcache-events", "false"];
+        let mut flags: Vec<String> = fixed.iter().map(ToString::to_string).collect();
+        let sim = format!("{tag}-{i}");
+        let controller =
+            ["--lmcache-controller", &pull, "--lmcache-controller-reply", &reply, "--lmcache-instance-id", &sim];
+        flags.extend(controller.iter().map(ToString::to_string));
+        flags
+    };
+    let lmcache = |sims: &[KvSim]| {
+        format!(
+            ", pull: 'tcp://{pull}', reply: 'tcp://{reply}', instances: {{ {tag}-0: '{}', {tag}-1: '{}' }}",
+            sims[0].addr, sims[1].addr
+        )
+    };
+    Fleet::start_each(flags, ttl_secs, lmcache).await
+}
+
+/// A hot reload that changes the pool's layout (`lmcache_ttl_secs` 300 → 301) starts new
+/// indexes; the engines' LMCache workers, connected before it and never again, are still
+/// counted after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_connected_before_a_reload_are_counted_after_it() {
+    let fleet = controller_fleet("reload", 300).await;
+    for prompt in conversations("before").iter().chain(&conversations("beforejunk")) {
+        fleet.warm(0, prompt).await;
+    }
+    fleet.until("admits before the reload", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(24)).await;
+    let path = fleet.gateway.config_path();
+    let config = std::fs::read_to_string(&path).unwrap();
+    let edited = config.replace("lmcache_ttl_secs: 300", "lmcache_ttl_secs: 301");
+    assert_ne!(edited, config);
+    std::fs::write(path.with_extension("tmp"), edited).unwrap();
+    std::fs::rename(path.with_extension("tmp"), &path).unwrap();
+    // New indexes: nothing counted yet, the engines' streams followed again.
+    fleet.until("the reload", |kv| kv[0]["lmcache_ops"] == 0 && kv[0]["connected"] == true).await;
+    for prompt in conversations("after").iter().chain(&conversations("afterjunk")) {
+        fleet.warm(0, prompt).await;
+    }
+    let kv = fleet.until("admits after the reload", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(24)).await;
+    assert!(kv[0]["lmcache_ops"].as_u64() >= Some(24), "{kv:?}");
+}
+
+/// Engine 0's LMCache worker has no `instances` entry: it is matched by the address it
+/// registers from, once, when it starts (engine 1 is on another host). After the gateway
+/// restarts, its heartbeats (every second, to the `heartbeat_url` it was answered) teach the
+/// new gateway where it runs, and its admits count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_matched_worker_is_counted_again_after_a_gateway_restart() {
+    let (pull, reply) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let flags = |i: usize| {
+        let fixed = ["--kv-blocks", "24", "--lmcache-blocks", "200", "--lmcache-events", "false"];
+        let mut flags: Vec<String> = fixed.iter().map(ToString::to_string).collect();
+        let controller = ["--lmcache-controller", &pull, "--lmcache-controller-reply", &reply];
+        if i == 0 {
+            flags.extend(controller.iter().chain(&["--lmcache-heartbeat-secs", "1"]).map(ToString::to_string));
+        }
+        flags
+    };
+    let lmcache = |_: &[KvSim]| format!(", pull: 'tcp://{pull}', reply: 'tcp://{reply}'");
+    let other_host: SocketAddr = "127.0.0.2:0".parse().unwrap();
+    let fleet = Fleet::start_at([None, Some(other_host)], flags, 300, lmcache).await;
+    for prompt in conversations("first").iter().chain(&conversations("firstjunk")) {
+        fleet.warm(0, prompt).await;
+    }
+    fleet.until("admits before the restart", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(24)).await;
+    let fleet = fleet.restart_gateway(&pull).await;
+    fleet.until("a heartbeat after the restart", |kv| kv[0].get("lmcache_seen_age_ms").is_some()).await;
+    for prompt in conversations("second").iter().chain(&conversations("secondjunk")) {
+        fleet.warm(0, prompt).await;
+    }
+    let kv = fleet.until("admits after the restart", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(24)).await;
+    assert!(kv[0]["lmcache_ops"].as_u64() >= Some(24), "{kv:?}");
 }
 
 /// No telemetry at all: the engines' event sockets and occupancy source answer nothing. Every

@@ -3,7 +3,8 @@
 //! a key created through one's admin API are served by the other within seconds. Every write
 //! announces its version on Redis (checked here with a subscriber of our own); the version
 //! poll would get there too. Admin writes that would break the configuration are refused with
-//! the offending field.
+//! the offending field. A Responses API response stored through one gateway (`fg_responses`)
+//! is read, listed and deleted through the other.
 //!
 //! Database: `FERROGATE_TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/test`),
 //! a schema of its own per test; Redis: `FERROGATE_TEST_REDIS_URL` (default
@@ -321,6 +322,36 @@ async fn serve_starts_on_its_cached_snapshot_while_the_database_is_down() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     gw.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+    drop_schema(&schema).await;
+}
+
+/// A stored response lives in the shared database: made through A, it is read and its input
+/// items listed through B; deleted through B, A no longer finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stored_through_one_gateway_is_read_through_the_other() {
+    let (url, schema) = schema_url().await;
+    let sim = start_sim(&[]).await;
+    let (a, b, dir) = pair(&schema, &url, "redis://127.0.0.1:1", sim).await;
+    let client = reqwest::Client::new();
+    let body = json!({"model": "seeded", "input": "Keep this.", "store": true});
+    let r = client.post(format!("http://{}/v1/responses", a.addr())).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let created: Value = r.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    assert_eq!(created["store"], json!(true), "{created}");
+    let get = |gw: &Gateway, path: String| client.get(format!("http://{}{path}", gw.addr())).send();
+    let got = get(&b, format!("/v1/responses/{id}")).await.unwrap();
+    assert_eq!(got.status(), 200);
+    let got: Value = got.json().await.unwrap();
+    assert_eq!((&got["id"], &got["output"], &got["usage"]), (&created["id"], &created["output"], &created["usage"]));
+    let items: Value = get(&b, format!("/v1/responses/{id}/input_items")).await.unwrap().json().await.unwrap();
+    assert_eq!(items["data"][0]["content"][0]["text"], json!("Keep this."), "{items}");
+    let deleted = client.delete(format!("http://{}/v1/responses/{id}", b.addr())).send().await.unwrap();
+    assert_eq!(deleted.status(), 200);
+    assert_eq!(get(&a, format!("/v1/responses/{id}")).await.unwrap().status(), 404);
+    a.shutdown().await;
+    b.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
     drop_schema(&schema).await;
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use ferrogate_host::{Headers, HttpCallResponse, PluginSpec, Runtime, StreamEvent, Vm};
+use ferrogate_host::{Headers, HttpCallResponse, Runtime, StreamEvent, Vm};
 use ferrogate_sidecar::standalone::{Sidecar, SidecarArgs};
 
 #[path = "common/wasm.rs"]
@@ -41,18 +41,7 @@ async fn start_sidecar(config: &Path, listen: &str) -> Sidecar {
 fn filter() -> (Runtime, Vm) {
     let plugin =
         format!(r#"{{"sidecar_cluster":"ferrogate_sidecar","internal_token":"{TOKEN}","poll_interval_ms":100}}"#);
-    let spec = PluginSpec {
-        name: "ferrogate".into(),
-        root_id: "ferrogate".into(),
-        vm_id: "ferrogate".into(),
-        configuration: plugin.into_bytes(),
-        allow_on_headers_stop_iteration: true,
-        ..PluginSpec::default()
-    };
-    let wasm = std::fs::read(wasm::filter_wasm()).unwrap();
-    let rt = Runtime::new(&wasm, spec).expect("runtime");
-    let vm = rt.new_vm(0).expect("vm");
-    (rt, vm)
+    wasm::filter_vm(plugin)
 }
 
 /// One tick of the filter, its callouts carried to `sidecar` over HTTP (a refused connection

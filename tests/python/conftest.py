@@ -39,7 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import httpx
 import openai
@@ -288,13 +288,14 @@ def _bin() -> Path:
     return b
 
 
-def _start(workdir: Path, attempt: int) -> Gateway:
+def _start(workdir: Path, attempt: int, extra: dict | None = None) -> Gateway:
+    """Starts sim + serve; `extra` adds top-level sections to the generated config."""
     binary = str(_bin())
     sim_port, gw_port, admin_port, side_port = (_free_port() for _ in range(4))
     keys = {name: new_key() for name in ("alice", "bob", "old", "carol")}
     admin_token = secrets.token_hex(24)
     cfg = workdir / "ferrogate.json"
-    cfg.write_text(json.dumps(gateway_config(sim_port, keys), indent=2))
+    cfg.write_text(json.dumps({**gateway_config(sim_port, keys), **(extra or {})}, indent=2))
 
     env = dict(os.environ)
     env.setdefault("FERROGATE_LOG", "info")
@@ -358,6 +359,21 @@ def start_with_retries(start: Callable[[Path, int], T], workdir: Path, logs: tup
             if "in use" not in text.lower():
                 break
     return None, "\n".join(errors)
+
+
+def own_gateway(prefix: str, start: Callable[[Path, int], Gateway] = _start) -> Iterator[Gateway]:
+    """A module's own sim and gateway (for a module fixture to `yield from`): started with
+    `start`, its logs under a temporary folder named `prefix`, stopped and removed after."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    gw, errors = start_with_retries(start, workdir, ("sim", "serve"))
+    if gw is None:
+        pytest.fail("could not start ferrogate sim + serve:\n" + errors)
+    yield gw
+    for c in gw.clients:
+        c.close()
+    for p in reversed(gw.procs):
+        p.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

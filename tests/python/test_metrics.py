@@ -11,15 +11,26 @@ import json
 import os
 import secrets
 import time
+from typing import Callable
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import PROVIDER_KEY_ENV, Gateway, Proc, _bin, _free_port, _wait_until, gateway_config
+from conftest import (PROVIDER_KEY_ENV, Gateway, Proc, _bin, _free_port, _wait_until, gateway_config,
+                      own_gateway)
 
 MESSAGES = [{"role": "user", "content": "Count the series."}]
-# The filter hands its counters to the host on each tick (250 ms with a sidecar).
-SETTLE_S = 1.0
+# The filter hands its counters to the host on each tick (250 ms with a sidecar), after the
+# answer: a scrape waits for the figures it expects, up to this long on a loaded machine.
+SETTLE_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Gateway:
+    """This module's own sim and gateway: its tests compare counters before and after their
+    requests, so no other module's traffic may still be on its way to them."""
+    yield from own_gateway("ferrogate-metrics-")
 
 
 def scrape(gw: Gateway) -> str:
@@ -42,20 +53,49 @@ def value(series: dict[tuple, float], name: str, **labels) -> float:
     return series.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def settled(gw: Gateway) -> dict[tuple, float]:
-    time.sleep(SETTLE_S)
-    return samples(scrape(gw))
+def scrape_until(gw: Gateway, ready: Callable[[str], bool], what: str) -> str:
+    """Scrapes until `ready` accepts the text (the counters of earlier requests have reached
+    the host); fails with `what` and the last scrape's families after SETTLE_TIMEOUT_S."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        text = scrape(gw)
+        if ready(text):
+            return text
+        if time.monotonic() > deadline:
+            names = sorted({f.name for f in text_string_to_metric_families(text)})
+            raise AssertionError(f"{what}: not in /metrics after {SETTLE_TIMEOUT_S}s; families {names}")
+        time.sleep(0.1)
+
+
+def settled(gw: Gateway, before: dict[tuple, float], want: dict[tuple[str, tuple], float]) -> dict[tuple, float]:
+    """The samples once every series of `want` has grown by its figure since `before`."""
+    def ready(text: str) -> bool:
+        now = samples(text)
+        return all(now.get(k, 0.0) - before.get(k, 0.0) >= d for k, d in want.items())
+
+    return samples(scrape_until(gw, ready, f"the counts {want}"))
+
+
+def series(name: str, **labels) -> tuple[str, tuple]:
+    return (name, tuple(sorted(labels.items())))
 
 
 def test_every_family_parses_and_has_help(gateway: Gateway):
     gateway.client("alice").chat.completions.create(model="chat", messages=MESSAGES)
-    text = scrape(gateway)
-    families = list(text_string_to_metric_families(text))
-    names = {f.name for f in families}
     # prometheus_client names counter families without their `_total`.
-    for want in ("ferrogate_requests", "ferrogate_request_duration_seconds", "ferrogate_snapshot_version",
-                 "ferrogate_filter_duration_seconds", "ferrogate_target_healthy"):
-        assert want in names, sorted(names)
+    wanted = ("ferrogate_requests", "ferrogate_request_duration_seconds", "ferrogate_snapshot_version",
+              "ferrogate_filter_duration_seconds", "ferrogate_target_healthy")
+
+    # This request's own series: earlier ones (the fixture's /v1/models) may have made the
+    # family already, and a count still on its way would land in the next test's figures.
+    ok = series("ferrogate_requests_total", api="chat_completions", model="chat", provider="local", status="200",
+                status_class="2xx")
+
+    def counted(text: str) -> bool:
+        names = {f.name for f in text_string_to_metric_families(text)}
+        return all(w in names for w in wanted) and samples(text).get(ok, 0.0) >= 1
+
+    text = scrape_until(gateway, counted, f"the families {wanted} and this request")
     typed = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
     helped = {line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")}
     assert typed and not [t for t in typed if t not in helped], "a family without # HELP"
@@ -63,23 +103,30 @@ def test_every_family_parses_and_has_help(gateway: Gateway):
 
 
 def test_labelled_series_carry_what_the_usage_records_say(gateway: Gateway):
-    before = settled(gateway)
+    # Every earlier test of this module waited for its own counts, so nothing is in transit.
+    before = samples(scrape(gateway))
     client = gateway.client("alice")
     plain = client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
     stream = client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES, stream=True)
     list(stream.parse())
     records = [gateway.wait_usage(r.headers["x-request-id"], key="alice", model="chat") for r in (plain, stream)]
-    after = settled(gateway)
+    ok = dict(api="chat_completions", model="chat", provider="local", status="200", status_class="2xx")
+    at = dict(model="chat", provider="local")
+    after = settled(gateway, before, {series("ferrogate_requests_total", **ok): 2,
+                                      series("ferrogate_request_duration_seconds_count", **at): 2,
+                                      series("ferrogate_time_to_first_token_seconds_count", **at): 2,
+                                      series("ferrogate_inter_token_latency_seconds_count", **at): 1,
+                                      series("ferrogate_upstream_attempts_total", provider="local"): 2,
+                                      **{series("ferrogate_tokens_total", **at, type=kind): sum(r[field] for r in records)
+                                         for kind, field in (("input", "prompt_tokens"), ("output", "completion_tokens"))}})
 
     def delta(name, **labels):
         return value(after, name, **labels) - value(before, name, **labels)
 
-    ok = dict(api="chat_completions", model="chat", provider="local", status="200", status_class="2xx")
     assert delta("ferrogate_requests_total", **ok) == 2
     for kind, field in (("input", "prompt_tokens"), ("output", "completion_tokens"), ("cached_input", "cached_tokens")):
         want = sum(r[field] for r in records)
         assert delta("ferrogate_tokens_total", model="chat", provider="local", type=kind) == want, kind
-    at = dict(model="chat", provider="local")
     assert delta("ferrogate_request_duration_seconds_count", **at) == 2
     assert delta("ferrogate_time_to_first_token_seconds_count", **at) == 2
     assert delta("ferrogate_inter_token_latency_seconds_count", **at) == 1, "one value per stream"
@@ -89,7 +136,7 @@ def test_labelled_series_carry_what_the_usage_records_say(gateway: Gateway):
 
 
 def test_made_up_model_names_add_no_series_and_refusals_are_counted(gateway: Gateway):
-    before = settled(gateway)
+    before = samples(scrape(gateway))
     tag = "zz" + secrets.token_hex(4)
     headers = {"authorization": f"Bearer {gateway.keys['alice']}", "content-type": "application/json"}
     with httpx.Client(base_url=gateway.gateway_url, headers=headers, timeout=10) as http:
@@ -100,8 +147,15 @@ def test_made_up_model_names_add_no_series_and_refusals_are_counted(gateway: Gat
         assert http.get("/v1/nowhere").status_code == 404
     anonymous = httpx.post(f"{gateway.gateway_url}/v1/chat/completions", json={"model": "chat", "messages": MESSAGES})
     assert anonymous.status_code == 401, anonymous.text
+    unknown = dict(api="chat_completions", model="unknown", provider="none")
+    after = settled(gateway, before, {
+        series("ferrogate_requests_total", **unknown, status="404", status_class="4xx"): 1000,
+        series("ferrogate_errors_total", **unknown, reason="model_not_found"): 1000,
+        series("ferrogate_requests_total", **unknown, status="400", status_class="4xx"): 1,
+        series("ferrogate_requests_total", **unknown, status="401", status_class="4xx"): 1,
+        series("ferrogate_requests_total", api="unknown", model="unknown", provider="none", status="404",
+               status_class="4xx"): 1})
     text = scrape(gateway)
-    after = settled(gateway)
     assert tag not in text, "a client's model name became a label"
     new = set(after) - set(before)
     assert len(new) <= 8, f"1,000 made-up names added series: {sorted(new)}"
@@ -109,7 +163,6 @@ def test_made_up_model_names_add_no_series_and_refusals_are_counted(gateway: Gat
     def delta(name, **labels):
         return value(after, name, **labels) - value(before, name, **labels)
 
-    unknown = dict(api="chat_completions", model="unknown", provider="none")
     assert delta("ferrogate_requests_total", **unknown, status="404", status_class="4xx") == 1000
     assert delta("ferrogate_errors_total", **unknown, reason="model_not_found") == 1000
     assert delta("ferrogate_requests_total", **unknown, status="400", status_class="4xx") == 1

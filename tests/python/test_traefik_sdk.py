@@ -4,7 +4,9 @@ The deployment a Traefik user runs, on loopback: `ferrogate sidecar` keeps the s
 and ingests the usage inbox on a directory that is the plugin's mount; `ferrogate http-wasm`
 runs `ferrogate_traefik.wasm` the way Traefik does, with one internal route per provider
 matched on the routing header and Traefik's `buffering` middleware after it
-(`followedByBuffering: true`); `ferrogate sim` answers in every provider dialect.
+(`followedByBuffering: true`); `ferrogate sim` answers in every provider dialect. A second
+deployment is the default topology (`traefik/examples/dynamic.yml`: no `buffering`), where a
+rewritten body must keep the client's length.
 
 Environment: FERROGATE_BIN, FERROGATE_TRAEFIK_WASM (default: the workspace's release build).
 """
@@ -54,6 +56,11 @@ class Deployment:
             time.sleep(0.1)
 
 
+# Aliases longer than their upstream names: a rewritten body is shorter, so it is padded.
+LONG_OA = "oa-chat-with-a-long-public-alias"
+LONG_AN = "an-chat-with-a-long-public-alias"
+
+
 def _config(sim: str, key: str) -> dict:
     return {
         "providers": [
@@ -63,12 +70,14 @@ def _config(sim: str, key: str) -> dict:
         "models": [
             {"name": "oa-chat", "targets": [{"provider": "local", "model": "sim-small"}]},
             {"name": "an-chat", "targets": [{"provider": "claude", "model": "sim-claude"}]},
+            {"name": LONG_OA, "targets": [{"provider": "local", "model": "sim-small"}]},
+            {"name": LONG_AN, "targets": [{"provider": "claude", "model": "sim-claude"}]},
         ],
         "keys": [{"name": "dana", "digest": digest(key), "models": ["*"]}],
     }
 
 
-def _start(workdir: Path, attempt: int) -> Deployment:
+def _start(workdir: Path, attempt: int, buffering: bool = True) -> Deployment:
     binary = str(_bin())
     if not TRAEFIK_WASM.is_file():
         pytest.exit(f"{TRAEFIK_WASM} is missing (make wasm)", returncode=2)
@@ -80,7 +89,7 @@ def _start(workdir: Path, attempt: int) -> Deployment:
     cfg.write_text(json.dumps(_config(f"http://127.0.0.1:{sim_port}", key)))
     settings = workdir / f"settings.{attempt}.json"
     settings.write_text(json.dumps({"snapshotFile": "/ferrogate/snapshot.json", "usageFile": "/ferrogate/usage.jsonl",
-                                    "followedByBuffering": True}))
+                                    "followedByBuffering": buffering}))
     env = dict(os.environ, NO_COLOR="1", FERROGATE_ADMIN_TOKEN=admin_token,
                FERROGATE_TEST_ANTHROPIC_KEY="sim-key-" + secrets.token_hex(8))
     env.pop("FERROGATE_INTERNAL_TOKEN", None)
@@ -97,7 +106,8 @@ def _start(workdir: Path, attempt: int) -> Deployment:
         sim = f"http://127.0.0.1:{sim_port}"
         procs.append(Proc("http-wasm", [binary, "http-wasm", "--wasm", str(TRAEFIK_WASM), "--settings", str(settings),
                                         "--listen", f"127.0.0.1:{tr_port}", "--mount", f"{mount}:/ferrogate",
-                                        "--route", f"local={sim}", "--route", f"claude={sim}", "--buffering"],
+                                        "--route", f"local={sim}", "--route", f"claude={sim}"]
+                          + (["--buffering"] if buffering else []),
                           workdir / f"http-wasm.{attempt}.log", env))
         d = Deployment(url=f"http://127.0.0.1:{tr_port}", admin_url=f"http://127.0.0.1:{admin_port}",
                        admin_token=admin_token, key=key, procs=procs, workdir=workdir)
@@ -118,6 +128,20 @@ def traefik():
     d, errors = start_with_retries(_start, workdir, ("sim", "sidecar", "http-wasm"))
     if d is None:
         pytest.fail("could not start the Traefik deployment:\n" + errors)
+    yield d
+    for p in reversed(d.procs):
+        p.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def traefik_default():
+    """The default topology: no `buffering` middleware, `followedByBuffering: false`."""
+    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-default-"))
+    d, errors = start_with_retries(lambda w, a: _start(w, a, buffering=False), workdir,
+                                   ("sim", "sidecar", "http-wasm"))
+    if d is None:
+        pytest.fail("could not start the default Traefik deployment:\n" + errors)
     yield d
     for p in reversed(d.procs):
         p.stop()
@@ -159,3 +183,29 @@ def test_sdk_errors_are_typed(traefik):
     client = anthropic.Anthropic(base_url=traefik.url, api_key=traefik.key, max_retries=0, timeout=30)
     with pytest.raises(anthropic.NotFoundError):
         client.messages.create(model="no-such-model", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+
+
+def test_sdks_through_the_default_topology(traefik_default):
+    """Without `buffering`, a rewritten body must keep the client's length (traefik/README.md,
+    "Request body length"). The SDKs send compact JSON, so there is no whitespace to lose."""
+    d = traefik_default
+    oa = openai.OpenAI(base_url=f"{d.url}/v1", api_key=d.key, max_retries=0, timeout=30)
+    an = anthropic.Anthropic(base_url=d.url, api_key=d.key, max_retries=0, timeout=30)
+    # An alias longer than the upstream name: the rewrite is padded and the call is served.
+    raw = oa.chat.completions.with_raw_response.create(
+        model=LONG_OA, messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+    assert raw.parse().choices[0].message.content
+    record = d.usage_record(raw.headers["x-request-id"])
+    assert record["model_requested"] == LONG_OA and record["status"] == 200
+    assert an.messages.create(model=LONG_AN, max_tokens=8, messages=[{"role": "user", "content": "hello"}]).content
+    # "oa-chat" becomes "sim-small", two bytes longer, and cannot fit: a clear error in the
+    # SDK's own shape, naming the lengths and the fix, never a bare 500.
+    with pytest.raises(openai.InternalServerError) as e:
+        oa.chat.completions.create(model="oa-chat", messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+    message = e.value.body["message"]
+    assert "Content-Length" in message and "followedByBuffering: true" in message, e.value.body
+    with pytest.raises(anthropic.InternalServerError) as e:
+        an.messages.create(model="an-chat", max_tokens=8, messages=[{"role": "user", "content": "hello"}])
+    assert e.value.body["type"] == "error", e.value.body
+    message = e.value.body["error"]["message"]
+    assert "Content-Length" in message and "followedByBuffering: true" in message, e.value.body

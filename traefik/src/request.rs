@@ -65,6 +65,12 @@ impl Guest {
                 Err(e) => reply::error(&e, req.dialect, &req.id),
             },
             Endpoint::Reject(e) => reply::error(&e, req.dialect, &req.id),
+            // No response store here: the middleware makes no calls to the sidecar.
+            Endpoint::Stored(_) => {
+                let (bare, _) = ferrogate_core::route::split_query(&uri);
+                let e = ApiError::response_lifecycle_unsupported(&abi::method(), bare);
+                reply::error(&e, req.dialect, &req.id)
+            }
             Endpoint::Forward(api) => self.forward(&config, api, &uri, req),
         }
     }

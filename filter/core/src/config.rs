@@ -7,6 +7,7 @@
 //! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
 mod raw;
+pub mod responses;
 pub mod syntax;
 mod validate;
 
@@ -23,6 +24,7 @@ pub use raw::{
     RawBand, RawConfig, RawEndpoint, RawFlowControl, RawGroup, RawKey, RawLimits, RawLmcache, RawModel, RawPrice,
     RawProvider, RawRedis, RawStore, RawTarget, RawTierWeights,
 };
+pub use responses::{RawResponses, Responses};
 pub use syntax::{BaseUrl, Scheme};
 pub use validate::lmcache::{Controller, Lmcache, OccupancySource};
 
@@ -317,6 +319,8 @@ pub struct Config {
     pub redis_url_env: Option<String>,
     /// `redis.fail_closed`: 503 for requests under limits while the cross-replica view is stale.
     pub limits_fail_closed: bool,
+    /// `responses:`: retention of stored Responses API responses (used by the sidecar).
+    pub responses: Responses,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.

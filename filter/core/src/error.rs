@@ -100,6 +100,19 @@ impl ApiError {
         Self::new(501, "invalid_request_error", Some("response_lifecycle_unsupported"), message)
     }
 
+    /// 400 for a response id that cannot be one (OpenAI's wording and `param`).
+    pub fn bad_response_id(id: &str) -> Self {
+        let shown: String = id.chars().take(64).collect();
+        let message = format!("Invalid 'response_id': '{shown}'. Expected an ID that begins with 'resp_'.");
+        Self { param: Some("response_id"), ..Self::new(400, "invalid_request_error", Some("invalid_value"), message) }
+    }
+
+    /// 404 for a stored response that does not exist, expired, was deleted or belongs to another
+    /// key (the same answer for all four: no existence leak).
+    pub fn response_not_found(id: &str) -> Self {
+        Self::new(404, "invalid_request_error", None, format!("Response with id '{id}' not found."))
+    }
+
     /// 429: a request or token limit has no room (`Retry-After` goes with it).
     pub fn rate_limited(message: String) -> Self {
         Self::new(429, "rate_limit_error", Some("rate_limit_exceeded"), message)

@@ -7,13 +7,18 @@
 //! (its provider's setting), or, where the model sets them, when its engine reports at least
 //! `max_waiting` queued requests or a KV cache at least `max_kv_usage` full; a target whose
 //! engine figures are unknown (never scraped, or stale) counts as saturated for a threshold that
-//! needs them (`max_running` likewise, for engines whose running count is the bound). The queue ([`Queue`]) lives in proxy-wasm shared data, so every worker VM shares
-//! it; each waiting request checks its place itself ([`gate`]) and goes when it is among the
-//! first `free` of the service order. Pure logic: no clock, no I/O.
+//! needs them (`max_running` likewise, for engines whose running count is the bound). The queue
+//! ([`Queue`]) lives in proxy-wasm shared data, so every worker VM shares it; a waiting request
+//! checks its place ([`gate`]) when it is woken, and goes when it is among the first `free` of
+//! the service order. Who wakes whom is the proxy's side: an entry names its owner's wake-up
+//! queue ([`Owner`]); a released slot wakes the [`Queue::head`], and a request that holds its
+//! target ([`Queue::confirm`]) wakes the next one. Pure logic: no clock, no I/O.
 
 mod queue;
+mod wire;
 
-pub use queue::{Entry, Queue, QUEUE_VERSION};
+pub use queue::{Entry, Owner, Queue, Transit, DEAD_MS, TRANSIT_MS};
+pub use wire::QUEUE_VERSION;
 
 /// A model's flow control, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,8 +73,12 @@ impl FlowControl {
 /// What a request may do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
-    /// Go on and pick a target (its entry, if it had one, is gone from the queue).
+    /// Go on and pick a target: nobody waits and there is room (nothing was written).
     Go,
+    /// Go on and pick a target: entry `seq` (the request's own, or the one it joined with just
+    /// now) left the queue and is in transit, counting against the room until the request
+    /// confirms it (it holds its target) or restores it (it lost the target to another).
+    Went(u64),
     /// Wait: the request holds entry `seq`; check again later.
     Wait(u64),
     /// The band is full: refuse.
@@ -85,16 +94,21 @@ pub struct Caller {
     pub band: i32,
     /// Its fairness id within the band (the key's index; one id for callers without a key).
     pub fair: u32,
+    /// Where it is woken while it waits.
+    pub owner: Owner,
 }
 
 /// Decides for a request at `now_ms`, with `free` requests' worth of room on the model's
 /// targets: a request without an entry (`me: None`) goes at once when nobody waits and there is
-/// room, else it is queued; a request with an entry goes when its place in the service order is
-/// under `free`. `limits` is its band's `(max_queue, ttl_ms)`. Updates `queue` (entries that
-/// expired or whose owner stopped checking are dropped first); the caller writes it back when
-/// the answer is not [`Gate::Go`] for a request that had no entry and found the queue empty.
+/// room, else it is queued (and goes at once, through its new entry, when its band puts it
+/// ahead of those waiting and there is room for it); a request with an entry goes when its place in the service order is
+/// under `free` (less the requests let go that have not yet taken their target: they are in
+/// `free` still). `limits` is its band's `(max_queue, ttl_ms)`. Updates `queue` (entries that
+/// expired or whose owner stopped checking are dropped first; an entry that goes is put in
+/// transit, [`Gate::Went`]); the caller writes it back unless the answer is [`Gate::Go`].
 pub fn gate(queue: &mut Queue, me: Option<u64>, caller: Caller, limits: (u32, u64), free: u64, now_ms: u64) -> Gate {
     queue.prune(now_ms);
+    let free = free.saturating_sub(queue.in_transit() as u64);
     let seq = match me {
         Some(seq) if queue.position(seq).is_none() => return Gate::Expired,
         Some(seq) => seq,
@@ -103,13 +117,13 @@ pub fn gate(queue: &mut Queue, me: Option<u64>, caller: Caller, limits: (u32, u6
             if queue.band_len(caller.band) >= limits.0 as usize {
                 return Gate::Full;
             }
-            queue.push(caller.band, caller.fair, now_ms.saturating_add(limits.1), now_ms)
+            queue.push(caller.band, caller.fair, now_ms.saturating_add(limits.1), now_ms, caller.owner)
         }
     };
     let rank = queue.rank(seq).unwrap_or(usize::MAX);
     if (rank as u64) < free {
-        queue.take(seq);
-        return Gate::Go;
+        queue.take(seq, now_ms);
+        return Gate::Went(seq);
     }
     queue.touch(seq, now_ms);
     Gate::Wait(seq)

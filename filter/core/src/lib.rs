@@ -25,6 +25,7 @@ pub mod passive;
 pub mod plugin;
 pub mod route;
 pub mod snapshot;
+pub mod stored;
 pub mod targets;
 pub mod traefik;
 pub mod translate;

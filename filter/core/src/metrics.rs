@@ -148,6 +148,10 @@ pub const FAMILIES: &[Family] = &[
         "Calls from the filter to its sidecar, by feed and outcome (ok, error)."),
     family("ferrogate.snapshot_version", Kind::Gauge, Unit::None, &[],
         "The snapshot the filter applies: the first 32 bits of its content version, as a number (compare ferrogate_snapshot_served_version)."),
+    family("ferrogate.targets_feed_stale", Kind::Gauge, Unit::None, &[],
+        "1 while the targets feed's engine figures are older than targets_max_age_ms (the sidecar stopped confirming them) and count as unknown, else 0."),
+    family("ferrogate.targets_feed_stale_total", Kind::Counter, Unit::None, &[],
+        "Times the targets feed went stale (its engine figures aged past targets_max_age_ms)."),
 ];
 
 const fn family(

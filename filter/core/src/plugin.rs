@@ -4,7 +4,7 @@
 //! {"config": {...inline config document...},
 //!  "cluster_header": "x-ferrogate-cluster", "max_body_bytes": 16777216,
 //!  "sidecar_cluster": "ferrogate-sidecar", "sidecar_authority": "127.0.0.1:9000",
-//!  "poll_interval_ms": 5000, "internal_token": "..."}
+//!  "poll_interval_ms": 5000, "targets_max_age_ms": 5000, "internal_token": "..."}
 //! ```
 //! Either `config` (sidecar-less use) or `sidecar_cluster` must be present; with both, the
 //! inline config serves until the first snapshot arrives.
@@ -18,6 +18,12 @@ use crate::headers::DEFAULT_CLUSTER_HEADER;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Default snapshot poll interval.
 pub const DEFAULT_POLL_INTERVAL_MS: u64 = 5_000;
+/// Default age past which the targets feed's engine figures count as unknown: a few of the
+/// feed's 1 s polls, so one slow or lost answer does not make them stale.
+pub const DEFAULT_TARGETS_MAX_AGE_MS: u64 = 5_000;
+/// The smallest `targets_max_age_ms`: twice the feed's 1 s poll, so figures the sidecar keeps
+/// confirming never read as stale between two polls.
+pub const MIN_TARGETS_MAX_AGE_MS: u64 = 2_000;
 
 /// The plugin configuration as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -41,6 +47,9 @@ pub struct RawPluginConfig {
     /// Snapshot poll interval (default 5000 ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval_ms: Option<u64>,
+    /// Age past which the targets feed's engine figures count as unknown (default 5000 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets_max_age_ms: Option<u64>,
     /// Bearer token for the sidecar's filter-facing API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub internal_token: Option<String>,
@@ -68,6 +77,9 @@ pub struct SidecarSettings {
     pub authority: String,
     /// Poll interval in milliseconds.
     pub poll_interval_ms: u64,
+    /// How long the targets feed's engine figures stay usable after the sidecar last confirmed
+    /// them, in milliseconds ([`crate::targets::Freshness`]).
+    pub targets_max_age_ms: u64,
     /// Bearer token, if the sidecar requires one.
     pub internal_token: Option<String>,
 }
@@ -141,10 +153,14 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
         if raw.poll_interval_ms == Some(0) {
             add("poll_interval_ms", "must be at least 1".into());
         }
+        if let Some(age) = raw.targets_max_age_ms.filter(|&age| age < MIN_TARGETS_MAX_AGE_MS) {
+            add("targets_max_age_ms", format!("{age} is below {MIN_TARGETS_MAX_AGE_MS} (twice the feed's 1 s poll)"));
+        }
         if raw.sidecar_cluster.is_none() {
             for (field, set) in [
                 ("sidecar_authority", raw.sidecar_authority.is_some()),
                 ("poll_interval_ms", raw.poll_interval_ms.is_some()),
+                ("targets_max_age_ms", raw.targets_max_age_ms.is_some()),
                 ("internal_token", raw.internal_token.is_some()),
             ] {
                 if set {
@@ -164,6 +180,7 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
             authority: raw.sidecar_authority.unwrap_or_else(|| cluster.clone()),
             cluster,
             poll_interval_ms: raw.poll_interval_ms.unwrap_or(DEFAULT_POLL_INTERVAL_MS),
+            targets_max_age_ms: raw.targets_max_age_ms.unwrap_or(DEFAULT_TARGETS_MAX_AGE_MS),
             internal_token: raw.internal_token,
         });
         match (problems.is_empty(), max_body_bytes) {
@@ -209,8 +226,26 @@ mod tests {
         let s = p.sidecar.unwrap();
         assert_eq!((s.cluster.as_str(), s.authority.as_str(), s.poll_interval_ms), ("fg", "fg", 250));
         assert_eq!(s.internal_token.as_deref(), Some("t"));
+        assert_eq!(s.targets_max_age_ms, DEFAULT_TARGETS_MAX_AGE_MS);
         assert_eq!((p.max_body_bytes, p.cluster_header.as_str()), (10, "x-c"));
         assert!(p.config.is_none());
+    }
+
+    #[test]
+    fn the_targets_age_bound_is_a_sidecar_setting_of_two_seconds_or_more() {
+        let p = PluginConfig::from_json_slice(br#"{"sidecar_cluster":"fg","targets_max_age_ms":2000}"#).unwrap();
+        assert_eq!(p.sidecar.map(|s| s.targets_max_age_ms), Some(2_000));
+        let problems = |json: &[u8]| match PluginConfig::from_json_slice(json) {
+            Err(PluginConfigError::Invalid(e)) => e.problems.into_iter().map(|p| (p.path, p.message)).collect(),
+            other => panic!("expected Invalid, got {other:?}"),
+        };
+        let short: Vec<(String, String)> = problems(br#"{"sidecar_cluster":"fg","targets_max_age_ms":1999}"#);
+        assert_eq!(short[0].0, "targets_max_age_ms");
+        assert!(short[0].1.contains("below 2000"), "{short:?}");
+        let alone = problems(br#"{"config":{},"targets_max_age_ms":5000}"#);
+        assert_eq!(alone, [("targets_max_age_ms".to_string(), "only meaningful with sidecar_cluster".to_string())]);
+        let e = PluginConfig::from_json_slice(br#"{"sidecar_cluster":"fg","target_max_age_ms":5000}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `target_max_age_ms`"), "{e}");
     }
 
     #[test]

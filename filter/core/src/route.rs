@@ -158,6 +158,8 @@ pub enum Endpoint<'p> {
     GetModel(&'p str),
     /// Buffer the body, then [`route`].
     Forward(Api),
+    /// A lifecycle call on a stored response, answered by the sidecar's response store.
+    Stored(crate::stored::Lifecycle<'p>),
     /// Answer locally with this error (unknown path, wrong method).
     Reject(ApiError),
 }
@@ -187,8 +189,9 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
         };
     }
     if bare.starts_with("/v1/responses/") {
-        // Retrieving, deleting or cancelling a response needs state the gateway does not keep.
-        return Endpoint::Reject(ApiError::response_lifecycle_unsupported(method, bare));
+        // Retrieving, listing or deleting needs the sidecar's store (the filter decides whether
+        // it has one); a malformed id or a wrong method is answered here.
+        return crate::stored::lifecycle(method, bare).map_or_else(Endpoint::Reject, Endpoint::Stored);
     }
     match Api::from_path(bare) {
         Some(api) if method == "POST" => Endpoint::Forward(api),

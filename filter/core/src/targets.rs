@@ -24,6 +24,9 @@
 //!   omitted when the engine reports none. `lora_aware` prefers them over what it learned.
 //! - `version` changes whenever any field of any entry changes, so an unchanged version means
 //!   an unchanged feed.
+//! - The engine figures are as old as the sidecar's last answer (a 200, or a 304 saying the
+//!   feed is unchanged), not as the body: a feed the sidecar stopped confirming ages, and past
+//!   [`Freshness::max_age_ms`] its figures count as unknown ([`Freshness::stale`]).
 //!
 //! The wire form is compact JSON; the optional fields are omitted when unknown:
 //! `{"version":7,"endpoints":[{"provider":"pool","endpoint":"10.0.0.1:8000","healthy":true,
@@ -95,6 +98,26 @@ impl TargetFeed {
     /// The state of `endpoint` of `provider`, if the feed has it.
     pub fn get(&self, provider: &str, endpoint: &str) -> Option<&EndpointState> {
         self.endpoints.iter().find(|e| e.provider == provider && e.endpoint == endpoint)
+    }
+}
+
+/// How current the engine figures of the latest feed are. The filter records when the sidecar
+/// last answered a poll (the feed body carries no time, and a 304 confirms it without a body),
+/// and hands that time to the router with the bound from its plugin settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    /// Unix ms of the sidecar's latest answer confirming the feed.
+    pub confirmed_ms: u64,
+    /// How long after that the figures may still be used.
+    pub max_age_ms: u64,
+}
+
+impl Freshness {
+    /// True when the figures are older than the bound at `now_ms`: they no longer say what the
+    /// engines do (the sidecar died or cannot be reached), so they count as unknown. A clock
+    /// that stepped back reads as fresh.
+    pub fn stale(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.confirmed_ms) > self.max_age_ms
     }
 }
 
@@ -197,6 +220,14 @@ mod tests {
         assert!(!down.parked(1_000), "stale cooldown fails open");
         let no_cooldown = EndpointState { healthy: false, ..pool_member() };
         assert!(!no_cooldown.parked(0));
+    }
+
+    #[test]
+    fn figures_go_stale_only_past_the_bound() {
+        let f = Freshness { confirmed_ms: 10_000, max_age_ms: 5_000 };
+        assert!(!f.stale(10_000) && !f.stale(15_000), "up to the bound, the figures hold");
+        assert!(f.stale(15_001));
+        assert!(!f.stale(9_000), "a clock that stepped back reads as fresh");
     }
 
     #[test]

@@ -145,6 +145,9 @@ pub struct Context {
     pub stream: bool,
     /// The client asked for usage at the end of its stream (OpenAI `stream_options`).
     pub stream_usage: bool,
+    /// The gateway stores this Responses answer (`crate::stored`), so it says `store: true`;
+    /// set by the filter, false from the translator.
+    pub store: bool,
 }
 
 impl Pair {
@@ -187,6 +190,7 @@ impl Pair {
             structured: self.outbound == Outbound::Anthropic && req.output.is_some(),
             stream: req.stream,
             stream_usage: req.stream_usage,
+            store: false,
         };
         let out = self.encode(req).map_err(|e| match self.inbound {
             // Refusals name what the client sent.
@@ -220,7 +224,7 @@ impl Pair {
             Inbound::OpenAiChat => openai_chat::encode_response(&resp, &ctx.model, now_unix_secs),
             Inbound::Anthropic => anthropic::encode_response(&resp, &ctx.model),
             Inbound::Gemini => gemini::encode_response(&resp, &ctx.model),
-            Inbound::Responses => responses::encode_response(&resp, &ctx.model, now_unix_secs),
+            Inbound::Responses => responses::encode_stored_response(&resp, &ctx.model, now_unix_secs, ctx.store),
         })
     }
 

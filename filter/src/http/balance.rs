@@ -17,7 +17,7 @@ use crate::metrics::KvDecision;
 use crate::prefix_table::SharedPrefixTable;
 use crate::routing::next_random;
 use crate::{flow_gate, inflight};
-use ferrogate_core::flow::{Caller, Entry, FlowControl, Gate};
+use ferrogate_core::flow::{Caller, FlowControl, Gate, Owner};
 use ferrogate_core::kv::{score_model, KvIndex, Score};
 
 /// A request counted in flight on a slot of a model.
@@ -62,6 +62,9 @@ struct FlowAsk {
     outcome: Option<FlowOutcome>,
     /// The request held an entry and the gate let it go.
     went: bool,
+    /// The entry the gate put in transit for this request (its own, or one it joined with):
+    /// confirmed once the request holds its target, restored if it lost it.
+    transit: Option<u64>,
 }
 
 impl Chooser<'_> {
@@ -99,8 +102,10 @@ impl Chooser<'_> {
         let limits = fc.band(self.flow.caller.band);
         let me = self.flow.ticket.map(|(seq, _)| seq);
         match flow_gate::gate(name, me, self.flow.caller, limits, free, self.now_ms) {
-            Gate::Go => {
+            Gate::Go => true,
+            Gate::Went(seq) => {
                 self.flow.went = me.is_some();
+                self.flow.transit = Some(seq);
                 true
             }
             gate => {
@@ -121,16 +126,23 @@ impl Chooser<'_> {
         let Some(name) = config.models.get(model).map(|m| m.name.as_str()) else { return };
         let caller = self.flow.caller;
         let limits = fc.band(caller.band);
-        let gate = match self.flow.ticket {
-            Some((seq, deadline_ms)) => {
-                let entry = Entry { seq, band: caller.band, fair: caller.fair, deadline_ms, alive_ms: self.now_ms };
-                flow_gate::requeue(name, entry);
+        let gate = match self.flow.transit.take() {
+            Some(seq) => {
+                flow_gate::restore(name, seq, self.now_ms);
                 self.flow.went = false;
                 Gate::Wait(seq)
             }
-            None => flow_gate::gate(name, None, caller, limits, 0, self.now_ms),
+            _ => flow_gate::gate(name, None, caller, limits, 0, self.now_ms),
         };
         self.hold(name, gate, limits.1);
+    }
+
+    /// The request the gate let go holds its target, or has none to take: it stops counting
+    /// against the model's room and the next in line is woken.
+    fn flow_settled(&self, config: &Config, model: usize) {
+        if let (Some(seq), Some(m)) = (self.flow.transit, config.models.get(model)) {
+            flow_gate::confirm(&m.name, seq);
+        }
     }
 }
 
@@ -161,13 +173,17 @@ impl Choose for Chooser<'_> {
         if scored {
             request.kv = Some(&self.scores);
         }
-        let p = self.routing.pick_excluding(config, model, &request, &self.counts, self.now_ms, &excluded)?;
+        let Some(p) = self.routing.pick_excluding(config, model, &request, &self.counts, self.now_ms, &excluded) else {
+            self.flow_settled(config, model);
+            return None;
+        };
         if let (Some(key), Some(fc)) = (&key, flow) {
             let cap = self.routing.slot_cap(config, model, p.slot);
             if !inflight::try_add(key, fingerprint, slots, p.slot, cap) {
                 self.flow_lost_race(config, model, fc);
                 return None;
             }
+            self.flow_settled(config, model);
         } else if let Some(key) = &key {
             inflight::add(key, fingerprint, slots, p.slot, 1);
         }
@@ -227,6 +243,7 @@ impl Stream {
                 room: Vec::new(),
                 outcome: None,
                 went: false,
+                transit: None,
             },
         };
         let result = route_request_with(config, self.caller, api, path, content_type, body, &mut chooser);
@@ -251,7 +268,8 @@ impl Stream {
     fn flow_caller(&self, config: &Config) -> Caller {
         let index = self.caller.key_index();
         let band = index.and_then(|i| config.keys.get(i)).map_or(0, |k| k.priority);
-        Caller { band, fair: index.and_then(|i| u32::try_from(i).ok()).unwrap_or(u32::MAX) }
+        let owner = Owner { waker: self.shared.flow_waker.get(), ctx: self.id };
+        Caller { band, fair: index.and_then(|i| u32::try_from(i).ok()).unwrap_or(u32::MAX), owner }
     }
 
     /// What routing did at a gate: the request left the queue, waits, or went elsewhere (a
@@ -277,6 +295,11 @@ impl Stream {
         let Some(pick) = self.pick.take() else { return };
         if let Some(key) = &pick.key {
             inflight::add(key, pick.fingerprint, pick.slots, pick.slot, -1);
+            // A slot of a flow-controlled model is free: the next in line goes now, not later.
+            if let Some(m) = self.config.as_deref().and_then(|c| c.models.get(pick.model)).filter(|m| m.flow.is_some())
+            {
+                flow_gate::wake_head(&m.name);
+            }
         }
         let outcome = Outcome {
             success: self.response_complete && (200..300).contains(&self.status),

@@ -1,13 +1,11 @@
 //! Flow control on the data path (`ferrogate_core::flow`, queues in [`crate::flow_gate`]): a
 //! request for a model whose targets are all saturated waits, its body buffered, in the
-//! model's proxy-wide queue. Proxy-wasm can only wake a paused request through a callback of
-//! its own, so the request keeps a short timer running: a call to the sidecar's
-//! `GET /v1/flow/wait?ms=10`, answered after 10 ms. On each answer it checks its place
-//! again (which also keeps its entry alive); when it is let go, it is routed as usual and
-//! forwarded. A full band is refused with 429, a request past its time to live with 503, both
-//! with `Retry-After` in the caller's dialect; a client that goes away leaves the queue.
-
-use std::time::Duration;
+//! model's proxy-wide queue. It is woken (`crate::flow_wake`) when a slot is released or the
+//! request ahead of it took one, and on its VM's tick (which keeps its entry alive and ends a
+//! wait past its time to live); then it checks its place again, and when it is let go it is
+//! routed as usual and forwarded. A full band is refused with 429, a request past its time to
+//! live with 503, both with `Retry-After` in the caller's dialect; a client that goes away
+//! leaves the queue.
 
 use ferrogate_core::flow::Gate;
 use ferrogate_core::openai::ApiError;
@@ -15,10 +13,7 @@ use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::Action;
 
 use super::Stream;
-use crate::{flow_gate, sidecar_call};
-
-/// The sidecar's timer: a waiting request checks its place every 10 ms.
-const TIMER_PATH: &str = "/v1/flow/wait?ms=10";
+use crate::flow_gate;
 
 /// A request waiting in a model's queue.
 pub(crate) struct FlowWait {
@@ -30,8 +25,6 @@ pub(crate) struct FlowWait {
     pub(crate) deadline_ms: u64,
     /// When it started waiting (ns).
     pub(crate) since_ns: u64,
-    /// The timer call in flight.
-    pub(crate) timer: Option<u32>,
 }
 
 /// What the balancer's gate said about a flow-controlled model.
@@ -39,7 +32,7 @@ pub(crate) struct FlowWait {
 pub(crate) struct FlowOutcome {
     /// The model's name.
     pub(crate) model: String,
-    /// The gate's answer (never [`Gate::Go`]).
+    /// The gate's answer (never [`Gate::Go`] or [`Gate::Went`]).
     pub(crate) gate: Gate,
     /// The entry's deadline, for a request that starts waiting.
     pub(crate) deadline_ms: u64,
@@ -53,17 +46,14 @@ impl Stream {
                 if self.flow.is_none() {
                     let since_ns = self.callback_start_ns;
                     let (model, deadline_ms) = (outcome.model, outcome.deadline_ms);
-                    self.flow = Some(FlowWait { model, seq, deadline_ms, since_ns, timer: None });
+                    self.flow = Some(FlowWait { model, seq, deadline_ms, since_ns });
                     self.shared.metrics.borrow_mut().flow(FlowEvent::Queued);
+                    self.shared.flow_waiters.borrow_mut().insert(self.id, self.me.clone());
                 }
                 if let Some(w) = self.flow.as_mut() {
                     w.seq = seq;
                 }
-                if self.start_flow_timer() {
-                    return Action::Pause;
-                }
-                self.leave_queue();
-                self.reply_error(&ApiError::unavailable("The model is saturated and requests cannot be queued here."))
+                Action::Pause
             }
             Gate::Full => {
                 self.shared.metrics.borrow_mut().flow(FlowEvent::Full);
@@ -71,7 +61,7 @@ impl Stream {
                     ApiError::rate_limited(format!("The queue of model {:?} is full; retry shortly.", outcome.model));
                 self.reply_error_with(&e, Some(("retry-after", "1")))
             }
-            Gate::Expired | Gate::Go => {
+            Gate::Expired | Gate::Go | Gate::Went(_) => {
                 self.flow_left_queue();
                 self.shared.metrics.borrow_mut().flow(FlowEvent::Expired);
                 let msg = format!("Waited the queue's time to live for model {:?}; retry shortly.", outcome.model);
@@ -80,34 +70,11 @@ impl Stream {
         }
     }
 
-    fn start_flow_timer(&mut self) -> bool {
-        // The plugin is shared (an `Rc`): its sidecar settings are borrowed, not copied.
-        let Some(plugin) = self.shared.plugin.clone() else { return false };
-        let Some(sidecar) = plugin.sidecar.as_ref() else { return false };
-        let timeout = Duration::from_millis(1_000);
-        match sidecar_call::call(sidecar, "GET", TIMER_PATH, &[], None, timeout) {
-            Ok(token) => {
-                if let Some(w) = self.flow.as_mut() {
-                    w.timer = Some(token);
-                }
-                true
-            }
-            Err(e) => {
-                log::debug!("#{} flow-control timer not started: {e:?}", self.id);
-                false
-            }
-        }
-    }
-
-    /// Whether `token` is this request's timer.
-    pub(super) fn is_flow_timer(&self, token: u32) -> bool {
-        self.flow.as_ref().is_some_and(|w| w.timer == Some(token))
-    }
-
-    /// The timer went off: route again (the gate decides whether the request goes now).
-    pub(super) fn on_flow_timer(&mut self) {
-        if let Some(w) = self.flow.as_mut() {
-            w.timer = None;
+    /// Woken (`crate::flow_wake`, with this stream the effective context): route again; the
+    /// gate decides whether the request goes now.
+    pub(crate) fn on_flow_wake(&mut self) {
+        if self.flow.is_none() {
+            return;
         }
         let Some(plugin) = self.shared.plugin.clone() else { return };
         if self.timed(|s| s.finish(&plugin)) == Action::Continue {
@@ -115,9 +82,32 @@ impl Stream {
         }
     }
 
+    /// The call this stream waits on, if any (a call it starts while woken from the root is
+    /// answered to the root, which hands the answer on).
+    pub(crate) fn pending_callout(&self) -> Option<u32> {
+        if let Some(w) = &self.lease_wait {
+            return Some(w.token);
+        }
+        match self.tokenize {
+            Some(super::tokenize::Tokenize::Pending(token)) => Some(token),
+            _ => None,
+        }
+    }
+
+    /// Counts a flow-control event in the VM's metrics.
+    pub(crate) fn count_flow(&mut self, event: FlowEvent) {
+        self.shared.metrics.borrow_mut().flow(event);
+    }
+
+    /// The stream's context id.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
     /// The request left the queue to be served: count its wait.
     pub(super) fn flow_left_queue(&mut self) {
         if let Some(w) = self.flow.take() {
+            self.shared.flow_waiters.borrow_mut().remove(self.id);
             let waited = self.callback_start_ns.saturating_sub(w.since_ns);
             self.queued_ns = self.queued_ns.saturating_add(waited);
             let model = match self.config.as_deref() {
@@ -132,6 +122,7 @@ impl Stream {
     /// leaves the queue so it takes no one's place.
     pub(super) fn leave_queue(&mut self) {
         if let Some(w) = self.flow.take() {
+            self.shared.flow_waiters.borrow_mut().remove(self.id);
             flow_gate::leave(&w.model, w.seq);
             let waited = crate::raw::now_nanos().saturating_sub(w.since_ns);
             self.queued_ns = self.queued_ns.saturating_add(waited);
@@ -148,4 +139,6 @@ pub(crate) enum FlowEvent {
     Full,
     /// A request was refused: it waited its time to live.
     Expired,
+    /// A waiting request was woken by a released slot (a push, not its VM's tick).
+    Woken,
 }

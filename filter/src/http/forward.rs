@@ -54,6 +54,9 @@ impl Stream {
                     self.arm_overrun(&config, (decision.provider, &decision.upstream_model), &body);
                 }
                 self.apply(plugin, api, &body, decision);
+                if api == Api::Responses {
+                    self.begin_capture(plugin, &config, &body);
+                }
                 match admission {
                     admission::Admission::Now => Action::Continue,
                     // Forwarded as routed once a grant lets it in (`lease_wait`).

@@ -1,17 +1,25 @@
 //! Leased admission on the data path (`ferrogate_core::limits::lease`): a request takes its
 //! amounts from this proxy's leases; when one is short, the request is routed and its headers
 //! and body rewritten as usual, then held while it asks the sidecar for what it lacks
-//! (`POST /v1/limits/lease`, its own call, timed out at the limit's `max_wait_ms`). The answer's
-//! grants go into the shared counters (every VM sees them) and admission runs again: admitted,
-//! the request is forwarded; still short after a grant another request took, it asks once more
-//! within the same wait; otherwise it gets the refusal it would have had (429 with
-//! `Retry-After`, or 402). When the sidecar cannot reach Redis the documented fallback applies
-//! at once: 503 with `redis.fail_closed`, else this proxy's own counts.
+//! (`POST /v1/limits/lease`, its own call). The answer's grants go into the shared counters
+//! (every VM sees them) and admission runs again: admitted, the request is forwarded; still
+//! short after a grant another request took, it asks once more while within the limit's
+//! `max_wait_ms`; otherwise it gets the refusal it would have had (429 with `Retry-After`, or
+//! 402).
+//!
+//! The call is timed out [`LATE_ANSWER_MS`] past `max_wait_ms`: the store may have granted the
+//! ask already, and dropping a slow answer would strand that grant and refuse a request the
+//! limit had room for. With no answer even then, the request is *late* and refused as for a
+//! full window while the store is reachable (the cross-replica view synced within
+//! `limits_feed::STALE_MS`): it is never admitted by local counts then, which would let each
+//! replica admit up to the limit. Only a store that is away (the sidecar answers
+//! `synced: false`, or the view is stale) gets the documented fallback: 503 with
+//! `redis.fail_closed`, else this proxy's own counts.
 
 use std::time::Duration;
 
 use ferrogate_core::config::Config;
-use ferrogate_core::limits::lease::{self, Denied, LeaseAnswer};
+use ferrogate_core::limits::lease::{self, Denied, Reply, LATE_ANSWER_MS};
 use ferrogate_core::limits::{Amounts, Refusal};
 use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::Action;
@@ -55,7 +63,8 @@ impl Stream {
                 if self.ask_lease(asks, wait, now_ms) {
                     return Ok(Admission::Wait);
                 }
-                // No way to ask: as if the store were away.
+                // No way to ask (the sidecar cluster cannot be called): the store is away.
+                self.shared.metrics.borrow_mut().lease_away();
                 if config.limits_fail_closed {
                     return Err(self.unavailable());
                 }
@@ -69,7 +78,8 @@ impl Stream {
         // The plugin is shared (an `Rc`): its sidecar settings are borrowed, not copied.
         let Some(plugin) = self.shared.plugin.clone() else { return false };
         let Some(sidecar) = plugin.sidecar.as_ref() else { return false };
-        let timeout = Duration::from_millis(wait.deadline_ms.saturating_sub(now_ms).max(1));
+        // A slow answer is still awaited a while past the wait (see the module docs).
+        let timeout = Duration::from_millis(wait.deadline_ms.saturating_sub(now_ms).saturating_add(LATE_ANSWER_MS));
         let body = leases::body(asks);
         let mut headers = vec![("content-type", "application/json")];
         headers.extend(self.traceparent.as_deref().map(|t| ("traceparent", t)));
@@ -92,25 +102,20 @@ impl Stream {
         let status = sidecar_call::answer_status(num_headers);
         let body = sidecar_call::ok_body(status, body_size);
         let now_ms = crate::raw::now_nanos() / 1_000_000;
-        let answer = leases::apply(status, body.as_deref(), now_ms, &self.shared.lease_asks);
-        if self.timed(|s| s.after_lease_answer(wait, answer, now_ms)) == Action::Continue {
+        let answer = leases::apply(status, body.as_deref(), now_ms, &self.shared);
+        let reply = lease::classify(answer, crate::limits_feed::view(now_ms).stale);
+        if self.timed(|s| s.after_lease_answer(wait, reply, now_ms)) == Action::Continue {
             self.resume_http_request();
         }
     }
 
-    fn after_lease_answer(&mut self, wait: LeaseWait, answer: Option<LeaseAnswer>, now_ms: u64) -> Action {
+    fn after_lease_answer(&mut self, wait: LeaseWait, reply: Reply, now_ms: u64) -> Action {
         let Some(config) = self.config.clone() else { return Action::Continue };
         let plan = config.limit_plans.for_key(self.caller.key_index());
-        let Some(answer) = answer.filter(|a| a.synced) else {
-            // The shared store (or the sidecar) is away: the documented fallback.
-            if config.limits_fail_closed {
-                let action = self.unavailable();
-                return self.rejected(action);
-            }
-            return match self.admit_local(plan, wait.amounts, now_ms) {
-                Ok(()) => self.admitted_after_wait(&config),
-                Err(action) => self.rejected(action),
-            };
+        let answer = match reply {
+            Reply::Answered(answer) => answer,
+            Reply::Away => return self.store_away(&config, wait.amounts, now_ms),
+            Reply::Late => return self.late(plan, &wait.refusal),
         };
         let mut out = Vec::new();
         let result =
@@ -143,9 +148,38 @@ impl Stream {
         }
     }
 
-    /// Admitted after waiting: arm the overrun cut the routing step left for now.
+    /// No answer within the wait while the store is reachable: refused as for a full window,
+    /// never admitted by this proxy's own counts (which would let each replica admit the limit).
+    fn late(&mut self, plan: &[ferrogate_core::limits::LimitSpec], refusal: &Refusal) -> Action {
+        log::debug!("#{} no lease answer within the wait: refused", self.id);
+        self.shared.metrics.borrow_mut().lease_late();
+        let action = self.refuse(plan, refusal);
+        self.dropped_route(action)
+    }
+
+    /// The store is away after a wait: the documented fallback, 503 with `redis.fail_closed`,
+    /// else this proxy's own counts plus the last view of the others'.
+    fn store_away(&mut self, config: &Config, amounts: Amounts, now_ms: u64) -> Action {
+        self.shared.metrics.borrow_mut().lease_away();
+        if config.limits_fail_closed {
+            let action = self.unavailable();
+            return self.dropped_route(action);
+        }
+        let plan = config.limit_plans.for_key(self.caller.key_index());
+        match self.admit_local(plan, amounts, now_ms) {
+            Ok(()) => self.resumed(config),
+            Err(action) => self.dropped_route(action),
+        }
+    }
+
+    /// Admitted after waiting for a grant.
     fn admitted_after_wait(&mut self, config: &Config) -> Action {
         self.shared.metrics.borrow_mut().lease_wait(true);
+        self.resumed(config)
+    }
+
+    /// Goes on after a wait: arm the overrun cut the routing step left for now.
+    fn resumed(&mut self, config: &Config) -> Action {
         let cuts =
             config.key(self.caller).is_some_and(|k| k.limits.overrun == ferrogate_core::limits::cut::Overrun::Cut);
         if let (true, Some(routed)) = (cuts, self.routed.as_ref()) {
@@ -157,10 +191,15 @@ impl Stream {
         Action::Continue
     }
 
-    /// Refused after waiting: the request was routed but never goes upstream, so its record
-    /// names no provider (as for any refusal).
+    /// Refused after waiting for a grant.
     fn rejected(&mut self, action: Action) -> Action {
         self.shared.metrics.borrow_mut().lease_wait(false);
+        self.dropped_route(action)
+    }
+
+    /// Not forwarded after a wait: the request was routed but never goes upstream, so its
+    /// record names no provider (as for any refusal).
+    fn dropped_route(&mut self, action: Action) -> Action {
         self.routed = None;
         self.translation = None;
         self.shapes = None;

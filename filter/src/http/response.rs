@@ -18,12 +18,15 @@ impl Stream {
     pub(super) fn on_response_headers(&mut self, end_of_stream: bool) -> Action {
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
-        let (mut abandoned, mut retry_after) = (false, None);
+        let (mut abandoned, mut retry_after, mut plain) = (false, None, false);
         let map = crate::raw::header_map(MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
                 b":status" => status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()),
-                b"content-type" => streaming = value.starts_with(b"text/event-stream"),
+                b"content-type" => {
+                    streaming = value.starts_with(b"text/event-stream");
+                    plain = value.starts_with(b"text/plain");
+                }
                 b"content-length" => has_length = true,
                 b"x-ferrogate-abandoned" => abandoned = true,
                 b"retry-after" => retry_after = Some(value),
@@ -63,6 +66,9 @@ impl Stream {
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
         }
+        if plain && self.hold_proxy_error(end_of_stream) {
+            return Action::Pause;
+        }
         // A buffered translation holds the headers too, so an answer that cannot be translated
         // can still become a 502 (needs `allow_on_headers_stop_iteration`, as routing does).
         if self.translation.is_some() && self.stream_translator.is_none() && !end_of_stream {
@@ -87,6 +93,9 @@ impl Stream {
     pub(super) fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if end_of_stream {
             self.response_complete = true;
+        }
+        if self.proxy_error {
+            return self.rewrite_proxy_error(body_size, end_of_stream);
         }
         if self.stream_translator.is_none() && self.translation.is_some() {
             return self.translate_response(body_size, end_of_stream);
@@ -121,7 +130,10 @@ impl Stream {
             self.cut_stream(&mut out);
             self.set_http_response_body(0, body_size, &out);
         } else if let Some(out) = out {
+            self.capture_bytes(&out);
             self.set_http_response_body(0, body_size, &out);
+        } else {
+            self.capture_bytes(passed);
         }
         Action::Continue
     }
@@ -187,6 +199,7 @@ impl Stream {
         } else {
             pair.error_body(self.status, &body)
         };
+        self.capture_bytes(&translated);
         self.set_http_response_body(0, body_size, &translated);
         Action::Continue
     }

@@ -34,10 +34,12 @@ Deployment (standalone, sidecar) and the container patched into the ingress gate
 - --workers
 - {{ int64 .workers | quote }}
 {{- end }}
-{{- if .upstreamTimeoutMs }}
+- --upstream-connect-timeout-ms
+- {{ int64 .upstreamConnectTimeoutMs | quote }}
 - --upstream-timeout-ms
 - {{ int64 .upstreamTimeoutMs | quote }}
-{{- end }}
+- --upstream-idle-timeout-ms
+- {{ int64 .upstreamIdleTimeoutMs | quote }}
 - --drain-timeout-ms
 - {{ int64 .drainTimeoutMs | quote }}
 - --header-timeout-ms

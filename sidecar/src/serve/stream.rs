@@ -65,6 +65,9 @@ struct Driver {
     upstream_body_tx: Option<BodySender>,
     upstream: Option<UpstreamFuture>,
     response_body: Option<Incoming>,
+    /// When the upstream's response body counts as stalled (`--upstream-idle-timeout-ms`
+    /// after the driver last waited for it; `None` without a limit).
+    response_deadline: Option<tokio::time::Instant>,
     response_eos_sent: bool,
     /// The upstream's answer is an event stream (it can be ended with a final event).
     response_is_stream: bool,
@@ -110,6 +113,7 @@ impl Driver {
             upstream_body_tx: None,
             upstream: None,
             response_body: None,
+            response_deadline: None,
             response_eos_sent: false,
             response_is_stream: false,
             client_body_started: false,
@@ -164,9 +168,12 @@ impl Driver {
                 if let Some(frame) = first {
                     self.on_response_read(frame).await;
                 }
+                self.response_deadline = self.idle_deadline();
             }
             frame = next_frame(&mut self.response_body), if self.response_body.is_some() => {
                 self.on_response_read(frame).await;
+                // Counted from here, so time spent waiting on a slow client is not silence.
+                self.response_deadline = self.idle_deadline();
             }
             frame = next_frame(&mut self.request_body), if self.request_body.is_some() => {
                 self.body_deadline = self.worker.body_timeout().map(|t| tokio::time::Instant::now() + t);
@@ -179,6 +186,10 @@ impl Driver {
                 self.head_tx = None;
                 self.request_body = None;
                 self.reset = true;
+            }
+            () = sleep_until(self.response_deadline), if self.response_body.is_some() => {
+                tracing::warn!(stream = self.id, timeout = ?self.worker.upstream_idle_timeout(), "upstream response stalled; answer ended as timed out (--upstream-idle-timeout-ms)");
+                self.end_response_early(UPSTREAM_IDLE_DETAILS);
             }
             () = sleep_until(self.body_deadline), if self.request_body.is_some() => {
                 tracing::info!(stream = self.id, timeout = ?self.worker.body_timeout(), "request body stalled; stream reset (--body-timeout-ms)");
@@ -360,6 +371,10 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// Envoy's `response.code_details` for an upstream that failed after its response began.
 const UPSTREAM_RESET_DETAILS: &str = "upstream_reset_after_response_started{remote_reset}";
+
+/// Envoy's `response.code_details` for an upstream attempt that went silent (the router's
+/// per-try idle timeout): the filter records it as a timeout (504), not a failure (502).
+const UPSTREAM_IDLE_DETAILS: &str = "upstream_per_try_idle_timeout";
 
 async fn poll_opt(fut: &mut Option<UpstreamFuture>) -> Result<Response<Incoming>, super::upstream::UpstreamError> {
     match fut {

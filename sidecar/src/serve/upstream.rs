@@ -42,9 +42,30 @@ pub enum UpstreamError {
     /// Connecting or talking to the upstream failed before a response head.
     #[error("upstream connect error or disconnect/reset before headers: {0}")]
     Connect(String),
-    /// No response head within the route timeout.
+    /// No response head within `--upstream-timeout-ms`.
     #[error("upstream request timeout")]
     Timeout,
+}
+
+/// How long an upstream may be silent, at each stage of an attempt (`None`: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpstreamTimeouts {
+    /// Opening the connection (Envoy: the cluster's `connect_timeout`); a failure is a 502.
+    pub connect: Option<Duration>,
+    /// From the request's start to the response head (Envoy has no separate bound: its
+    /// `stream_idle_timeout` covers this wait); past it the router answers 504.
+    pub head: Option<Duration>,
+    /// Between two chunks of the response body (Envoy: `stream_idle_timeout`); the stream's
+    /// driver enforces it, the answer then ends as timed out.
+    pub idle: Option<Duration>,
+}
+
+impl UpstreamTimeouts {
+    /// From milliseconds, `0` meaning no limit.
+    pub fn from_ms(connect: u64, head: u64, idle: u64) -> UpstreamTimeouts {
+        let limit = |ms: u64| (ms > 0).then(|| Duration::from_millis(ms));
+        UpstreamTimeouts { connect: limit(connect), head: limit(head), idle: limit(idle) }
+    }
 }
 
 /// Per-worker upstream client.
@@ -60,7 +81,7 @@ impl Upstream {
     pub fn new(
         clusters: Arc<LiveClusters>,
         cluster_header: String,
-        timeout: Option<Duration>,
+        timeouts: UpstreamTimeouts,
     ) -> std::io::Result<Upstream> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let https = hyper_rustls::HttpsConnectorBuilder::new()
@@ -68,13 +89,13 @@ impl Upstream {
             .https_or_http()
             .enable_http1()
             .enable_http2()
-            .wrap_connector(http_connector());
+            .wrap_connector(http_connector(timeouts.connect));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(64)
             .set_host(false)
             .build(https);
-        Ok(Upstream { client, clusters, cluster_header, timeout })
+        Ok(Upstream { client, clusters, cluster_header, timeout: timeouts.head })
     }
 
     /// Starts the upstream request for released request `headers`.
@@ -145,11 +166,11 @@ impl Upstream {
     }
 }
 
-fn http_connector() -> HttpConnector {
+fn http_connector(connect_timeout: Option<Duration>) -> HttpConnector {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_secs(5)));
+    http.set_connect_timeout(connect_timeout);
     http.set_keepalive(Some(Duration::from_secs(60)));
     http
 }

@@ -35,8 +35,8 @@ pub struct WorkerConfig {
     pub clusters: Arc<super::cluster::LiveClusters>,
     /// Routing header the filter sets.
     pub cluster_header: String,
-    /// Route timeout (None: none, fit for long generations).
-    pub upstream_timeout: Option<Duration>,
+    /// How long an upstream may take to connect, to answer, and between body chunks.
+    pub upstream_timeouts: super::upstream::UpstreamTimeouts,
     /// How long shutdown waits for in-flight requests.
     pub drain_timeout: Duration,
     /// Failed attempts are replayed on another target (`--no-failover` turns it off).
@@ -93,7 +93,7 @@ pub struct Worker {
 
 impl Worker {
     fn new(index: usize, config: Arc<WorkerConfig>) -> Result<Rc<Worker>, super::ServeError> {
-        let upstream = Upstream::new(config.clusters.clone(), config.cluster_header.clone(), config.upstream_timeout)?;
+        let upstream = Upstream::new(config.clusters.clone(), config.cluster_header.clone(), config.upstream_timeouts)?;
         let queue_ready = Arc::new(Notify::new());
         let vm = start_vm(&config.runtime, index, &queue_ready)?;
         Ok(Rc::new(Worker { index, config, vm: RefCell::new(vm), upstream: Rc::new(upstream), queue_ready }))
@@ -107,6 +107,12 @@ impl Worker {
     /// Longest pause between two chunks of a request body ([`WorkerConfig::body_timeout`]).
     pub fn body_timeout(&self) -> Option<Duration> {
         self.config.body_timeout
+    }
+
+    /// Longest silence between two chunks of an upstream response body
+    /// ([`super::upstream::UpstreamTimeouts::idle`]).
+    pub fn upstream_idle_timeout(&self) -> Option<Duration> {
+        self.config.upstream_timeouts.idle
     }
 
     /// The VM new streams should use, replacing a failed one first.

@@ -36,6 +36,62 @@ pub fn system_resolver() -> Resolver {
     Arc::new(|name: String| Box::pin(async move { tokio::net::lookup_host(name).await.map(Iterator::collect) }))
 }
 
+/// The resolver `--dns-server` names: `server` when given, else the system's.
+///
+/// # Errors
+/// When a resolver for `server` cannot be built.
+pub fn resolver(server: Option<SocketAddr>) -> Result<Resolver, String> {
+    server.map_or_else(|| Ok(system_resolver()), server_resolver)
+}
+
+/// Asks `server` (UDP, then TCP for a truncated answer) for each name's A and AAAA records,
+/// with no cache (each refresh asks again), no hosts file and no search domains: the name is
+/// looked up as written. A name that exists with no address (NODATA: a headless Service with no
+/// ready replica) is an empty answer; one that does not exist (NXDOMAIN) is a failed lookup,
+/// as with the system resolver.
+///
+/// # Errors
+/// When hickory cannot build the resolver.
+pub fn server_resolver(server: SocketAddr) -> Result<Resolver, String> {
+    use hickory_resolver::config::{
+        ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+    };
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    let connections = [ConnectionConfig::udp(), ConnectionConfig::tcp()]
+        .into_iter()
+        .map(|mut c| {
+            c.port = server.port();
+            c
+        })
+        .collect();
+    let config =
+        ResolverConfig::from_parts(None, Vec::new(), vec![NameServerConfig::new(server.ip(), true, connections)]);
+    let mut builder = hickory_resolver::Resolver::builder_with_config(config, TokioRuntimeProvider::default());
+    let options = builder.options_mut();
+    (options.cache_size, options.ip_strategy, options.use_hosts_file) =
+        (0, LookupIpStrategy::Ipv4AndIpv6, ResolveHosts::Never);
+    options.ndots = 0;
+    let resolver = Arc::new(builder.build().map_err(|e| format!("DNS resolver for {server}: {e}"))?);
+    Ok(Arc::new(move |name: String| {
+        let resolver = resolver.clone();
+        Box::pin(async move {
+            let (host, port) = split_name(&name)?;
+            match resolver.lookup_ip(host).await {
+                Ok(found) => Ok(found.iter().map(|ip| SocketAddr::new(ip, port)).collect()),
+                Err(e) if e.is_no_records_found() && !e.is_nx_domain() => Ok(Vec::new()),
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            }
+        })
+    }))
+}
+
+/// `host` and `port` of an `endpoints_dns` name (`host:port`, validated with the config).
+fn split_name(name: &str) -> std::io::Result<(&str, u16)> {
+    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{name:?} is not host:port"));
+    let (host, port) = name.rsplit_once(':').ok_or_else(invalid)?;
+    Ok((host.trim_start_matches('[').trim_end_matches(']'), port.parse().map_err(|_| invalid())?))
+}
+
 /// The `endpoints_dns` names `raw` uses.
 pub fn names(raw: &RawConfig) -> Vec<String> {
     let mut names: Vec<String> = raw.providers.iter().filter_map(|p| p.endpoints_dns.clone()).collect();
@@ -44,12 +100,16 @@ pub fn names(raw: &RawConfig) -> Vec<String> {
     names
 }
 
-/// `raw` with every `endpoints_dns` replaced by the endpoints it resolved to (none yet: no
-/// endpoints, so the provider's `base_url` serves until the first answer).
+/// `raw` with every `endpoints_dns` replaced by the endpoints it resolved to. A name with no
+/// addresses (none yet, or an empty answer) stays, with no endpoints: the provider's
+/// `base_url` serves, and the pool's KV settings (`kv_events_port`…) stay valid for the
+/// addresses to come.
 pub fn expand(mut raw: RawConfig, answers: &Answers) -> RawConfig {
     for provider in &mut raw.providers {
-        if let Some(name) = provider.endpoints_dns.take() {
-            let found = answers.get(&name).map(Vec::as_slice).unwrap_or_default();
+        let Some(name) = &provider.endpoints_dns else { continue };
+        let found = answers.get(name).map(Vec::as_slice).unwrap_or_default();
+        if !found.is_empty() {
+            provider.endpoints_dns = None;
             provider.endpoints = found.iter().map(|a| RawEndpoint::from(a.as_str())).collect();
         }
     }

@@ -13,9 +13,8 @@
 //!   polled by the filter when limits are shared through Redis.
 //! - `POST /v1/limits/lease`: grants of capacity from the shared counters, give-backs and
 //!   charges (`services::limits::lease`); `{"synced": false}` when Redis cannot be reached.
-//! - `GET /v1/flow/wait?ms=N`: answers 204 after `N` ms (at most 1,000): the timer a request
-//!   waiting in a flow-control queue keeps running, since proxy-wasm wakes a paused request
-//!   only through a callback of its own.
+//!   For tests only, `FERROGATE_FAULT_LEASE_DELAY_MS` (read once) holds every answer that long
+//!   after its grants are made, as a busy sidecar or Redis would.
 //! - `GET /v1/targets`: health and engine load of every routing target (`services::targets`),
 //!   with `ETag`; `If-None-Match` with the current version → 304.
 
@@ -63,7 +62,6 @@ pub fn router(state: FilterApi) -> Router {
         .route("/v1/limits/lease", post(lease))
         .route("/v1/targets", get(targets))
         .route("/v1/kv", get(kv_feed))
-        .route("/v1/flow/wait", get(flow_wait))
         .with_state(state)
 }
 
@@ -89,21 +87,21 @@ async fn lease(State(api): State<FilterApi>, headers: HeaderMap, body: axum::bod
         return Json(ferrogate_core::limits::lease::LeaseAnswer::default()).into_response();
     };
     let ledger = &api.ledger;
-    Json(ledger.leases.grant(&ledger.replica, &request, &served.version, &served.config).await).into_response()
-}
-
-/// Longest a flow-control timer may run.
-const MAX_WAIT_MS: u64 = 1_000;
-
-async fn flow_wait(State(api): State<FilterApi>, headers: HeaderMap, query: axum::extract::RawQuery) -> Response {
-    if !bearer_ok(&headers, api.internal_token.as_deref()) {
-        return unauthorized().into_response();
+    let answer = ledger.leases.grant(&ledger.replica, &request, &served.version, &served.config).await;
+    if let Some(delay) = *FAULT_LEASE_DELAY {
+        tokio::time::sleep(delay).await;
     }
-    let q = query.0.unwrap_or_default();
-    let ms = q.split('&').find_map(|kv| kv.strip_prefix("ms=")?.parse::<u64>().ok()).unwrap_or(10);
-    tokio::time::sleep(std::time::Duration::from_millis(ms.min(MAX_WAIT_MS))).await;
-    StatusCode::NO_CONTENT.into_response()
+    Json(answer).into_response()
 }
+
+/// Test-only fault: `FERROGATE_FAULT_LEASE_DELAY_MS` delays every lease answer by that many
+/// milliseconds after its grants are made in Redis (the answer is late, the grant is not).
+/// Read once; unset (the normal case), the handler only checks a `None`.
+static FAULT_LEASE_DELAY: std::sync::LazyLock<Option<std::time::Duration>> = std::sync::LazyLock::new(|| {
+    let ms = std::env::var("FERROGATE_FAULT_LEASE_DELAY_MS").ok()?.trim().parse::<u64>().ok()?;
+    tracing::warn!(delay_ms = ms, "FERROGATE_FAULT_LEASE_DELAY_MS is set: every lease answer is delayed (test fault)");
+    Some(std::time::Duration::from_millis(ms))
+});
 
 async fn targets(State(api): State<FilterApi>, headers: HeaderMap) -> Response {
     if !bearer_ok(&headers, api.internal_token.as_deref()) {

@@ -11,8 +11,10 @@
 //! reader's generation, or everything (a reset) when the reader is of another epoch or
 //! further behind than [`LOG_OPS`] operations. Blocks held in CPU memory or storage, which no
 //! event takes away, leave the index `lmcache_ttl_secs` after their last store
-//! ([`EXPIRE_EVERY`]). A new layout starts a new epoch with empty
-//! indexes and new consumers; an unchanged one keeps them across snapshots.
+//! ([`EXPIRE_EVERY`]). A layout with other pools (or pool settings) starts a new epoch with
+//! empty indexes and new consumers; one whose pools only gained or lost endpoints (a pool from
+//! `endpoints_dns` that scaled) keeps the indexes and starts or stops just those endpoints'
+//! consumers ([`members`]); an unchanged one keeps everything across snapshots.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -27,6 +29,7 @@ use super::snapshot::{Served, Snapshots};
 pub mod controller;
 pub mod index;
 mod layout;
+mod members;
 mod offload;
 pub mod report;
 mod state;
@@ -34,6 +37,7 @@ pub mod stream;
 pub mod zmq;
 
 pub use layout::{Layout, PoolLayout};
+pub use members::Spawn;
 use state::{apply, State};
 use stream::{Sequence, Step};
 
@@ -118,8 +122,23 @@ pub struct Source {
     pub epoch: u64,
     /// Provider position in the layout.
     pub pool: usize,
-    /// Endpoint position in the provider's endpoints.
+    /// The endpoint's slot in the provider's index (its position in the configuration for a
+    /// pool whose endpoints never changed).
     pub endpoint: usize,
+    /// Which occupation of the slot: `1` for the first, counting up as endpoints leave and
+    /// others take it (a batch of an earlier occupant is dropped).
+    pub incarnation: u64,
+}
+
+/// What [`Kv::install`] did with a layout.
+pub enum Installed {
+    /// Nothing changed.
+    Unchanged,
+    /// New indexes under a new epoch: start its controllers, and these consumers.
+    Epoch(u64, Vec<Spawn>),
+    /// The same pools with other endpoints: start these consumers (those of endpoints that
+    /// went are stopped).
+    Endpoints(Vec<Spawn>),
 }
 
 impl Default for Kv {
@@ -133,15 +152,21 @@ impl Kv {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes `layout`: when it differs from the current one, new empty indexes under a new
-    /// epoch, whose number is returned (start its consumers); `None` when unchanged.
-    pub fn install(&self, layout: Layout) -> Option<u64> {
+    /// Takes `layout`: when only its pools' endpoints differ from the current one, the
+    /// indexes are kept and the endpoints that came or went are started or dropped
+    /// ([`members`]); when its pools differ, new empty indexes under a new epoch.
+    pub fn install(&self, layout: Layout) -> Installed {
         let mut state = self.lock();
         if state.layout == layout {
-            return None;
+            return Installed::Unchanged;
+        }
+        if state.layout.same_pools(&layout) {
+            state.reconcile(layout);
+            return Installed::Endpoints(state.take_spawns());
         }
         *state = State::new(layout);
-        Some(state.epoch)
+        let spawns = state.take_spawns();
+        Installed::Epoch(state.epoch, spawns)
     }
 
     /// The current layout and epoch.
@@ -176,7 +201,7 @@ impl Kv {
         if state.epoch != src.epoch {
             return;
         }
-        if let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) {
+        if let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.slot_of(src)) {
             e.seq.connected();
             e.stats.connected = true;
         }
@@ -189,7 +214,7 @@ impl Kv {
         if state.epoch != src.epoch {
             return None;
         }
-        state.pools.get_mut(src.pool)?.endpoints.get_mut(src.endpoint)?.seq.resync()
+        state.pools.get_mut(src.pool)?.slot_of(src)?.seq.resync()
     }
 
     /// A message from `src` that was not three frames with an 8-byte sequence.
@@ -198,7 +223,7 @@ impl Kv {
         if state.epoch != src.epoch {
             return;
         }
-        if let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) {
+        if let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.slot_of(src)) {
             e.stats.malformed += 1;
         }
     }
@@ -210,7 +235,7 @@ impl Kv {
         if state.epoch != src.epoch {
             return;
         }
-        let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.endpoints.get_mut(src.endpoint)) else { return };
+        let Some(e) = state.pools.get_mut(src.pool).and_then(|p| p.slot_of(src)) else { return };
         if e.stats.connected != connected {
             e.stats.connected = connected;
             // A replay under way goes on (its own socket) and releases the held batches when
@@ -230,7 +255,7 @@ impl Kv {
         let mut steps = Vec::new();
         let pool = state.pools.get_mut(src.pool)?;
         let ep = u8::try_from(src.endpoint).ok()?;
-        let endpoint = pool.endpoints.get_mut(src.endpoint)?;
+        let endpoint = pool.slot_of(src)?;
         f(&mut endpoint.seq, &mut steps);
         let mut ops = Vec::new();
         let mut replay = None;
@@ -245,16 +270,19 @@ impl Kv {
         replay
     }
 
-    /// Admits and evicts that endpoint `endpoint` of pool `pool` (layout `epoch`) reported
-    /// through LMCache's controller channel, held in `tier`: an admit adds the blocks its chunk
-    /// hash is known by (from the KV events), an evict takes them out of that tier.
-    pub fn chunk_ops(&self, epoch: u64, pool: usize, endpoint: usize, tier: Tier, chunk_ops: &[ChunkOp], now_ms: u64) {
+    /// Admits and evicts that the endpoint at `address` of pool `pool` (layout `epoch`)
+    /// reported through LMCache's controller channel, held in `tier`: an admit adds the blocks
+    /// its chunk hash is known by (from the KV events), an evict takes them out of that tier.
+    /// Nothing happens when no endpoint of the pool has that address now.
+    pub fn chunk_ops(&self, epoch: u64, pool: usize, address: &str, tier: Tier, chunk_ops: &[ChunkOp], now_ms: u64) {
         let mut state = self.lock();
         if state.epoch != epoch {
             return;
         }
         let Some(p) = state.pools.get_mut(pool) else { return };
-        let Ok(ep) = u8::try_from(endpoint) else { return };
+        let Some((ep, e)) = p.by_address(address) else { return };
+        e.stats.lmcache_ops += chunk_ops.len() as u64;
+        e.stats.lmcache_seen_ms = Some(now_ms);
         let mut ops = Vec::new();
         for op in chunk_ops {
             if op.admit {
@@ -263,22 +291,26 @@ impl Kv {
                 p.index.removed(ep, &[op.key], tier, &mut ops);
             }
         }
-        if let Some(e) = p.endpoints.get_mut(endpoint) {
-            e.stats.lmcache_ops += chunk_ops.len() as u64;
-            e.stats.lmcache_seen_ms = Some(now_ms);
-        }
         state.log(ops);
     }
 
-    /// Endpoint `endpoint`'s LMCache worker registered or beat at `now_ms`.
-    pub fn lmcache_seen(&self, epoch: u64, pool: usize, endpoint: usize, now_ms: u64) {
+    /// The LMCache worker of the endpoint at `address` registered or beat at `now_ms`.
+    pub fn lmcache_seen(&self, epoch: u64, pool: usize, address: &str, now_ms: u64) {
         let mut state = self.lock();
         if state.epoch != epoch {
             return;
         }
-        if let Some(e) = state.pools.get_mut(pool).and_then(|p| p.endpoints.get_mut(endpoint)) {
+        if let Some((_, e)) = state.pools.get_mut(pool).and_then(|p| p.by_address(address)) {
             e.stats.lmcache_seen_ms = Some(now_ms);
         }
+    }
+
+    /// The addresses of pool `pool`'s endpoints now (layout `epoch`), in slot order; empty for
+    /// another epoch.
+    pub fn addresses(&self, epoch: u64, pool: usize) -> Vec<String> {
+        let state = self.lock();
+        let Some(p) = state.pools.get(pool).filter(|_| state.epoch == epoch) else { return Vec::new() };
+        p.endpoints.iter().filter(|e| !e.is_vacant()).map(|e| e.stats.endpoint.clone()).collect()
     }
 
     /// Every endpoint's figures, per provider, at `now_ms`.
@@ -293,6 +325,7 @@ impl Kv {
                     .endpoints
                     .iter()
                     .zip(held)
+                    .filter(|(e, _)| !e.is_vacant())
                     .map(|(e, t)| {
                         let mut s = e.stats.clone();
                         let c = e.seq.counts;
@@ -356,12 +389,19 @@ pub fn start(snapshots: Arc<Snapshots>, shutdown: watch::Receiver<bool>) -> Arc<
 
 fn sync(kv: &Arc<Kv>, served: Option<&Served>, shutdown: &watch::Receiver<bool>) {
     let Some(served) = served else { return };
-    let Some(epoch) = kv.install(Layout::of(&served.config)) else { return };
-    let (stop_tx, stop_rx) = watch::channel(false);
-    if let Some(old) = kv.stop.lock().unwrap_or_else(PoisonError::into_inner).replace(stop_tx) {
-        let _ = old.send(true);
-    }
-    zmq::spawn_consumers(kv.clone(), epoch, stop_rx, shutdown.clone());
+    let spawns = match kv.install(Layout::of(&served.config)) {
+        Installed::Unchanged => return,
+        Installed::Endpoints(spawns) => spawns,
+        Installed::Epoch(epoch, spawns) => {
+            let (stop_tx, stop_rx) = watch::channel(false);
+            if let Some(old) = kv.stop.lock().unwrap_or_else(PoisonError::into_inner).replace(stop_tx) {
+                let _ = old.send(true);
+            }
+            zmq::spawn_controllers(kv.clone(), epoch, stop_rx, shutdown.clone());
+            spawns
+        }
+    };
+    zmq::spawn_consumers(kv.clone(), spawns, shutdown.clone());
 }
 
 #[cfg(test)]

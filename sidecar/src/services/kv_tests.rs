@@ -12,17 +12,7 @@ use super::*;
 
 fn layout(events: &str, replay: Option<&str>) -> Layout {
     let source = KvSource { events: events.into(), replay: replay.map(String::from) };
-    Layout {
-        pools: vec![PoolLayout {
-            provider: "pool".into(),
-            block_size: 4,
-            topic: String::new(),
-            max_blocks: 1000,
-            offload_ttl_secs: 300,
-            endpoints: vec![("a:1".into(), Some(source)), ("b:1".into(), None)],
-            controller: None,
-        }],
-    }
+    Layout::one_pool(vec![("a:1".into(), Some(source)), ("b:1".into(), None)])
 }
 
 /// A map-form batch with one `BlockStored` of `blocks` blocks of 4 tokens (hashes from
@@ -50,6 +40,14 @@ fn stored_in(medium: &str, first_hash: u64, blocks: u64, parent: Option<u64>, fi
     out
 }
 
+/// The epoch of a layout that started one.
+fn epoch_of(installed: Installed) -> u64 {
+    match installed {
+        Installed::Epoch(epoch, _) => epoch,
+        _ => panic!("the layout should have started a new epoch"),
+    }
+}
+
 fn decode(answer: Answer) -> KvFeed {
     match answer {
         Answer::Feed(body) => KvFeed::decode(&body).unwrap(),
@@ -60,9 +58,9 @@ fn decode(answer: Answer) -> KvFeed {
 #[test]
 fn the_feed_answers_changes_since_a_generation_or_everything() {
     let kv = Kv::default();
-    let epoch = kv.install(layout("tcp://127.0.0.1:1", None)).unwrap();
-    assert_eq!(kv.install(layout("tcp://127.0.0.1:1", None)), None, "same layout: kept");
-    let src = Source { epoch, pool: 0, endpoint: 0 };
+    let epoch = epoch_of(kv.install(layout("tcp://127.0.0.1:1", None)));
+    assert!(matches!(kv.install(layout("tcp://127.0.0.1:1", None)), Installed::Unchanged), "same layout: kept");
+    let src = Source { epoch, pool: 0, endpoint: 0, incarnation: 1 };
     kv.live(src, 0, stored(1, 2, None, 100).into(), 0);
     let all = decode(kv.feed(None));
     assert_eq!((all.reset, all.ops.len(), all.generation), (true, 2, 2));
@@ -76,8 +74,10 @@ fn the_feed_answers_changes_since_a_generation_or_everything() {
     kv.live(src, 0, stored(9, 1, None, 500).into(), 0);
     let stats = &kv.stats(0)[0].1[0];
     assert_eq!((stats.restarts, stats.blocks, stats.events), (1, 1, 3));
-    // A new layout is a new epoch with an empty index.
-    let next = kv.install(layout("tcp://127.0.0.1:2", None)).unwrap();
+    // A layout with other pool settings is a new epoch with an empty index.
+    let mut other = layout("tcp://127.0.0.1:1", None);
+    other.pools[0].block_size = 8;
+    let next = epoch_of(kv.install(other));
     assert_ne!(next, epoch);
     assert_eq!(decode(kv.feed(Some((epoch, 5)))).ops.len(), 0);
     kv.live(src, 1, stored(1, 1, None, 100).into(), 0);
@@ -89,8 +89,8 @@ fn the_feed_answers_changes_since_a_generation_or_everything() {
 #[test]
 fn a_disconnect_during_a_replay_loses_no_batch() {
     let kv = Kv::default();
-    let epoch = kv.install(layout("tcp://127.0.0.1:1", Some("tcp://127.0.0.1:2"))).unwrap();
-    let src = Source { epoch, pool: 0, endpoint: 0 };
+    let epoch = epoch_of(kv.install(layout("tcp://127.0.0.1:1", Some("tcp://127.0.0.1:2"))));
+    let src = Source { epoch, pool: 0, endpoint: 0, incarnation: 1 };
     kv.connected(src, true);
     kv.live(src, 0, chain(0).into(), 0);
     assert_eq!(kv.live(src, 2, chain(2).into(), 0), Some(1), "a gap: batch 2 held, 1 asked for");
@@ -105,8 +105,8 @@ fn a_disconnect_during_a_replay_loses_no_batch() {
 #[test]
 fn offloaded_blocks_leave_the_feed_at_their_ttl() {
     let kv = Kv::default();
-    let epoch = kv.install(layout("tcp://127.0.0.1:1", None)).unwrap();
-    let src = Source { epoch, pool: 0, endpoint: 0 };
+    let epoch = epoch_of(kv.install(layout("tcp://127.0.0.1:1", None)));
+    let src = Source { epoch, pool: 0, endpoint: 0, incarnation: 1 };
     kv.live(src, 0, stored(1, 1, None, 100).into(), 1_000);
     kv.live(src, 1, stored_in("cpu", 5, 2, None, 200).into(), 1_000);
     let all = decode(kv.feed(None));
@@ -123,8 +123,8 @@ fn offloaded_blocks_leave_the_feed_at_their_ttl() {
 #[test]
 fn garbage_is_counted_and_changes_nothing() {
     let kv = Kv::default();
-    let epoch = kv.install(layout("tcp://127.0.0.1:1", None)).unwrap();
-    let src = Source { epoch, pool: 0, endpoint: 0 };
+    let epoch = epoch_of(kv.install(layout("tcp://127.0.0.1:1", None)));
+    let src = Source { epoch, pool: 0, endpoint: 0, incarnation: 1 };
     kv.live(src, 0, Bytes::from_static(b"\xc1garbage"), 0);
     kv.malformed(src);
     assert_eq!(kv.stats(0)[0].1[0].malformed, 2);
@@ -192,10 +192,9 @@ async fn a_zmq_publisher_feeds_the_index_and_a_gap_is_replayed() {
     let published: Published = Arc::new((REPLAYABLE - 1).into());
     tokio::spawn(serve_replays(router, published.clone(), starts_tx));
     let kv = Arc::new(Kv::default());
-    let epoch = kv.install(layout(&events, Some(&replay))).unwrap();
-    let (_stop, stop_rx) = watch::channel(false);
+    let Installed::Epoch(_, spawns) = kv.install(layout(&events, Some(&replay))) else { panic!("a new epoch") };
     let (_shutdown, shutdown_rx) = watch::channel(false);
-    zmq::spawn_consumers(kv.clone(), epoch, stop_rx, shutdown_rx);
+    zmq::spawn_consumers(kv.clone(), spawns, shutdown_rx);
     let stats = || kv.stats(0)[0].1[0].clone();
     // A new subscription first replays what the engine published before it: batches 0..=4.
     assert_eq!(tokio::time::timeout(Duration::from_secs(5), starts.recv()).await.unwrap(), Some(0));

@@ -21,6 +21,7 @@ use tokio_postgres::NoTls;
 use super::secrets::{MasterKey, SecretError};
 
 pub mod requests;
+pub mod responses;
 pub mod rows;
 pub mod usage;
 
@@ -36,6 +37,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("pg/0006_flow_control.sql")),
     (7, include_str!("pg/0007_endpoints_dns.sql")),
     (8, include_str!("pg/0008_usage_retries.sql")),
+    (9, include_str!("pg/0009_responses.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
@@ -265,4 +267,4 @@ fn check_change(change: &Change, before: &BTreeSet<(Section, String)>, after: Ra
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -162,6 +162,10 @@ impl Snapshots {
                 return Err(e);
             }
         };
+        let mut built = built;
+        // `responses:` is the sidecar's alone (read from the file at start): filters are not
+        // sent it, so a filter older than the block still takes the snapshot.
+        built.raw.responses = None;
         let config_json = serde_json::to_vec(&built.raw).unwrap_or_default();
         let problems: Vec<WireProblem> = built.problems.iter().map(WireProblem::from).collect();
         let doc = Snapshot { version: snapshot::content_version(&config_json), config: built.raw, problems };

@@ -22,6 +22,9 @@
 //!
 //! Probes and scrapes of a round run concurrently, at most [`CONCURRENCY`] at a time. The
 //! feed is rebuilt after every round and gets a new version only when something changed.
+//! Versions count up from the start time (Unix ms × 1,000), so a restarted sidecar never
+//! repeats one of its predecessor's: a filter still holding that feed would get 304 for it and
+//! take the old figures for confirmed.
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -117,7 +120,8 @@ impl Targets {
     /// No targets yet; call [`Targets::sync`] with a snapshot (or use [`start`]).
     pub fn new(settings: Settings) -> Targets {
         let prober = Prober::new(settings.timeout);
-        let targets = Targets { settings, prober, table: Mutex::default(), feed: RwLock::default() };
+        let first = Published { version: now_ms().saturating_mul(1_000), ..Published::default() };
+        let targets = Targets { settings, prober, table: Mutex::default(), feed: RwLock::new(first) };
         targets.publish();
         targets
     }

@@ -62,6 +62,10 @@ pub struct LmcacheArgs {
     /// The worker's `lmcache_instance_id`.
     #[arg(long, value_name = "ID", default_value = "sim")]
     pub lmcache_instance_id: String,
+    /// Beat every SECS seconds to the `heartbeat_url` the registration's answer names (LMCache's
+    /// `lmcache_worker_heartbeat_time`); 0 = never, LMCache's default.
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    pub lmcache_heartbeat_secs: u64,
     /// Publish the CPU tier's changes as KV events too (LMCache's `enable_kv_events`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub lmcache_events: bool,
@@ -77,6 +81,7 @@ impl Default for LmcacheArgs {
             lmcache_controller: None,
             lmcache_controller_reply: None,
             lmcache_instance_id: "sim".into(),
+            lmcache_heartbeat_secs: 0,
             lmcache_events: true,
         }
     }

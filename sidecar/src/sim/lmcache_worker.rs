@@ -8,7 +8,12 @@
 //!   pushes its `RegisterMsg` first, as LMCache 0.3.11 and older do.
 //! - Each request's changes to the CPU tier are one `BatchedKVOperationMsg` (location
 //!   `LocalCPUBackend`, admits then evicts, `seq_num` counting from 0) in its own frame on a
-//!   PUSH socket; the keys are the blocks' hashes, as in the sim's KV events.
+//!   PUSH socket; the keys are the blocks' hashes, as in the sim's KV events. A send that
+//!   fails because the controller closed the connection connects the socket again and is
+//!   retried once, as libzmq's transport does for LMCache; the worker never registers again.
+//! - With `--lmcache-heartbeat-secs` and a `heartbeat_url` in the registration's answer, it
+//!   sends a `HeartbeatMsg` there on a DEALER of its own every interval, making that socket
+//!   again when an answer does not come within [`HEARTBEAT_WAIT`], as LMCache does.
 //!
 //! Messages are msgpack maps tagged `"type"` with the fields in LMCache's declaration order,
 //! byte for byte what its msgspec classes encode (`testdata/lmcache/`).
@@ -22,6 +27,9 @@ use zeromq::{DealerSocket, PushSocket, Socket, SocketRecv, SocketSend, ZmqMessag
 
 /// How long a worker waits for its registration's answer (LMCache's receive timeout).
 const REGISTER_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a heartbeat waits for its answer before the socket is made again.
+pub const HEARTBEAT_WAIT: Duration = Duration::from_secs(5);
 
 /// The operations of one request on the CPU tier: `(admit, key)`, in order.
 pub type Ops = Vec<(bool, u64)>;
@@ -48,6 +56,8 @@ pub struct WorkerConfig {
     pub reply: Option<String>,
     /// `lmcache_instance_id`.
     pub instance_id: String,
+    /// Seconds between heartbeats, when the controller names a heartbeat socket; 0 = none.
+    pub heartbeat_secs: u64,
 }
 
 /// Starts the worker task; returns the sender the prefix caches report to.
@@ -73,12 +83,18 @@ async fn run(config: WorkerConfig, mut ops: mpsc::UnboundedReceiver<Ops>) {
     }
     let register = encode(&register_msg(&config.instance_id));
     match &config.reply {
-        Some(reply) => {
-            if let Err(error) = registered(reply, register).await {
+        Some(reply) => match registered(reply, register).await {
+            Ok(heartbeat_url) => {
+                if let (Some(url), 1..) = (heartbeat_url, config.heartbeat_secs) {
+                    let every = Duration::from_secs(config.heartbeat_secs);
+                    tokio::spawn(beat(tcp(&url), encode(&liveness_msg("HeartbeatMsg", &config.instance_id)), every));
+                }
+            }
+            Err(error) => {
                 tracing::warn!(%error, "sim: the LMCache controller did not answer the registration; nothing is reported");
                 return;
             }
-        }
+        },
         None => {
             if let Err(error) = push.send(ZmqMessage::from(Bytes::from(register))).await {
                 tracing::warn!(%error, "sim: registration not pushed");
@@ -87,31 +103,77 @@ async fn run(config: WorkerConfig, mut ops: mpsc::UnboundedReceiver<Ops>) {
     }
     let mut seq = 0u64;
     while let Some(batch) = ops.recv().await {
-        let message = batched_ops(&config.instance_id, &batch, &mut seq);
-        if let Err(error) = push.send(ZmqMessage::from(Bytes::from(encode(&message)))).await {
+        let frame = Bytes::from(encode(&batched_ops(&config.instance_id, &batch, &mut seq)));
+        if let Err(error) = pushed(&mut push, &config.pull, frame).await {
             tracing::debug!(%error, "sim: LMCache operations not pushed");
         }
     }
 }
 
-/// Registers on the controller's ROUTER and waits for its answer.
-async fn registered(reply: &str, register: Vec<u8>) -> Result<(), String> {
+/// Sends `frame` on `push`; when that fails (the controller closed the connection, say it
+/// restarted), connects a new socket to `pull` and sends it there, as libzmq reconnects.
+async fn pushed(push: &mut PushSocket, pull: &str, frame: Bytes) -> Result<(), String> {
+    if push.send(ZmqMessage::from(frame.clone())).await.is_ok() {
+        return Ok(());
+    }
+    *push = PushSocket::new();
+    push.connect(&tcp(pull)).await.map_err(|e| e.to_string())?;
+    push.send(ZmqMessage::from(frame)).await.map_err(|e| e.to_string())
+}
+
+/// LMCache's heartbeat loop: `heartbeat` on a DEALER to `url` every `every`, the socket made
+/// again when an answer does not come within [`HEARTBEAT_WAIT`].
+async fn beat(url: String, heartbeat: Vec<u8>, every: Duration) {
+    let mut dealer: Option<DealerSocket> = None;
+    loop {
+        tokio::time::sleep(every).await;
+        if dealer.is_none() {
+            let mut socket = DealerSocket::new();
+            dealer = socket.connect(&url).await.is_ok().then_some(socket);
+        }
+        let Some(socket) = dealer.as_mut() else { continue };
+        let mut message = ZmqMessage::from(Bytes::new());
+        message.push_back(Bytes::from(heartbeat.clone()));
+        let answered = socket.send(message).await.is_ok()
+            && matches!(tokio::time::timeout(HEARTBEAT_WAIT, socket.recv()).await, Ok(Ok(_)));
+        if !answered {
+            tracing::debug!(%url, "sim: an LMCache heartbeat was not answered; a new socket");
+            dealer = None;
+        }
+    }
+}
+
+/// Registers on the controller's ROUTER and waits for its answer; the `heartbeat_url` it names.
+async fn registered(reply: &str, register: Vec<u8>) -> Result<Option<String>, String> {
     let mut dealer = DealerSocket::new();
     dealer.connect(&tcp(reply)).await.map_err(|e| e.to_string())?;
     let mut message = ZmqMessage::from(Bytes::new());
     message.push_back(Bytes::from(register));
     dealer.send(message).await.map_err(|e| e.to_string())?;
     match tokio::time::timeout(REGISTER_WAIT, dealer.recv()).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(answer)) => Ok(answer.into_vec().last().and_then(|frame| heartbeat_url(frame))),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {REGISTER_WAIT:?}")),
     }
 }
 
+/// The `heartbeat_url` a `RegisterRetMsg` frame names in its `extra_config`.
+fn heartbeat_url(frame: &[u8]) -> Option<String> {
+    let answer = rmpv::decode::read_value(&mut &frame[..]).ok()?;
+    let field =
+        |map: &Value, key: &str| map.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v.clone());
+    field(&field(&answer, "extra_config")?, "heartbeat_url")?.as_str().map(String::from)
+}
+
 /// `RegisterMsg` of worker 0 of `instance_id` (the sim has no command socket: port 0).
 pub fn register_msg(instance_id: &str) -> Value {
+    liveness_msg("RegisterMsg", instance_id)
+}
+
+/// A `RegisterMsg` or `HeartbeatMsg` (the same fields) of worker 0 of `instance_id`.
+fn liveness_msg(tag: &str, instance_id: &str) -> Value {
     tagged(
-        "RegisterMsg",
+        tag,
         vec![
             ("instance_id", Value::from(instance_id)),
             ("worker_id", Value::from(0)),
@@ -181,6 +243,22 @@ mod tests {
         assert_eq!(location, "LocalCPUBackend");
         assert_eq!(ops, [ChunkOp { admit: true, key: u64::MAX, seq: 5 }, ChunkOp { admit: false, key: 7, seq: 6 }]);
         assert_eq!(seq, 7);
+    }
+
+    /// The controller's answers, as LMCache 0.5.6 encodes them, with and without a heartbeat
+    /// socket; the heartbeat is LMCache's bytes too.
+    #[test]
+    fn the_heartbeat_url_is_read_from_the_answer() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/lmcache");
+        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        assert_eq!(heartbeat_url(&read("reply-register-heartbeat.msgpack")).as_deref(), Some("127.0.0.1:8500"));
+        assert_eq!(heartbeat_url(&read("reply-register.msgpack")), None);
+        let mut beat = liveness_msg("HeartbeatMsg", "vllm-0");
+        if let Value::Map(pairs) = &mut beat {
+            pairs[3].1 = Value::from("10.0.0.5");
+            pairs[4].1 = Value::from(8001);
+        }
+        assert_eq!(encode(&beat), read("heartbeat.msgpack"));
     }
 
     /// The same bytes LMCache 0.5.6's msgspec classes write for the fixture's registration.

@@ -32,6 +32,13 @@ impl Drop for TempDir {
     }
 }
 
+impl Setup {
+    /// The configuration file it serves (edits are picked up within `--poll-interval-ms`).
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self._dir.0.join("config.yaml")
+    }
+}
+
 /// A gateway over `providers` (YAML flow entries), `models` (YAML block entries) and `extra`
 /// top-level YAML (e.g. `limits:`).
 pub async fn gateway_with(providers: &[String], models: &str, extra: &str) -> Setup {

@@ -58,6 +58,14 @@ impl KvSim {
         sim
     }
 
+    /// Starts a sim serving model `kv` at `addr` publishing at `events` and replaying at
+    /// `replay` (`tcp://host:port`), all given; the error when one cannot be bound.
+    pub async fn start_on(addr: SocketAddr, events: String, replay: String) -> std::io::Result<KvSim> {
+        let mut sim = KvSim { addr, events, replay, extra: Vec::new(), stop: None, task: None };
+        sim.run().await?;
+        Ok(sim)
+    }
+
     /// Binds the sim's sockets and serves it in a task; a socket that cannot be bound is the
     /// error.
     async fn run(&mut self) -> std::io::Result<()> {
@@ -75,8 +83,9 @@ impl KvSim {
         ];
         let argv = argv.iter().chain(blocks).copied().chain(self.extra.iter().map(String::as_str));
         let args = SimCli::parse_from(argv).args;
+        // The HTTP listener first: nothing else is bound yet if its address is taken.
+        let listener = tokio::net::TcpListener::bind(self.addr).await?;
         let bound = ferrogate_sidecar::sim::bind(args).await?;
-        let listener = tokio::net::TcpListener::bind(self.addr).await.unwrap();
         self.addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

@@ -13,12 +13,17 @@
 //! ([`crate::passive`], from real answers) and the slots a failing-over request already tried
 //! are stricter: such slots are never picked, and a model with nothing else left yields no
 //! pick, so the router moves on to its fallbacks.
+//!
+//! Engine figures past their age bound ([`Routing::set_freshness`]) count as unknown: neutral
+//! for the strategies, saturated for flow control's thresholds. Health is not aged: its
+//! cooldowns run out on their own (fail open).
 
 use super::{hash64, Balancer, Load, Observed, PickContext, PrefixTable, SharedPrefixes, StrategyKind, TargetSpec};
 use crate::config::Config;
 use crate::passive::PassiveTable;
-use crate::targets::TargetFeed;
+use crate::targets::{Freshness, TargetFeed};
 
+mod age;
 mod room;
 
 /// One balancing unit of a model.
@@ -122,6 +127,8 @@ pub struct Routing {
     eligible: Vec<usize>,
     /// `lora_aware` slots per engine ([`residency`]).
     engines: Vec<residency::EngineSlot>,
+    /// How current the feed's engine figures are (`None`: they do not age).
+    freshness: Option<Freshness>,
 }
 
 impl Routing {
@@ -133,7 +140,8 @@ impl Routing {
         let health = sizes.clone().map(|n| vec![EndpointHealth::default(); n]).collect();
         let passive = sizes.map(|n| vec![0; n]).collect();
         let engines = residency::engine_slots(config, &models);
-        Self { models, health, passive, passive_any: false, loads: Vec::new(), eligible: Vec::new(), engines }
+        let (loads, eligible) = (Vec::new(), Vec::new());
+        Self { models, health, passive, passive_any: false, loads, eligible, engines, freshness: None }
     }
 
     /// Model `i`'s routing, if it has a balancer.
@@ -235,10 +243,14 @@ impl Routing {
         self.loads.clear();
         self.eligible.clear();
         let mut usable = 0;
+        let current = self.figures_current(now_ms);
         for (i, slot) in m.slots.iter().enumerate() {
             let p = target_provider(slot);
             let entries = p.and_then(|p| self.health.get(p)).map_or(&[][..], Vec::as_slice);
-            let (load, parked) = slot_state(entries, slot.endpoint, now_ms);
+            let (mut load, parked) = slot_state(entries, slot.endpoint, now_ms);
+            if !current {
+                load = Load::default(); // Stale figures say nothing: read them as unknown.
+            }
             self.loads.push(Load { in_flight: in_flight.get(i).copied().unwrap_or(0), ..load });
             if excluded.contains(&i) || self.passively_parked(p, slot.endpoint, now_ms) {
                 continue;
@@ -281,14 +293,19 @@ impl Routing {
     }
 
     /// The pool endpoint of `provider` with the smallest engine queue among those not parked
-    /// (all when every one is), ties broken by `random`; `None` without a pool.
+    /// (all when every one is), ties broken by `random` (stale figures tie them all); `None`
+    /// without a pool.
     pub fn endpoint(&self, config: &Config, provider: usize, now_ms: u64, random: u64) -> Option<usize> {
         let n = config.providers.get(provider)?.endpoints.len();
         let entries = self.health.get(provider)?;
         let passive = self.passive.get(provider).map_or(&[][..], Vec::as_slice);
         let out = |i: usize| passive.get(i).is_some_and(|&until| now_ms < until);
         let all_parked = entries.iter().enumerate().all(|(i, e)| e.parked(now_ms) || out(i));
-        let queue = |e: &EndpointHealth| u64::from(e.running.unwrap_or(0)) + u64::from(e.waiting.unwrap_or(0));
+        let current = self.figures_current(now_ms);
+        // Stale figures make every endpoint alike: the random start decides.
+        let queue = |e: &EndpointHealth| {
+            u64::from(current) * (u64::from(e.running.unwrap_or(0)) + u64::from(e.waiting.unwrap_or(0)))
+        };
         let start = usize::try_from(random % n.max(1) as u64).unwrap_or(0);
         (0..n)
             .map(|k| (start + k) % n)

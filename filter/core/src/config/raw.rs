@@ -38,6 +38,9 @@ pub struct RawConfig {
     /// Optional Redis for cross-replica limits and reload notifications.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<RawRedis>,
+    /// Retention of stored Responses API responses (read by the sidecar at start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responses: Option<super::RawResponses>,
     /// Org-wide default limits, checked for every request on top of its key's and groups'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<RawLimits>,
@@ -72,6 +75,15 @@ pub struct RawProvider {
     /// Topic prefix the KV-event subscription filters on (default `""`: every message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_topic: Option<String>,
+    /// The port of every endpoint's KV-event publisher, for endpoints that do not name their
+    /// own `kv_events`: the sidecar subscribes to `tcp://<endpoint host>:<port>`. This is how a
+    /// pool from `endpoints_dns` publishes: each address the name resolves to is subscribed to
+    /// when it appears and dropped when it goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_events_port: Option<u16>,
+    /// The port of every endpoint's KV-event replay socket, as `kv_events_port` (needs it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_replay_port: Option<u16>,
     /// Bound on the KV-block index of this provider (default 1,000,000 blocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_max_blocks: Option<u64>,

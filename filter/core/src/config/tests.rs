@@ -246,6 +246,7 @@ fn unknown_keys_are_rejected_by_name() {
         ("keys: [{name: k, digest: d, limits: {rpm: 1}}]", "rpm"),
         ("pricing: {m: {input: 1, input_per_mtok: 1, output_per_mtok: 1}}", "input"),
         ("store: {kind: file, path: x}", "path"),
+        ("responses: {ttl: 5}", "ttl"),
     ];
     for (yaml, key) in cases {
         let err = serde_saphyr::from_str::<RawConfig>(yaml).expect_err(yaml).to_string();
@@ -260,4 +261,20 @@ fn unknown_keys_are_rejected_by_name() {
 fn empty_document_is_a_valid_empty_config() {
     let c = Config::from_json_slice(b"{}").unwrap();
     assert!(c.providers.is_empty() && c.models.is_empty());
+}
+
+#[test]
+fn responses_retention_is_read_and_checked() {
+    let c = load_yaml("responses: {ttl_secs: 60, max_bytes_per_key: 1000}").unwrap();
+    let want = Responses { ttl_ms: 60_000, max_entries: responses::DEFAULT_MAX_ENTRIES, max_bytes_per_key: 1000 };
+    assert_eq!(c.responses, want);
+    assert_eq!(load_yaml("{}").unwrap().responses, Responses::default());
+    assert_eq!(Responses::default().ttl_ms, 24 * 3600 * 1000);
+    let p = problems("responses: {ttl_secs: 0, max_entries: 0, max_bytes_per_key: 0}");
+    assert_eq!(p.len(), 3, "{p:?}");
+    assert!(p.iter().all(|p| p.ends_with("must be at least 1")), "{p:?}");
+    assert_eq!(problem_paths("responses: {ttl_secs: 999999999999}"), ["responses.ttl_secs"]);
+    let raw: RawConfig = serde_saphyr::from_str("responses: {max_entries: 0}").unwrap();
+    let err = responses::from_raw(raw.responses.as_ref()).unwrap_err();
+    assert_eq!(err[0].path, "responses.max_entries");
 }

@@ -25,7 +25,7 @@ use sections::{limits, pricing, shared_limits, store};
 
 /// Collects problems with their paths.
 #[derive(Default)]
-pub(super) struct Problems(Vec<Problem>);
+pub(super) struct Problems(pub(super) Vec<Problem>);
 
 impl Problems {
     pub(super) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
@@ -75,6 +75,7 @@ impl TryFrom<RawConfig> for Config {
         flow::priorities(&raw.keys, &mut keys, &groups);
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
+        let responses = super::responses::validate(raw.responses.as_ref(), &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -94,6 +95,7 @@ impl TryFrom<RawConfig> for Config {
             store,
             redis_url_env,
             limits_fail_closed: raw.redis.as_ref().is_some_and(|r| r.fail_closed),
+            responses,
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),

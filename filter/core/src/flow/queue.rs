@@ -1,4 +1,4 @@
-//! The flow-control queue of one model and its shared-data form.
+//! The flow-control queue of one model.
 //!
 //! Service order: bands from the highest priority down; within a band, round-robin over the
 //! fairness ids (keys) that have entries, starting after the one served last, each id's entries
@@ -6,16 +6,20 @@
 //! and so on). An entry whose owner has not checked it for [`DEAD_MS`] is dropped (the proxy
 //! restarted a VM, or the request ended without leaving), as is one past its deadline.
 //!
-//! Bytes (little-endian): version u32, next sequence u64, count of `(band, last served id)`
-//! pairs u32 and the pairs (i32, u32), count of entries u32 and the entries (seq u64, band
-//! i32, fair u32, deadline u64, last checked u64). Anything else decodes as an empty queue.
+//! An entry let go is *in transit* until its request holds its target (it is
+//! [`confirm`](Queue::confirm)ed) or lost it to another request (it is
+//! [`restore`](Queue::restore)d to its place, the band's turn with it): while in transit it
+//! counts against the room the gate sees, so two worker VMs that read the in-flight counts at
+//! the same moment cannot let two requests go for one free slot. Each entry names where its
+//! owner is woken ([`Entry::waker`], [`Entry::ctx`]); the bytes are in [`super::wire`].
 
 use std::collections::BTreeMap;
 
-/// Layout version of the encoded queue.
-pub const QUEUE_VERSION: u32 = 1;
-/// An entry not checked by its owner for this long is dropped.
-pub const DEAD_MS: u64 = 2_000;
+/// An entry not checked by its owner for this long is dropped. Owners check on every wake-up
+/// and at least once per root tick (at most a second), so this leaves room for a slow machine.
+pub const DEAD_MS: u64 = 10_000;
+/// An entry in transit longer than this is dropped (its owner went away before confirming).
+pub const TRANSIT_MS: u64 = 2_000;
 
 /// One waiting request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,21 +34,51 @@ pub struct Entry {
     pub deadline_ms: u64,
     /// When its owner last checked it (Unix ms).
     pub alive_ms: u64,
+    /// The shared queue that wakes its owner's VM (0: none; the owner checks on its ticks).
+    pub waker: u32,
+    /// Its owner's context id in that VM.
+    pub ctx: u32,
+}
+
+/// Where a waiting request is woken: its VM's shared queue and its context there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Owner {
+    /// The VM's wake-up queue token (0: none).
+    pub waker: u32,
+    /// The request's context id.
+    pub ctx: u32,
+}
+
+/// An entry let go and not yet confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transit {
+    /// The entry as it was queued.
+    pub entry: Entry,
+    /// Its band's turn before it was let go (restored with it).
+    pub last: Option<u32>,
+    /// When it is dropped if never confirmed (Unix ms).
+    pub until_ms: u64,
 }
 
 /// A model's queue.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Queue {
-    next_seq: u64,
+    pub(super) next_seq: u64,
     /// Per band, the fairness id served last.
-    last: BTreeMap<i32, u32>,
-    entries: Vec<Entry>,
+    pub(super) last: BTreeMap<i32, u32>,
+    pub(super) entries: Vec<Entry>,
+    pub(super) transit: Vec<Transit>,
 }
 
 impl Queue {
     /// Whether nobody waits.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// How many were let go and have not yet confirmed their target.
+    pub fn in_transit(&self) -> usize {
+        self.transit.len()
     }
 
     /// The entries, in arrival order.
@@ -57,16 +91,19 @@ impl Queue {
         self.entries.iter().filter(|e| e.band == band).count()
     }
 
-    /// Drops entries past their deadline or not checked for [`DEAD_MS`].
+    /// Drops entries past their deadline or not checked for [`DEAD_MS`], and transits past
+    /// [`TRANSIT_MS`].
     pub fn prune(&mut self, now_ms: u64) {
         self.entries.retain(|e| now_ms < e.deadline_ms && now_ms < e.alive_ms.saturating_add(DEAD_MS));
+        self.transit.retain(|t| now_ms < t.until_ms);
     }
 
-    /// Adds an entry; returns its number.
-    pub fn push(&mut self, band: i32, fair: u32, deadline_ms: u64, now_ms: u64) -> u64 {
+    /// Adds an entry for a request woken at `owner`; returns its number.
+    pub fn push(&mut self, band: i32, fair: u32, deadline_ms: u64, now_ms: u64, owner: Owner) -> u64 {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        self.entries.push(Entry { seq, band, fair, deadline_ms, alive_ms: now_ms });
+        let Owner { waker, ctx } = owner;
+        self.entries.push(Entry { seq, band, fair, deadline_ms, alive_ms: now_ms, waker, ctx });
         seq
     }
 
@@ -82,22 +119,46 @@ impl Queue {
         }
     }
 
-    /// Removes entry `seq` as served: its band's round-robin moves past its id.
-    pub fn take(&mut self, seq: u64) -> Option<Entry> {
+    /// Lets entry `seq` go at `now_ms`: it leaves the order, its band's round-robin moves past
+    /// its id, and it stays in transit until [`confirm`](Self::confirm)ed or
+    /// [`restore`](Self::restore)d.
+    pub fn take(&mut self, seq: u64, now_ms: u64) -> Option<Entry> {
         let at = self.position(seq)?;
-        let e = self.entries.remove(at);
-        self.last.insert(e.band, e.fair);
-        Some(e)
+        let entry = self.entries.remove(at);
+        let last = self.last.insert(entry.band, entry.fair);
+        self.transit.push(Transit { entry, last, until_ms: now_ms.saturating_add(TRANSIT_MS) });
+        Some(entry)
     }
 
-    /// Puts a served entry back where its number places it (its request lost its target to
-    /// another one and must wait again, in the same place).
-    pub fn restore(&mut self, entry: Entry) {
-        if self.position(entry.seq).is_some() {
-            return;
+    /// Entry `seq`'s request holds its target: it leaves transit. Returns who is next in
+    /// line (to be woken: there may be room for it too).
+    pub fn confirm(&mut self, seq: u64) -> Option<Entry> {
+        self.transit.retain(|t| t.entry.seq != seq);
+        self.head()
+    }
+
+    /// Entry `seq`'s request lost its target to another one: back from transit to where its
+    /// number places it, and its band's turn back to what it was (unless another entry of the
+    /// band was let go since). False when it is no longer in transit.
+    pub fn restore(&mut self, seq: u64, now_ms: u64) -> bool {
+        let Some(at) = self.transit.iter().position(|t| t.entry.seq == seq) else { return false };
+        let t = self.transit.remove(at);
+        let mut entry = t.entry;
+        entry.alive_ms = now_ms;
+        if self.last.get(&entry.band) == Some(&entry.fair) {
+            match t.last {
+                Some(l) => self.last.insert(entry.band, l),
+                None => self.last.remove(&entry.band),
+            };
         }
         let at = self.entries.iter().position(|e| e.seq > entry.seq).unwrap_or(self.entries.len());
         self.entries.insert(at, entry);
+        true
+    }
+
+    /// The next entry in service order.
+    pub fn head(&self) -> Option<Entry> {
+        self.order().into_iter().next()
     }
 
     /// Removes entry `seq` without serving it (its request left).
@@ -140,73 +201,4 @@ impl Queue {
             out.extend(cycle.iter().filter_map(|v| v.get(round)).copied());
         }
     }
-
-    /// The shared-data form.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(20 + self.last.len() * 8 + self.entries.len() * 32);
-        out.extend_from_slice(&QUEUE_VERSION.to_le_bytes());
-        out.extend_from_slice(&self.next_seq.to_le_bytes());
-        out.extend_from_slice(&u32::try_from(self.last.len()).unwrap_or(0).to_le_bytes());
-        for (band, fair) in &self.last {
-            out.extend_from_slice(&band.to_le_bytes());
-            out.extend_from_slice(&fair.to_le_bytes());
-        }
-        out.extend_from_slice(&u32::try_from(self.entries.len()).unwrap_or(0).to_le_bytes());
-        for e in &self.entries {
-            out.extend_from_slice(&e.seq.to_le_bytes());
-            out.extend_from_slice(&e.band.to_le_bytes());
-            out.extend_from_slice(&e.fair.to_le_bytes());
-            out.extend_from_slice(&e.deadline_ms.to_le_bytes());
-            out.extend_from_slice(&e.alive_ms.to_le_bytes());
-        }
-        out
-    }
-
-    /// Decodes the shared-data form; anything malformed is an empty queue.
-    pub fn decode(bytes: &[u8]) -> Queue {
-        decode(bytes).unwrap_or_default()
-    }
-}
-
-/// Little-endian reader over a byte slice.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.0.split_at_checked(N)?;
-        self.0 = rest;
-        head.try_into().ok()
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take::<4>().map(u32::from_le_bytes)
-    }
-    fn i32(&mut self) -> Option<i32> {
-        self.take::<4>().map(i32::from_le_bytes)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take::<8>().map(u64::from_le_bytes)
-    }
-}
-
-fn decode(bytes: &[u8]) -> Option<Queue> {
-    let mut r = Reader(bytes);
-    if r.u32()? != QUEUE_VERSION {
-        return None;
-    }
-    let next_seq = r.u64()?;
-    let mut last = BTreeMap::new();
-    for _ in 0..r.u32()? {
-        last.insert(r.i32()?, r.u32()?);
-    }
-    let count = r.u32()? as usize;
-    // Each entry is 32 bytes: a count the bytes cannot hold is malformed.
-    if count > r.0.len() / 32 {
-        return None;
-    }
-    let mut entries = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (seq, band, fair, deadline_ms, alive_ms) = (r.u64()?, r.i32()?, r.u32()?, r.u64()?, r.u64()?);
-        entries.push(Entry { seq, band, fair, deadline_ms, alive_ms });
-    }
-    r.0.is_empty().then_some(Queue { next_seq, last, entries })
 }

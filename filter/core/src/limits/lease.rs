@@ -19,6 +19,14 @@
 //!   the store's figure for a bucket ends as what was used, which the next bucket's sliding
 //!   share is computed from.
 //!
+//! - **Late answers**: the sidecar's answer to a waiting request is awaited up to
+//!   [`LATE_ANSWER_MS`] past the request's `max_wait_ms` (the store may already have granted
+//!   it); without an answer by then the request is refused as for a full window while the
+//!   store is reachable, and only a store that is away falls back ([`classify`]).
+//! - **Give-backs of quiet counters**: [`Holdings`] remembers which counters hold a lease and
+//!   when its bucket ends, so the unused part goes back at the caller's next tick after that,
+//!   whether or not a request uses the counter again.
+//!
 //! Nothing here waits or calls: the caller (the filter) carries the asks to the sidecar.
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +38,10 @@ use super::{release, Amounts, Counter, CounterStore, LimitSpec, Metric, Refusal,
 pub const ASK_GAP_MS: u64 = 200;
 /// The next bucket's lease is asked for this long before the bucket ends.
 pub const PREFETCH_MS: u64 = 2_000;
+/// How long past its `max_wait_ms` a waiting request still waits for the answer to its ask.
+/// The store may have granted the ask already; an answer dropped for being slow would strand
+/// that grant with this proxy and refuse a request the limit had room for.
+pub const LATE_ANSWER_MS: u64 = 2_000;
 
 /// One counter's request to the sidecar (`POST /v1/limits/lease`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +99,32 @@ impl LeaseAnswer {
     }
 }
 
+/// What a waiting request's lease call came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The store answered: admit from the lease, or refuse as for a full window.
+    Answered(LeaseAnswer),
+    /// The store is away: the sidecar said so, or the cross-replica view has not been synced
+    /// for longer than its staleness bound. The fallback applies (local counts, or 503 with
+    /// `redis.fail_closed`).
+    Away,
+    /// No answer within the wait (and [`LATE_ANSWER_MS`]) while the store was reachable:
+    /// refused as for a full window, never admitted by local counts.
+    Late,
+}
+
+/// Classifies a lease call's outcome: `answer` is the parsed answer (`None`: a timeout, a
+/// reset or an unexpected status), `view_stale` whether the last synced cross-replica view is
+/// older than its bound at the time the outcome arrives.
+pub fn classify(answer: Option<LeaseAnswer>, view_stale: bool) -> Reply {
+    match answer {
+        Some(a) if a.synced => Reply::Answered(a),
+        Some(_) => Reply::Away,
+        None if view_stale => Reply::Away,
+        None => Reply::Late,
+    }
+}
+
 /// Why a leased admission did not happen now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
@@ -118,6 +156,9 @@ impl Counter {
             Some(self.own.current)
         } else if self.own.bucket == old.bucket.saturating_add(1) {
             Some(self.own.previous)
+        } else if self.own.bucket < old.bucket {
+            // Every admission rolls the tally first: nothing was taken in that bucket.
+            Some(0)
         } else {
             None
         };
@@ -324,6 +365,10 @@ impl Reservation {
         }
     }
 }
+
+#[path = "lease_holdings.rs"]
+mod holdings;
+pub use holdings::{Holdings, MAX_HOLDINGS};
 
 #[cfg(test)]
 #[path = "lease_tests.rs"]

@@ -117,6 +117,10 @@ fn the_unused_lease_is_given_back_when_its_bucket_ends() {
     let mut c = Counter { own: Tally { bucket: 1_001, current: 0, previous: 3 }, ..Counter::default() };
     c.lease = Lease { bucket: 1_000, granted: 10 };
     assert_eq!(c.roll_lease(Window::Minute, next), Some((1_000, 7)));
+    // Not used at all in its bucket (the tally is older than the lease): all of it goes back.
+    let mut c = Counter { own: Tally { bucket: 998, current: 5, previous: 0 }, ..Counter::default() };
+    c.lease = Lease { bucket: 1_000, granted: 10 };
+    assert_eq!(c.roll_lease(Window::Minute, next), Some((1_000, 10)));
     // Two buckets on, what was used is unknown: nothing is given back (the store expires it).
     let mut c = Counter { own: Tally { bucket: 1_002, current: 0, previous: 0 }, ..Counter::default() };
     c.lease = Lease { bucket: 1_000, granted: 10 };
@@ -194,4 +198,15 @@ fn wire_forms_round_trip() {
     assert_eq!(answer.grants[0].granted, 2);
     assert!(LeaseAnswer::parse(b"{}").is_err());
     assert!(LeaseAnswer::parse(br#"{"synced":true,"grants":[{"counter":"c","bucket":3,"granted":2}]}"#).is_err());
+}
+
+#[test]
+fn a_missing_answer_is_late_while_the_view_is_fresh_and_away_once_it_is_stale() {
+    let synced = LeaseAnswer { synced: true, grants: Vec::new() };
+    assert_eq!(classify(Some(synced.clone()), false), Reply::Answered(synced.clone()));
+    assert_eq!(classify(Some(synced.clone()), true), Reply::Answered(synced), "an answer is an answer");
+    let away = LeaseAnswer { synced: false, grants: Vec::new() };
+    assert_eq!(classify(Some(away), false), Reply::Away, "the sidecar says Redis is away");
+    assert_eq!(classify(None, false), Reply::Late, "timed out while the store is reachable");
+    assert_eq!(classify(None, true), Reply::Away, "no synced view for longer than its bound");
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::RawConfig;
+use crate::stored::Op;
 
 const YAML: &str = r#"
 providers:
@@ -317,9 +318,9 @@ fn model_ids_that_could_move_the_upstream_path_are_refused() {
 }
 
 /// `/v1/responses` goes verbatim to OpenAI, translated to chat elsewhere; its lifecycle calls
-/// answer 501 (nothing is stored).
+/// go to the response store, except `cancel` (501: nothing runs in the background).
 #[test]
-fn responses_api_routes_and_lifecycle_is_501() {
+fn responses_api_routes_and_lifecycle_goes_to_the_store() {
     let c: &'static Config = Box::leak(Box::new(config()));
     let go = |model: &str| {
         let body = Box::leak(format!(r#"{{"model":"{model}","input":"hi"}}"#).into_boxed_str());
@@ -331,11 +332,23 @@ fn responses_api_routes_and_lifecycle_is_501() {
     assert_eq!(d.path, "/v1/chat/completions");
     assert_eq!(d.translation.unwrap().0.inbound, Inbound::Responses);
     assert_eq!(go("claude").unwrap().path, "/v1/messages");
-    for (method, path) in
-        [("GET", "/v1/responses/resp_1"), ("DELETE", "/v1/responses/resp_1"), ("POST", "/v1/responses/resp_1/cancel")]
-    {
+    let stored = |method, path| match classify(method, path) {
+        Endpoint::Stored(l) => Some((l.op, l.id)),
+        _ => None,
+    };
+    assert_eq!(stored("GET", "/v1/responses/resp_1"), Some((Op::Retrieve, "resp_1")));
+    assert_eq!(stored("DELETE", "/v1/responses/resp_1?x=1"), Some((Op::Delete, "resp_1")));
+    assert_eq!(stored("GET", "/v1/responses/resp_1/input_items?limit=2"), Some((Op::InputItems, "resp_1")));
+    for (method, path, status) in [
+        ("POST", "/v1/responses/resp_1/cancel", 501),
+        ("POST", "/v1/responses/resp_1", 405),
+        ("GET", "/v1/responses/resp_1/other", 404),
+        ("GET", "/v1/responses/nope", 400),
+        ("GET", "/v1/responses/resp_a%2F..", 400),
+        ("GET", "/v1/responses/", 400),
+    ] {
         let Endpoint::Reject(e) = classify(method, path) else { panic!("{method} {path}") };
-        assert_eq!((e.status, e.code), (501, Some("response_lifecycle_unsupported")));
+        assert_eq!(e.status, status, "{method} {path}");
     }
 }
 

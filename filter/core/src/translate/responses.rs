@@ -3,11 +3,12 @@
 //! as a `response` object. The streamed form is in `stream/responses.rs`.
 //!
 //! Decisions, beyond the rule that every parameter is carried, accepted or refused by name:
-//! - **Nothing is stored.** `store` is accepted (`true` or `false`), but a translated response
-//!   is never stored: answers say `"store": false`, and the lifecycle calls
-//!   (`GET`/`DELETE /v1/responses/{id}`, `input_items`, `cancel`) are answered 501 by the
-//!   router. What needs stored state is refused: `previous_response_id`, `conversation`,
-//!   `prompt` (a stored template), `background: true`, and a non-empty `include`.
+//! - **Storing is not the translator's.** `store` is accepted (`true` or `false`); the filter
+//!   and the sidecar keep the answer the client got (`crate::stored`), and the filter sets
+//!   [`crate::translate::Context::store`] so that answers say `"store": true` then (else
+//!   `false`). What needs stored state in the translation is refused: `previous_response_id`,
+//!   `conversation`, `prompt` (a stored template), `background: true`, and a non-empty
+//!   `include`.
 //! - **Reasoning.** Each thinking block of an answer becomes one `reasoning` item whose text
 //!   is its single `summary_text` part; a provider's signature goes in `encrypted_content`, so
 //!   a client that sends its output back as input (the stateless way to continue) returns it
@@ -94,6 +95,8 @@ pub(crate) struct Head<'a> {
     pub(crate) model: &'a str,
     /// Unix time.
     pub(crate) created_at: u64,
+    /// The gateway stores the response.
+    pub(crate) store: bool,
 }
 
 /// A `response` object: `in_progress` without a finish, else `completed` or `incomplete`.
@@ -115,7 +118,7 @@ pub(crate) fn response_object(
         "id": response_id(head.id), "object": "response", "created_at": head.created_at, "status": status,
         "background": false, "error": null, "incomplete_details": details, "instructions": null,
         "max_output_tokens": null, "max_tool_calls": null, "model": head.model, "output": output,
-        "parallel_tool_calls": true, "previous_response_id": null, "reasoning": null, "store": false,
+        "parallel_tool_calls": true, "previous_response_id": null, "reasoning": null, "store": head.store,
         "temperature": null, "tool_choice": "auto", "tools": [], "top_p": null, "truncation": "disabled",
         "usage": usage.map(usage_json), "user": null, "metadata": {},
     })
@@ -134,6 +137,11 @@ pub(crate) fn usage_json(u: &Usage) -> Value {
 
 /// Encodes an answer for a Responses client; `created_at` is the Unix time to report.
 pub fn encode_response(resp: &Response, model: &str, created_at: u64) -> Vec<u8> {
+    encode_stored_response(resp, model, created_at, false)
+}
+
+/// [`encode_response`] saying whether the gateway stores the response.
+pub fn encode_stored_response(resp: &Response, model: &str, created_at: u64, store: bool) -> Vec<u8> {
     let mut output = output_items(resp);
     if is_incomplete(&resp.finish) {
         // The item being written when the answer stopped.
@@ -141,7 +149,7 @@ pub fn encode_response(resp: &Response, model: &str, created_at: u64) -> Vec<u8>
             *status = json!("incomplete");
         }
     }
-    let head = Head { id: &resp.id, model, created_at };
+    let head = Head { id: &resp.id, model, created_at, store };
     let body = response_object(head, Some(&resp.finish), output, Some(&resp.usage));
     serde_json::to_vec(&body).unwrap_or_default()
 }

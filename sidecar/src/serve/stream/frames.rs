@@ -3,6 +3,7 @@
 use super::read::{self, FrameResult};
 use super::{Driver, UPSTREAM_RESET_DETAILS};
 use crate::serve::headers::trailers_to_filter;
+use tokio::time::Instant;
 
 impl Driver {
     pub(super) fn on_request_frame(&mut self, frame: FrameResult) {
@@ -71,6 +72,26 @@ impl Driver {
         }
     }
 
+    /// The upstream's answer ended before its end (reset, or silent past the idle timeout),
+    /// told to the filter as Envoy's code `details`, which the filter records. An event stream
+    /// is ended by the filter with a final error event the client can read; any other body
+    /// cannot be mended and the client's stream is reset.
+    pub(super) fn end_response_early(&mut self, details: &str) {
+        self.response_body = None;
+        self.response_deadline = None;
+        let end = self.response_is_stream && !self.response_eos_sent;
+        self.response_eos_sent = true;
+        self.call(|vm, id| vm.upstream_reset(id, details, end));
+        if !end {
+            self.reset = true;
+        }
+    }
+
+    /// When the response body counts as stalled if nothing more arrives from now on.
+    pub(super) fn idle_deadline(&self) -> Option<Instant> {
+        self.worker.upstream_idle_timeout().map(|t| Instant::now() + t)
+    }
+
     pub(super) fn on_response_frame(&mut self, frame: FrameResult) {
         match frame {
             None => {
@@ -82,16 +103,7 @@ impl Driver {
             }
             Some(Err(e)) => {
                 tracing::warn!(stream = self.id, error = %e, "upstream reset mid-response");
-                self.response_body = None;
-                // The filter records it as the upstream's failure (Envoy's code details). An
-                // event stream is ended by the filter with a final error event the client can
-                // read; any other body cannot be mended and the client's stream is reset.
-                let end = self.response_is_stream && !self.response_eos_sent;
-                self.response_eos_sent = true;
-                self.call(|vm, id| vm.upstream_reset(id, UPSTREAM_RESET_DETAILS, end));
-                if !end {
-                    self.reset = true;
-                }
+                self.end_response_early(UPSTREAM_RESET_DETAILS);
             }
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => {

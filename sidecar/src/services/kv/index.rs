@@ -18,6 +18,8 @@ use ferrogate_core::kv::events::Stored;
 
 use super::offload::Offloaded;
 
+mod chunks;
+
 /// How many blocks one endpoint holds: in any tier, and in each (a block may be in several).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TierCounts {
@@ -87,6 +89,8 @@ struct EngineMap {
     keys: HashMap<u64, u64>,
     order: VecDeque<u64>,
     chunks: HashMap<u64, Box<[u64]>>,
+    /// Its latest chunks, where a store whose parent is `0` may continue ([`chunks`]).
+    recent: VecDeque<chunks::Recent>,
 }
 
 impl EngineMap {
@@ -123,6 +127,7 @@ impl EngineMap {
         self.keys.clear();
         self.order.clear();
         self.chunks.clear();
+        self.recent.clear();
     }
 }
 
@@ -146,6 +151,13 @@ impl ProviderIndex {
         let engines = (0..endpoints).map(|_| EngineMap::default()).collect();
         let offloaded = Offloaded::new(ttl_secs);
         Self { id, name: name.to_string(), block_size, blocks: Lru::new(cap), engines, cap, offloaded }
+    }
+
+    /// Makes room for `endpoints` endpoints (a pool that grew).
+    pub fn grow(&mut self, endpoints: usize) {
+        if self.engines.len() < endpoints {
+            self.engines.resize_with(endpoints, EngineMap::default);
+        }
     }
 
     /// Offloaded holdings being aged.
@@ -235,20 +247,25 @@ impl ProviderIndex {
     /// Indexes a `BlockStored` of chunks of `s.block_size` tokens, each spanning several of the
     /// provider's blocks. Its token ids may run one past the last chunk (LMCache's connector
     /// sends `tokens[start..=end]`); the extra id is ignored. A parent must be a chunk or block
-    /// already seen: LMCache's in-process connector names `0` as the parent of the first chunk
-    /// of each store after the prompt's first, which is therefore skipped as an orphan.
+    /// already seen, except the `0` LMCache's in-process connector names as the parent of the
+    /// first chunk of each store after the prompt's first: that chunk continues one of the
+    /// endpoint's recent chunks ([`chunks`]), or is skipped as an orphan when none fits.
     fn stored_chunks(&mut self, ep: u8, s: &Stored, now_ms: u64, ops: &mut Vec<KvOp>) -> Result<(), Skip> {
         let per_chunk = match (s.block_size.checked_rem(self.block_size), s.block_size / self.block_size.max(1)) {
             (Some(0), n) if n > 1 => usize::try_from(n).unwrap_or(usize::MAX),
             _ => return Err(Skip::BlockSize),
         };
-        let Some(mut parent) = self.chain_start(ep, s, now_ms, ops)? else { return Ok(()) };
+        let start = match self.chain_start(ep, s, now_ms, ops) {
+            Err(Skip::Orphan) if s.parent == Some(0) => Some(self.continued(ep, s).ok_or(Skip::Orphan)?),
+            other => other?,
+        };
+        let Some(mut parent) = start else { return Ok(()) };
         let size = usize::try_from(self.block_size).unwrap_or(usize::MAX);
         let chunk = size.saturating_mul(per_chunk);
         if s.tokens.len() < s.hashes.len().saturating_mul(chunk) {
             return Err(Skip::Tokens);
         }
-        for (hash, tokens) in s.hashes.iter().zip(s.tokens.chunks(chunk)) {
+        for (i, (hash, tokens)) in s.hashes.iter().zip(s.tokens.chunks(chunk)).enumerate() {
             let mut keys = Vec::with_capacity(per_chunk);
             for block in tokens.chunks_exact(size) {
                 parent = block_key(parent, block);
@@ -257,6 +274,7 @@ impl ProviderIndex {
             }
             if let Some(engine) = self.engines.get_mut(usize::from(ep)) {
                 engine.insert_chunk(*hash, keys, self.cap);
+                engine.remember(parent, s.tokens.get((i + 1).saturating_mul(chunk)).copied());
             }
         }
         Ok(())

@@ -178,7 +178,8 @@ fn chunk_events_span_the_blocks_they_hold() {
 
 /// LMCache 0.5.6's own bytes (`testdata/kv-events/lmcache-*`): the multiprocess connector's
 /// chunk 1 chains onto its chunk 0 by LMCache's hash and is indexed; the in-process
-/// connector's later store names parent 0 and is skipped, as documented.
+/// connector's later store names parent 0 and, on an endpoint that announced nothing before
+/// it, is skipped.
 #[test]
 fn lmcache_fixtures_chain_by_chunk_hash() {
     use ferrogate_core::kv::events::{decode, Event};
@@ -203,4 +204,73 @@ fn lmcache_fixtures_chain_by_chunk_hash() {
     let connector = stored("lmcache-v05-connector-cpu.msgpack");
     assert_eq!(index.stored(1, &connector[0], 0, &mut ops), Err(Skip::Orphan), "parent 0");
     assert_eq!(index.stored(1, &connector[1], 0, &mut ops), Err(Skip::Orphan), "its parent was skipped");
+}
+
+/// A chunk of LMCache's connector in the CPU tier.
+fn cpu_chunk(hash: u64, parent: Option<u64>, tokens: std::ops::Range<u32>) -> Stored {
+    Stored {
+        hashes: vec![hash],
+        parent,
+        tokens: tokens.collect(),
+        block_size: 256,
+        tier: Tier::Cpu,
+        ..Stored::default()
+    }
+}
+
+/// LMCache 0.5.6's in-process connector prefilling a 1100-token prompt (ids 1000..2099) in
+/// 512-token steps: step 1's store (chunks 0 and 1, the second cut at the step's end), then
+/// step 2's own bytes (`lmcache-v05-connector-cpu.msgpack`), whose first chunk names parent 0.
+/// It continues step 1's last chunk: the prompt is known past its first step, and step 2's
+/// chunk hashes name their blocks.
+#[test]
+fn the_in_process_connectors_later_steps_continue_the_prompt() {
+    use ferrogate_core::kv::events::{decode, Event};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/kv-events");
+    let batch = decode(&std::fs::read(dir.join("lmcache-v05-connector-cpu.msgpack")).unwrap()).unwrap();
+    let step2: Vec<Stored> =
+        batch.events.into_iter().filter_map(|e| if let Event::Stored(s) = e { Some(s) } else { None }).collect();
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
+    let mut ops = Vec::new();
+    index.stored(0, &cpu_chunk(11, None, 1000..1257), 0, &mut ops).unwrap();
+    index.stored(0, &cpu_chunk(12, Some(11), 1256..1512), 0, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 1000..2024).1, [32 * 8, 0, 0], "step 1: two chunks");
+    for s in &step2 {
+        index.stored(0, s, 0, &mut ops).unwrap();
+    }
+    assert_eq!(scores(&ops, 1000..2024).1, [64 * 8, 0, 0], "step 2 continues it: four chunks");
+    index.removed(0, &step2[1].hashes, Tier::Cpu, &mut ops);
+    assert_eq!(scores(&ops, 1000..2024).1, [48 * 8, 0, 0], "a later chunk's hash names its blocks");
+}
+
+/// A conversation's next turn stores only its new part: its first chunk (parent 0) continues
+/// the chunk whose event named its first token id. A newer store's last chunk would fit too;
+/// the chunk whose continuation the engine's GPU events already hold is taken.
+#[test]
+fn a_later_turn_continues_the_chunk_it_follows() {
+    let mut index = ProviderIndex::new(0, "pool", 3, 16, 1000, 300);
+    let mut ops = Vec::new();
+    // Turn 1 (chunks 0 and 1 of a longer prompt: chunk 1's ids run to the next chunk's first).
+    index.stored(0, &cpu_chunk(21, None, 0..257), 0, &mut ops).unwrap();
+    index.stored(0, &cpu_chunk(22, Some(21), 256..513), 0, &mut ops).unwrap();
+    index.stored(0, &cpu_chunk(23, Some(0), 512..769), 0, &mut ops).unwrap();
+    assert_eq!(scores(&ops, 0..768).1, [48 * 8, 0, 0], "the next token tells where it goes");
+    // Endpoint 1: the same conversation, then another prompt's store ending at a chunk, and
+    // the engine's own GPU blocks of the conversation's third chunk.
+    index.stored(1, &cpu_chunk(31, None, 0..257), 0, &mut ops).unwrap();
+    index.stored(1, &cpu_chunk(32, Some(31), 256..513), 0, &mut ops).unwrap();
+    index.stored(1, &cpu_chunk(33, None, 9000..9257), 0, &mut ops).unwrap();
+    index.stored(1, &cpu_chunk(34, Some(33), 9256..9512), 0, &mut ops).unwrap();
+    let gpu = Stored {
+        hashes: (100..148).collect(),
+        parent: None,
+        tokens: (0..768).collect(),
+        block_size: 16,
+        ..Stored::default()
+    };
+    index.stored(1, &gpu, 0, &mut ops).unwrap();
+    index.stored(1, &cpu_chunk(35, Some(0), 512..769), 0, &mut ops).unwrap();
+    let tokens: Vec<u32> = (0..768).collect();
+    let mut keys = block_keys(chain_seed("pool", None), &tokens, 16);
+    assert!(keys.all(|key| index.blocks.peek(key).is_some_and(|h| h.cpu & 0b10 != 0)), "all in endpoint 1's CPU tier");
 }

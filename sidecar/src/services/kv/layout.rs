@@ -1,5 +1,6 @@
 //! Which engines publish KV events, from the served configuration: the part of it the KV
-//! service depends on, compared as a whole to decide whether a new snapshot needs new indexes.
+//! service depends on. A new snapshot whose pools differ (in number, order or settings) needs
+//! new indexes; one whose pools differ only in their endpoints keeps them.
 
 use ferrogate_core::config::{Config, Controller, KvSource};
 
@@ -36,7 +37,9 @@ impl Layout {
             .providers
             .iter()
             .filter_map(|p| {
-                let kv = p.kv.as_ref().filter(|kv| kv.sources.iter().any(Option::is_some))?;
+                // A pool from DNS with no addresses yet (or none now) is kept: its endpoints
+                // come and go within the layout (see `same_pools`).
+                let kv = p.kv.as_ref().filter(|kv| kv.sources.iter().any(Option::is_some) || p.endpoints.is_empty())?;
                 let endpoints = p.endpoints.iter().cloned().zip(kv.sources.iter().cloned()).collect();
                 Some(PoolLayout {
                     provider: p.name.clone(),
@@ -50,5 +53,45 @@ impl Layout {
             })
             .collect();
         Self { pools }
+    }
+
+    /// Whether `other` has the same pools with the same settings, its endpoints aside: then
+    /// the indexes are kept and only the endpoints that came or went are started or dropped.
+    pub fn same_pools(&self, other: &Layout) -> bool {
+        self.pools.len() == other.pools.len() && self.pools.iter().zip(&other.pools).all(|(a, b)| a.same_pool(b))
+    }
+}
+
+impl PoolLayout {
+    fn same_pool(&self, other: &PoolLayout) -> bool {
+        let Self { provider, block_size, topic, max_blocks, offload_ttl_secs, endpoints: _, controller } = self;
+        (provider, block_size, topic, max_blocks, offload_ttl_secs, controller)
+            == (
+                &other.provider,
+                &other.block_size,
+                &other.topic,
+                &other.max_blocks,
+                &other.offload_ttl_secs,
+                &other.controller,
+            )
+    }
+}
+
+#[cfg(test)]
+impl Layout {
+    /// One pool `pool` of 4-token blocks over `endpoints`, bounded at 1000 blocks, offloaded
+    /// blocks kept 300 s, no controller: the tests' common layout, which each adjusts.
+    pub(crate) fn one_pool(endpoints: Vec<(String, Option<KvSource>)>) -> Layout {
+        Layout {
+            pools: vec![PoolLayout {
+                provider: "pool".into(),
+                block_size: 4,
+                topic: String::new(),
+                max_blocks: 1000,
+                offload_ttl_secs: 300,
+                endpoints,
+                controller: None,
+            }],
+        }
     }
 }

@@ -9,17 +9,16 @@ use ferrogate_core::kv::feed::{FeedEndpoint, FeedProvider};
 use ferrogate_core::kv::{KvFeed, KvOp};
 
 use super::index::ProviderIndex;
-use super::stream::Sequence;
-use super::{Answer, EndpointStats, Layout, PoolLayout, LOG_OPS};
+use super::members::{Endpoint, Spawn};
+use super::{Answer, Layout, PoolLayout, LOG_OPS};
 
-pub(super) struct Endpoint {
-    pub(super) seq: Sequence,
-    pub(super) stats: EndpointStats,
-}
-
+/// One pool: its index and its endpoints by slot (the endpoint's bit in the index).
 pub(super) struct Pool {
     pub(super) index: ProviderIndex,
     pub(super) endpoints: Vec<Endpoint>,
+    /// The pool's position in the layout, and the topic its consumers subscribe to.
+    pub(super) position: usize,
+    pub(super) topic: String,
 }
 
 /// The indexes of one layout, and the log of their changes.
@@ -31,13 +30,35 @@ pub(super) struct State {
     /// Readers at or after this generation can be answered with changes.
     pub(super) floor: u64,
     pub(super) log: VecDeque<(u64, KvOp)>,
+    /// Consumers to start for endpoints that got a slot ([`State::take_spawns`]).
+    pub(super) spawns: Vec<Spawn>,
 }
 
 impl State {
     pub(super) fn new(layout: Layout) -> Self {
-        let pools = layout.pools.iter().enumerate().map(|(i, p)| pool(i, p)).collect();
         let epoch = rand::random::<u64>() | 1;
-        Self { epoch, layout, pools, generation: 0, floor: 0, log: VecDeque::new() }
+        let mut spawns = Vec::new();
+        let pools = layout.pools.iter().enumerate().map(|(i, p)| pool(epoch, i, p, &mut spawns)).collect();
+        Self { epoch, layout, pools, generation: 0, floor: 0, log: VecDeque::new(), spawns }
+    }
+
+    /// Takes `layout`, whose pools are this state's ([`Layout::same_pools`]) with other
+    /// endpoints: an endpoint that went is dropped (its blocks cleared, its consumer stopped),
+    /// one that came gets a slot and a consumer ([`State::take_spawns`]); the others keep
+    /// theirs. The feed's table changes, so readers get a new generation.
+    pub(super) fn reconcile(&mut self, layout: Layout) {
+        let mut ops = Vec::new();
+        for (pool, want) in self.pools.iter_mut().zip(&layout.pools) {
+            pool.reconcile(self.epoch, &want.endpoints, &mut ops, &mut self.spawns);
+        }
+        self.layout = layout;
+        self.log(ops);
+        self.generation += 1;
+    }
+
+    /// The consumers to start since the last call.
+    pub(super) fn take_spawns(&mut self) -> Vec<Spawn> {
+        std::mem::take(&mut self.spawns)
     }
 
     pub(super) fn log(&mut self, ops: Vec<KvOp>) {
@@ -74,28 +95,20 @@ impl State {
     }
 }
 
-fn pool(i: usize, p: &PoolLayout) -> Pool {
+fn pool(epoch: u64, i: usize, p: &PoolLayout, spawns: &mut Vec<Spawn>) -> Pool {
     let id = u16::try_from(i).unwrap_or(u16::MAX);
     let index = ProviderIndex::new(id, &p.provider, p.endpoints.len(), p.block_size, p.max_blocks, p.offload_ttl_secs);
-    let endpoints = p
-        .endpoints
-        .iter()
-        .map(|(address, source)| {
-            let stats = EndpointStats {
-                endpoint: address.clone(),
-                kv_events: source.as_ref().map(|s| s.events.clone()),
-                ..EndpointStats::default()
-            };
-            Endpoint { seq: Sequence::new(source.as_ref().is_some_and(|s| s.replay.is_some())), stats }
-        })
-        .collect();
-    Pool { index, endpoints }
+    let mut pool = Pool { index, endpoints: Vec::new(), position: i, topic: p.topic.clone() };
+    let mut ops = Vec::new();
+    pool.reconcile(epoch, &p.endpoints, &mut ops, spawns);
+    pool
 }
 
 fn feed_provider(p: &Pool) -> FeedProvider {
     let endpoints = p
         .endpoints
         .iter()
+        // A vacant slot has an empty address, which no endpoint of the filter's has.
         .map(|e| FeedEndpoint { address: e.stats.endpoint.clone(), connected: e.stats.connected })
         .collect();
     FeedProvider { name: p.index.name().to_string(), endpoints }

@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 use zeromq::{DealerSocket, Socket, SocketEvent, SocketRecv, SocketSend, SubSocket, ZmqMessage};
 
-use super::{Kv, Source};
+use super::{Kv, Source, Spawn};
 use crate::services::now_ms;
 
 /// First wait before reconnecting.
@@ -39,20 +39,22 @@ pub const RESYNC_AFTER: Duration = Duration::from_millis(100);
 /// A replay that sends nothing for this long is over.
 pub const REPLAY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Starts a consumer for every publishing endpoint of `kv`'s current layout (epoch `epoch`);
+/// Starts the consumers `spawns` name; each stops when its endpoint leaves its slot or at
+/// `shutdown`.
+pub fn spawn_consumers(kv: Arc<Kv>, spawns: Vec<Spawn>, shutdown: watch::Receiver<bool>) {
+    for Spawn { src, source, topic, stop } in spawns {
+        let consumer = Consumer { kv: kv.clone(), src, source, topic };
+        tokio::spawn(consumer.run(stop, shutdown.clone()));
+    }
+}
+
+/// Starts the LMCache controller channel of every pool of `kv`'s layout `epoch` that has one;
 /// they stop when `stop` or `shutdown` turns true.
-pub fn spawn_consumers(kv: Arc<Kv>, epoch: u64, stop: watch::Receiver<bool>, shutdown: watch::Receiver<bool>) {
+pub fn spawn_controllers(kv: Arc<Kv>, epoch: u64, stop: watch::Receiver<bool>, shutdown: watch::Receiver<bool>) {
     let (_, layout) = kv.layout();
     for (pool, p) in layout.pools.iter().enumerate() {
-        for (endpoint, (_, source)) in p.endpoints.iter().enumerate() {
-            let Some(source) = source.clone() else { continue };
-            let src = Source { epoch, pool, endpoint };
-            let consumer = Consumer { kv: kv.clone(), src, source, topic: p.topic.clone() };
-            tokio::spawn(consumer.run(stop.clone(), shutdown.clone()));
-        }
         if let Some(c) = &p.controller {
-            let endpoints = p.endpoints.iter().map(|(address, _)| address.clone()).collect();
-            let task = super::controller::Controller::new(kv.clone(), epoch, pool, endpoints, c);
+            let task = super::controller::Controller::new(kv.clone(), epoch, pool, c);
             tokio::spawn(task.run(c.clone(), stop.clone(), shutdown.clone()));
         }
     }

@@ -407,7 +407,9 @@ fn kv_column(p: &RawProvider) -> Option<serde_json::Value> {
         || p.kv_max_blocks.is_some()
         || p.kv_tokenize.is_some()
         || p.kv_tier_weights.is_some()
-        || p.lmcache_ttl_secs.is_some();
+        || p.lmcache_ttl_secs.is_some()
+        || p.kv_events_port.is_some()
+        || p.kv_replay_port.is_some();
     if !objects && !settings {
         return None;
     }
@@ -419,6 +421,8 @@ fn kv_column(p: &RawProvider) -> Option<serde_json::Value> {
         kv_tokenize: p.kv_tokenize,
         kv_tier_weights: p.kv_tier_weights,
         lmcache_ttl_secs: p.lmcache_ttl_secs,
+        kv_events_port: p.kv_events_port,
+        kv_replay_port: p.kv_replay_port,
         ..RawProvider::default()
     };
     let mut value = serde_json::to_value(kv).ok()?;
@@ -444,6 +448,8 @@ fn with_kv(mut provider: RawProvider, kv: Option<serde_json::Value>) -> RawProvi
         kv_tokenize: Option<bool>,
         kv_tier_weights: Option<ferrogate_core::config::RawTierWeights>,
         lmcache_ttl_secs: Option<u64>,
+        kv_events_port: Option<u16>,
+        kv_replay_port: Option<u16>,
     }
     let Some(kv) = kv.and_then(|v| serde_json::from_value::<Kv>(v).ok()) else { return provider };
     if kv.endpoints.len() == provider.endpoints.len() {
@@ -455,5 +461,7 @@ fn with_kv(mut provider: RawProvider, kv: Option<serde_json::Value>) -> RawProvi
     provider.kv_tokenize = kv.kv_tokenize;
     provider.kv_tier_weights = kv.kv_tier_weights;
     provider.lmcache_ttl_secs = kv.lmcache_ttl_secs;
+    provider.kv_events_port = kv.kv_events_port;
+    provider.kv_replay_port = kv.kv_replay_port;
     provider
 }

@@ -252,7 +252,8 @@ async fn flow_control_settings_round_trip() {
     assert_eq!(raw.keys, [key]);
 }
 
-/// A pool's `endpoints_dns` is stored and read back as written (the sidecar resolves it).
+/// A pool's `endpoints_dns` and its KV-event ports are stored and read back as written (the
+/// sidecar resolves the name and subscribes to each address at those ports).
 #[tokio::test]
 async fn endpoints_dns_round_trips() {
     let schema = Schema::new().await;
@@ -262,6 +263,8 @@ async fn endpoints_dns_round_trips() {
         kind: "openai_compatible".into(),
         base_url: "http://vllm-pool.llm.svc.cluster.local:8000".into(),
         endpoints_dns: Some("vllm-pool.llm.svc.cluster.local:8000".into()),
+        kv_events_port: Some(5557),
+        kv_replay_port: Some(5558),
         ..RawProvider::default()
     };
     store.write(Change::Create(Resource::Provider(pool.clone()))).await.unwrap();

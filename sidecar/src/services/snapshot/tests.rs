@@ -127,3 +127,17 @@ fn sealed_keys_come_back_with_the_master_key_and_unsealed_ones_from_their_variab
     assert_eq!(back.providers[1].api_key.as_deref(), Some("sk-from-env"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `responses:` is checked with the rest but never sent to filters (an older filter would
+/// refuse a key it does not know); the sidecar reads it from the file itself.
+#[test]
+fn the_responses_block_stays_with_the_sidecar() {
+    let snapshots = Snapshots::new(None);
+    let with = format!("{GOOD}responses: {{ttl_secs: 60}}\n");
+    let served = snapshots.publish(raw(&with)).unwrap();
+    assert!(!String::from_utf8_lossy(&served.body).contains("responses"), "{:?}", served.body);
+    assert_eq!(served.version, snapshots.publish(raw(GOOD)).unwrap().version);
+    let bad = format!("{GOOD}responses: {{ttl_secs: 0}}\n");
+    let e = snapshots.publish(raw(&bad)).unwrap_err();
+    assert_eq!(e.problems[0].path, "responses.ttl_secs");
+}

@@ -131,6 +131,21 @@ async fn the_feed_version_moves_only_when_a_state_changes() {
     assert_eq!(t.feed().0, v + 1, "same load, same version");
 }
 
+#[test]
+fn a_restarted_sidecar_never_repeats_a_version_of_its_predecessor() {
+    // A filter holding the old feed asks with its version; the same number from the new
+    // sidecar would answer 304 and keep the old figures (confirmed, as if current).
+    let s = snapshots(serde_json::json!({"providers": [provider("p", "openai_compatible", "http://p:1", &["a:1"])]}));
+    let before = Targets::new(fast());
+    for _ in 0..3 {
+        before.sync(None);
+        before.sync(s.current().as_deref());
+    }
+    std::thread::sleep(Duration::from_millis(2));
+    let after = Targets::new(fast());
+    assert!(after.feed().0 > before.feed().0, "{} after {}", after.feed().0, before.feed().0);
+}
+
 #[tokio::test]
 async fn health_falls_back_to_the_models_list_and_trusts_any_answer_below_500() {
     let no_health = serve(axum::Router::new().route("/v1/models", get(|| async { StatusCode::UNAUTHORIZED }))).await;

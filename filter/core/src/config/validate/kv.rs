@@ -1,6 +1,7 @@
-//! The KV-cache settings of a pool (`endpoints[].kv_events`, `kv_replay`, `kv_block_size`,
-//! `kv_topic`, `kv_max_blocks`, `kv_tokenize`, `kv_tier_weights`, `lmcache_ttl_secs`) and what `precise_cache_aware` asks of its
-//! model's pool.
+//! The KV-cache settings of a pool (`endpoints[].kv_events`, `kv_replay`, `kv_events_port`,
+//! `kv_replay_port`, `kv_block_size`, `kv_topic`, `kv_max_blocks`, `kv_tokenize`,
+//! `kv_tier_weights`, `lmcache_ttl_secs`) and what `precise_cache_aware` asks of its model's
+//! pool.
 
 use super::{Problems, Refs};
 use crate::balance::StrategyKind as Strategy;
@@ -21,15 +22,19 @@ const MAX_TTL_SECS: u64 = 86_400;
 /// The pool's KV settings, or `None` when no endpoint publishes and `kv_tokenize` is off.
 pub(super) fn pool(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<KvPool> {
     let at = |field: &str| format!("providers[{i}].{field}");
-    let sources: Vec<Option<KvSource>> = raw.endpoints.iter().enumerate().map(|(j, e)| source(i, j, e, p)).collect();
+    let ports = ports(i, raw, p);
+    let sources: Vec<Option<KvSource>> =
+        raw.endpoints.iter().enumerate().map(|(j, e)| source(i, j, e, ports, p)).collect();
     let publishes = sources.iter().any(Option::is_some);
     let tokenize = raw.kv_tokenize.unwrap_or(false);
     let settings = raw.kv_block_size.is_some()
         || raw.kv_topic.is_some()
         || raw.kv_max_blocks.is_some()
         || raw.kv_tier_weights.is_some()
-        || raw.lmcache_ttl_secs.is_some();
-    if raw.endpoints.is_empty() && (settings || tokenize) {
+        || raw.lmcache_ttl_secs.is_some()
+        || raw.kv_events_port.is_some();
+    // A name that resolved to nothing (yet) is a pool with no endpoints for now.
+    if raw.endpoints.is_empty() && raw.endpoints_dns.is_none() && (settings || tokenize) {
         p.add(at("endpoints"), "kv_* settings need an endpoints pool (the engines they describe)");
         return None;
     }
@@ -72,8 +77,42 @@ fn weights(raw: Option<&RawTierWeights>, at: &str, p: &mut Problems) -> TierWeig
     out
 }
 
-fn source(i: usize, j: usize, e: &crate::config::raw::RawEndpoint, p: &mut Problems) -> Option<KvSource> {
+/// `kv_events_port` and `kv_replay_port`, when valid.
+fn ports(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<(u16, Option<u16>)> {
+    let at = |field: &str| format!("providers[{i}].{field}");
+    if raw.kv_replay_port.is_some() && raw.kv_events_port.is_none() {
+        p.add(at("kv_replay_port"), "kv_replay_port needs kv_events_port (replay fills gaps in that stream)");
+    }
+    let mut valid = |field: &str, port: Option<u16>| match port {
+        Some(0) => {
+            p.add(at(field), "0 is not a port");
+            None
+        }
+        other => other,
+    };
+    let events = valid("kv_events_port", raw.kv_events_port);
+    let replay = valid("kv_replay_port", raw.kv_replay_port);
+    Some((events?, replay))
+}
+
+/// The sockets of an endpoint at `address` (`host:port`) from the pool's ports.
+fn templated(address: &str, (events, replay): (u16, Option<u16>)) -> KvSource {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    KvSource { events: format!("tcp://{host}:{events}"), replay: replay.map(|r| format!("tcp://{host}:{r}")) }
+}
+
+/// Endpoint `j`'s sockets: its own `kv_events` / `kv_replay`, else the pool's ports at its host.
+fn source(
+    i: usize,
+    j: usize,
+    e: &crate::config::raw::RawEndpoint,
+    ports: Option<(u16, Option<u16>)>,
+    p: &mut Problems,
+) -> Option<KvSource> {
     let at = |field: &str| format!("providers[{i}].endpoints[{j}].{field}");
+    if let (None, None, Some(ports)) = (&e.kv_events, &e.kv_replay, ports) {
+        return Some(templated(&e.address, ports));
+    }
     if let Some(replay) = &e.kv_replay {
         p.check(at("kv_replay"), check_socket(replay));
         if e.kv_events.is_none() {
@@ -108,9 +147,9 @@ pub(super) fn check_precise(i: usize, kind: Strategy, raw: &RawModel, refs: &Ref
     let Some(provider) = refs.providers.get(&only.provider).and_then(|&k| refs.raw_providers.get(k)) else {
         return; // The unknown provider is reported on the target.
     };
-    let publishes = provider.endpoints.iter().any(|e| e.kv_events.is_some());
+    let publishes = provider.endpoints.iter().any(|e| e.kv_events.is_some()) || provider.kv_events_port.is_some();
     if !publishes {
-        let why = format!("{kind} needs endpoints of provider {:?} with kv_events", provider.name);
+        let why = format!("{kind} needs endpoints of provider {:?} with kv_events (or kv_events_port)", provider.name);
         p.add(at, why);
     }
 }

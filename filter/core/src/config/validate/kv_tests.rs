@@ -83,7 +83,7 @@ models: [{ name: m, strategy: precise_cache_aware, targets: [{ provider: p, mode
         problems(no_pool),
         [
             "providers[0].endpoints: kv_* settings need an endpoints pool (the engines they describe)",
-            "models[0].strategy: precise_cache_aware needs endpoints of provider \"p\" with kv_events",
+            "models[0].strategy: precise_cache_aware needs endpoints of provider \"p\" with kv_events (or kv_events_port)",
         ]
     );
     let two = POOL.replace(
@@ -98,7 +98,7 @@ models: [{ name: m, strategy: precise_cache_aware, targets: [{ provider: p, mode
     let lmcache = no_pool.replace("precise_cache_aware", "lmcache_aware");
     assert_eq!(
         problems(&lmcache)[1],
-        "models[0].strategy: lmcache_aware needs endpoints of provider \"p\" with kv_events"
+        "models[0].strategy: lmcache_aware needs endpoints of provider \"p\" with kv_events (or kv_events_port)"
     );
     assert_eq!(
         load(&POOL.replace("precise_cache_aware", "lmcache_aware")).unwrap().models[0].strategy,
@@ -129,4 +129,56 @@ fn tier_weights_and_offload_ttl_have_defaults_and_bounds() {
     let typo = POOL.replace("kv_tokenize: true", "kv_tier_weights: { disk: 0.5 }");
     let e = serde_saphyr::from_str::<RawConfig>(&typo).unwrap_err();
     assert!(e.to_string().contains("disk"), "{e}");
+}
+
+#[test]
+fn pool_ports_give_each_endpoint_its_sockets_unless_it_names_its_own() {
+    let yaml = POOL
+        .replace("kv_tokenize: true", "kv_events_port: 5557\n    kv_replay_port: 5558")
+        .replace("      - \"10.0.0.4:8000\"\n", "      - \"10.0.0.4:8000\"\n      - \"[fd00::7]:8000\"\n");
+    let c = load(&yaml.replace("10.0.0.5:5557", "10.0.0.9:6000")).unwrap();
+    let sources = &c.providers[0].kv.as_ref().unwrap().sources;
+    let at = |e: &str, r: Option<&str>| Some(KvSource { events: e.into(), replay: r.map(Into::into) });
+    assert_eq!(
+        sources.as_slice(),
+        [
+            at("tcp://10.0.0.4:5557", Some("tcp://10.0.0.4:5558")),
+            at("tcp://[fd00::7]:5557", Some("tcp://[fd00::7]:5558")),
+            at("tcp://10.0.0.9:6000", Some("tcp://10.0.0.5:5558")),
+        ]
+    );
+    let bad = POOL.replace("kv_tokenize: true", "kv_replay_port: 5558\n    kv_events_port: 0");
+    assert_eq!(
+        problems(&bad),
+        ["providers[0].kv_events_port: 0 is not a port"],
+        "kv_replay_port with an invalid kv_events_port"
+    );
+    let alone = POOL.replace("kv_tokenize: true", "kv_replay_port: 5558");
+    assert_eq!(
+        problems(&alone),
+        ["providers[0].kv_replay_port: kv_replay_port needs kv_events_port (replay fills gaps in that stream)"]
+    );
+}
+
+/// A pool from DNS publishes through its ports; before its name resolves (or when it
+/// resolves to nothing) it has no endpoints, and that is no error.
+#[test]
+fn a_dns_pool_publishes_through_its_ports() {
+    let yaml = r#"
+providers:
+  - { name: pool, kind: openai_compatible, base_url: "http://vllm:8000", endpoints_dns: "vllm.llm.svc:8000",
+      kv_events_port: 5557, kv_block_size: 16, lmcache: { pull: "tcp://0.0.0.0:8300" } }
+models: [{ name: m, strategy: precise_cache_aware, targets: [{ provider: pool, model: x }] }]
+"#;
+    let c = load(yaml).unwrap();
+    assert!(c.providers[0].endpoints.is_empty());
+    assert!(c.providers[0].kv.as_ref().unwrap().sources.is_empty());
+    let none = yaml.replace("kv_events_port: 5557, ", "");
+    assert_eq!(
+        problems(&none),
+        [
+            "providers[0].lmcache.pull: needs endpoints with kv_events (admits name chunks by hash; the events say which blocks those are)",
+            "models[0].strategy: precise_cache_aware needs endpoints of provider \"pool\" with kv_events (or kv_events_port)",
+        ]
+    );
 }

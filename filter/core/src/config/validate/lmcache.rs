@@ -82,7 +82,7 @@ fn controller(i: usize, provider: &RawProvider, raw: &RawLmcache, p: &mut Proble
     };
     let pull = p.check(at("pull"), bind_address(pull));
     let reply = raw.reply.as_deref().and_then(|r| p.check(at("reply"), bind_address(r)));
-    if provider.endpoints.iter().all(|e| e.kv_events.is_none()) {
+    if provider.endpoints.iter().all(|e| e.kv_events.is_none()) && provider.kv_events_port.is_none() {
         let why = "needs endpoints with kv_events (admits name chunks by hash; the events say which blocks those are)";
         p.add(at("pull"), why);
     }

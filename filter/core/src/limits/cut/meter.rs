@@ -92,6 +92,22 @@ impl Meter {
         self.text_bytes.div_ceil(4).max(self.reported)
     }
 
+    /// Completion tokens to charge for a stream that stopped before the client had it all,
+    /// given the provider's own count (`0` when it gave none) and whether the stream was `cut`
+    /// at its allowance. A cut charges what passed. A stream whose final event passed carried
+    /// the provider's final count, which is what the provider bills: the text estimate (a
+    /// token per four bytes) can only be further from it. Otherwise the larger of the two,
+    /// since the provider's count may not cover the text that followed it.
+    pub fn charged(&self, provider_count: u64, cut: bool) -> u64 {
+        if cut {
+            self.delivered()
+        } else if self.finished && provider_count > 0 {
+            provider_count
+        } else {
+            self.delivered().max(provider_count)
+        }
+    }
+
     /// The text estimate alone, and the bytes held for an incomplete event (for the tests).
     #[cfg(test)]
     pub(super) fn internals(&self) -> (u64, u64, usize) {

@@ -308,3 +308,27 @@ fn the_cut_error_names_the_limit() {
     assert!(e.message.contains("about 77 completion tokens"), "{}", e.message);
     assert!(e.message.contains("key a allows 1000 tokens per day"), "{}", e.message);
 }
+
+/// A stream that passed whole, whose client went away before reading it all, is charged the
+/// provider's count: 150 tokens of five bytes each are 188 by the four-bytes rule.
+#[test]
+fn a_finished_stream_is_charged_the_providers_count() {
+    let words: Vec<String> = (0..150).map(|_| chat_delta("story")).collect();
+    let last = json!({"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}).to_string();
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":150}}"#;
+    let mut all: Vec<&str> = words.iter().map(String::as_str).collect();
+    all.extend([last.as_str(), usage, "[DONE]"]);
+    let mut m = Meter::new(Inbound::OpenAiChat, u64::MAX);
+    m.feed(sse(&all).as_bytes());
+    assert!(m.finished());
+    assert_eq!(m.delivered(), 188, "the estimate overshoots");
+    assert_eq!(m.charged(150, false), 150, "the provider's final count is what it bills");
+    // Stopped before its end: the provider's count (if any) may not cover the text after it.
+    let mut early = Meter::new(Inbound::OpenAiChat, u64::MAX);
+    early.feed(sse(&all[..100]).as_bytes());
+    assert!(!early.finished());
+    assert_eq!(early.charged(0, false), 125);
+    assert_eq!(early.charged(140, false), 140);
+    // A cut charges what passed, whatever the provider says.
+    assert_eq!(early.charged(140, true), 125);
+}

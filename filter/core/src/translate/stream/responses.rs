@@ -50,6 +50,8 @@ pub(super) struct Encoder {
     id: String,
     model: String,
     created: u64,
+    /// The gateway stores the response (`store: true` in the response objects).
+    store: bool,
     sequence: u64,
     /// `response.created` was sent.
     started: bool,
@@ -62,11 +64,12 @@ pub(super) struct Encoder {
 }
 
 impl Encoder {
-    pub(super) fn new(model: &str, created: u64) -> Encoder {
+    pub(super) fn new(model: &str, created: u64, store: bool) -> Encoder {
         Encoder {
             id: String::new(),
             model: model.to_string(),
             created,
+            store,
             sequence: 0,
             started: false,
             output: Vec::new(),
@@ -91,7 +94,7 @@ impl Encoder {
     }
 
     fn head(&self) -> Head<'_> {
-        Head { id: &self.id, model: &self.model, created_at: self.created }
+        Head { id: &self.id, model: &self.model, created_at: self.created, store: self.store }
     }
 
     fn start(&mut self, out: &mut Vec<u8>) {

@@ -1,0 +1,156 @@
+//! The response store's filter-facing routes (on the sidecar listener, behind the internal
+//! token). The filter names the caller's key by its digest in `x-ferrogate-owner` (absent on
+//! a gateway without keys) and relays these answers to the client as they are, so they are in
+//! OpenAI's shapes:
+//!
+//! - `POST /v1/responses`: store one finished response. The body is the client's request
+//!   (its first `x-ferrogate-request-bytes` bytes) followed by the answer it got, an event
+//!   stream when `x-ferrogate-streamed` is set. `200 {"stored": bool}` (false, with a
+//!   `reason`, when there is nothing to store: a stream that never completed, an answer
+//!   without a response id, a response larger than a key may keep); 400 when the framing is
+//!   broken; 503 when the store cannot take it now.
+//! - `GET /v1/responses/{id}`: the `response` object.
+//! - `DELETE /v1/responses/{id}`: `{"id", "object": "response", "deleted": true}`.
+//! - `GET /v1/responses/{id}/input_items?limit&order&after`: a list page.
+//!
+//! An unknown, expired, deleted or another key's id is 404 alike; a malformed id is 400.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use ferrogate_core::openai::ApiError;
+use ferrogate_core::stored::{valid_id, OWNER_HEADER, REQUEST_BYTES_HEADER, STREAMED_HEADER};
+use serde_json::{json, Value};
+
+use super::{build, ResponseStore, ResponsesError};
+use crate::services::auth::{bearer_ok, unauthorized};
+use crate::services::now_ms;
+
+use ferrogate_core::stored::page;
+
+/// State of the response routes.
+#[derive(Clone)]
+pub struct ResponsesApi {
+    /// The store.
+    pub store: Arc<ResponseStore>,
+    /// The internal token filters must present.
+    pub internal_token: Option<String>,
+}
+
+/// The response routes, to merge into the filter-facing router.
+pub fn router(state: ResponsesApi) -> Router {
+    Router::new()
+        .route("/v1/responses", post(store))
+        .route("/v1/responses/{id}", get(retrieve).delete(delete))
+        .route("/v1/responses/{id}/input_items", get(input_items))
+        .with_state(state)
+}
+
+fn json_answer(status: StatusCode, body: impl Into<axum::body::Body>) -> Response {
+    (status, [(CONTENT_TYPE, "application/json")], body.into()).into_response()
+}
+
+fn api_error(e: &ApiError) -> Response {
+    json_answer(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), e.body())
+}
+
+fn unavailable(e: &ResponsesError) -> Response {
+    tracing::warn!(error = %e, "response store unavailable");
+    api_error(&ApiError::unavailable("The response store is unavailable; try again."))
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn owner(headers: &HeaderMap) -> &str {
+    header(headers, OWNER_HEADER).unwrap_or_default()
+}
+
+async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    let split =
+        header(&headers, REQUEST_BYTES_HEADER).and_then(|n| n.parse().ok()).and_then(|n| build::split(&body, n));
+    let Some((request, answer)) = split else {
+        let e = json!({"error": format!("the body must start with {REQUEST_BYTES_HEADER} bytes of request")});
+        return json_answer(StatusCode::BAD_REQUEST, e.to_string());
+    };
+    let streamed = headers.contains_key(STREAMED_HEADER);
+    let ttl_ms = api.store.retention().ttl_ms;
+    let entry = match build::entry(request, answer, streamed, now_ms(), ttl_ms) {
+        Ok(entry) => entry,
+        Err(e) => return json_answer(StatusCode::OK, json!({"stored": false, "reason": e.to_string()}).to_string()),
+    };
+    match api.store.put(owner(&headers), entry).await {
+        Ok(true) => json_answer(StatusCode::OK, r#"{"stored":true}"#),
+        Ok(false) => {
+            let reason = "the response is larger than responses.max_bytes_per_key";
+            json_answer(StatusCode::OK, json!({"stored": false, "reason": reason}).to_string())
+        }
+        Err(e) => unavailable(&e),
+    }
+}
+
+/// The caller's unexpired entry `id`, or the answer to give instead (401, 400, 404, 503).
+async fn found(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Result<super::Entry, Response> {
+    if !bearer_ok(headers, api.internal_token.as_deref()) {
+        return Err(unauthorized().into_response());
+    }
+    if !valid_id(id) {
+        return Err(api_error(&ApiError::bad_response_id(id)));
+    }
+    match api.store.get(owner(headers), id, now_ms()).await {
+        Ok(Some(entry)) => Ok(entry),
+        Ok(None) => Err(api_error(&ApiError::response_not_found(id))),
+        Err(e) => Err(unavailable(&e)),
+    }
+}
+
+async fn retrieve(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    match found(&api, &headers, &id).await {
+        Ok(entry) => json_answer(StatusCode::OK, entry.response),
+        Err(answer) => answer,
+    }
+}
+
+async fn delete(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    if !valid_id(&id) {
+        return api_error(&ApiError::bad_response_id(&id));
+    }
+    match api.store.delete(owner(&headers), &id, now_ms()).await {
+        Ok(true) => json_answer(StatusCode::OK, json!({"id": id, "object": "response", "deleted": true}).to_string()),
+        Ok(false) => api_error(&ApiError::response_not_found(&id)),
+        Err(e) => unavailable(&e),
+    }
+}
+
+async fn input_items(
+    State(api): State<ResponsesApi>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let entry = match found(&api, &headers, &id).await {
+        Ok(entry) => entry,
+        Err(answer) => return answer,
+    };
+    let paging = match page::Paging::parse(query.as_deref().unwrap_or_default()) {
+        Ok(p) => p,
+        Err(e) => return api_error(&e),
+    };
+    let items: Vec<Value> = serde_json::from_str(&entry.input_items).unwrap_or_default();
+    match paging.page(items) {
+        Ok(list) => json_answer(StatusCode::OK, list.to_string()),
+        Err(e) => api_error(&e),
+    }
+}
