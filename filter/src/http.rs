@@ -13,6 +13,7 @@
 
 mod admission;
 mod balance;
+mod chain;
 mod cut;
 mod delivery;
 mod dialects;
@@ -198,6 +199,8 @@ pub(crate) struct Stream {
     capture: Option<Box<stored::Capture>>,
     /// The response store's lifecycle call this request waits for.
     lifecycle_call: Option<u32>,
+    /// The stored conversation a Responses follow-up continues ([`chain`]).
+    chain: Option<Box<chain::ChainState>>,
 }
 
 impl Stream {
@@ -257,6 +260,7 @@ impl Stream {
             traceparent: None,
             capture: None,
             lifecycle_call: None,
+            chain: None,
         }
     }
 
@@ -397,6 +401,8 @@ impl Context for Stream {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
         if self.on_store_answer(token_id, num_headers, body_size) {
             // The response store's call ([`stored`]).
+        } else if self.is_chain_call(token_id) {
+            self.on_chain(num_headers, body_size);
         } else if self.lease_wait.as_ref().is_some_and(|w| w.token == token_id) {
             self.on_lease_answer(num_headers, body_size);
         } else {

@@ -1,10 +1,12 @@
 //! The stored-responses parsers (`ferrogate_core::stored`): lifecycle paths, the `store` flag,
-//! the `response.completed` event of a captured stream, and input-item paging queries never
-//! panic; what they accept is consistent (an accepted id is a valid one, a found event is the
-//! data of a `response.completed` event, a page holds at most its limit).
+//! the `response.completed` event of a captured stream, input-item paging queries, and a
+//! follow-up's `previous_response_id`, chain answer and rebuilt conversation never panic; what
+//! they accept is consistent (an accepted id is a valid one, a found event is the data of a
+//! `response.completed` event, a page holds at most its limit, a rebuilt request is a JSON
+//! object without `previous_response_id` whose input ends with the request's own).
 #![no_main]
 
-use ferrogate_core::stored::{self, page::Paging};
+use ferrogate_core::stored::{self, chain, page::Paging};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,5 +27,15 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(page) = paging.page(items) {
             assert!(page["data"].as_array().is_some_and(|d| d.len() <= 100));
         }
+    }
+    if let Ok(Some(id)) = chain::previous_id(data) {
+        assert!(stored::valid_id(&id));
+    }
+    let _ = chain::Chain::decode(data);
+    let items = vec![serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "content": "a"})];
+    if let Ok(rebuilt) = chain::rebuild(data, items) {
+        let v: serde_json::Value = serde_json::from_slice(&rebuilt).expect("a rebuilt request is JSON");
+        assert!(v.get("previous_response_id").is_none());
+        assert_eq!(v["input"][0]["role"], "user", "the chain comes first");
     }
 });

@@ -326,8 +326,9 @@ async fn serve_starts_on_its_cached_snapshot_while_the_database_is_down() {
     drop_schema(&schema).await;
 }
 
-/// A stored response lives in the shared database: made through A, it is read and its input
-/// items listed through B; deleted through B, A no longer finds it.
+/// A stored response lives in the shared database: made through A, it is read, its input
+/// items listed and a follow-up to it served through B; deleted through B, A no longer finds
+/// it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_stored_through_one_gateway_is_read_through_the_other() {
     let (url, schema) = schema_url().await;
@@ -347,6 +348,17 @@ async fn a_response_stored_through_one_gateway_is_read_through_the_other() {
     assert_eq!((&got["id"], &got["output"], &got["usage"]), (&created["id"], &created["output"], &created["usage"]));
     let items: Value = get(&b, format!("/v1/responses/{id}/input_items")).await.unwrap().json().await.unwrap();
     assert_eq!(items["data"][0]["content"][0]["text"], json!("Keep this."), "{items}");
+    // A follow-up through B continues the response made through A: the sim is sent both turns
+    // (more input tokens than the same turn alone).
+    let post = |gw: &Gateway, body: Value| client.post(format!("http://{}/v1/responses", gw.addr())).json(&body).send();
+    let follow = json!({"model": "seeded", "input": "And then?", "previous_response_id": id});
+    let r = post(&b, follow).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let follow: Value = r.json().await.unwrap();
+    let alone: Value =
+        post(&b, json!({"model": "seeded", "input": "And then?", "store": false})).await.unwrap().json().await.unwrap();
+    let tokens = |v: &Value| v["usage"]["input_tokens"].as_u64().unwrap();
+    assert!(tokens(&follow) > tokens(&alone), "the rebuilt conversation: {follow} / {alone}");
     let deleted = client.delete(format!("http://{}/v1/responses/{id}", b.addr())).send().await.unwrap();
     assert_eq!(deleted.status(), 200);
     assert_eq!(get(&a, format!("/v1/responses/{id}")).await.unwrap().status(), 404);

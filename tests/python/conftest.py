@@ -288,14 +288,17 @@ def _bin() -> Path:
     return b
 
 
-def _start(workdir: Path, attempt: int, extra: dict | None = None) -> Gateway:
-    """Starts sim + serve; `extra` adds top-level sections to the generated config."""
+def _start(workdir: Path, attempt: int, extra: dict | Callable[[dict], dict] | None = None) -> Gateway:
+    """Starts sim + serve; `extra` adds top-level sections to the generated config, or (a
+    callable) returns the config to use from the generated one."""
     binary = str(_bin())
     sim_port, gw_port, admin_port, side_port = (_free_port() for _ in range(4))
     keys = {name: new_key() for name in ("alice", "bob", "old", "carol")}
     admin_token = secrets.token_hex(24)
     cfg = workdir / "ferrogate.json"
-    cfg.write_text(json.dumps({**gateway_config(sim_port, keys), **(extra or {})}, indent=2))
+    base = gateway_config(sim_port, keys)
+    doc = extra(base) if callable(extra) else {**base, **(extra or {})}
+    cfg.write_text(json.dumps(doc, indent=2))
 
     env = dict(os.environ)
     env.setdefault("FERROGATE_LOG", "info")

@@ -113,6 +113,24 @@ impl ApiError {
         Self::new(404, "invalid_request_error", None, format!("Response with id '{id}' not found."))
     }
 
+    /// 400 for a `previous_response_id` (or a response before it in its chain) that does not
+    /// exist, expired, was deleted or belongs to another key (the code OpenAI answers).
+    pub fn previous_response_not_found(id: &str) -> Self {
+        let message = format!("Previous response with id '{id}' not found.");
+        let e = Self::new(400, "invalid_request_error", Some("previous_response_not_found"), message);
+        Self { param: Some("previous_response_id"), ..e }
+    }
+
+    /// 400 for a chain of stored responses longer than `responses.max_chain_depth`.
+    pub fn chain_too_deep(id: &str, max: u32) -> Self {
+        let message = format!(
+            "The conversation ending at response '{id}' is longer than {max} responses, the most this gateway \
+             rebuilds; start a new conversation or send its items as input."
+        );
+        let e = Self::new(400, "invalid_request_error", Some("previous_response_chain_too_long"), message);
+        Self { param: Some("previous_response_id"), ..e }
+    }
+
     /// 429: a request or token limit has no room (`Retry-After` goes with it).
     pub fn rate_limited(message: String) -> Self {
         Self::new(429, "rate_limit_error", Some("rate_limit_exceeded"), message)

@@ -8,6 +8,8 @@
 //!   default).
 //! - [`completed_event`] finds the `response.completed` event of a captured stream: it carries
 //!   the whole response, so a streamed response is stored from it.
+//! - [`chain`] reads `previous_response_id` and rebuilds a follow-up's conversation from the
+//!   stored chain, so any provider gets the whole of it.
 //! - [`page`] pages the input items of `GET /v1/responses/{id}/input_items` as OpenAI does.
 //! - The headers and path of the filter's call that hands a finished response to the sidecar
 //!   ([`OWNER_HEADER`], [`REQUEST_BYTES_HEADER`], [`STREAMED_HEADER`]).
@@ -21,6 +23,7 @@ use crate::config::Config;
 use crate::error::ApiError;
 use crate::usage::sse::{event_data, Splitter};
 
+pub mod chain;
 pub mod page;
 
 /// The request header carrying the owner of a stored response on the filter's sidecar calls.

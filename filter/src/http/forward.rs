@@ -20,11 +20,20 @@ impl Stream {
         let (Some(api), Some(config)) = (self.api.take(), self.config.clone()) else {
             return Action::Continue;
         };
-        let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
+        let original = self.get_http_request_body(0, self.body_size).unwrap_or_default();
         if api == Api::CountTokens {
-            return self.count_tokens(&config, &body);
+            return self.count_tokens(&config, &original);
         }
-        if self.token_ids_span.is_none() && self.start_tokenize(&config, api, &body) {
+        if api == Api::Responses {
+            if let Err(action) = self.await_chain(plugin, &config, &original) {
+                self.api = Some(api); // Routed when the chain arrives.
+                return action;
+            }
+        }
+        // A follow-up to a stored response is routed with its whole conversation (`chain`).
+        let rebuilt = self.rebuilt_body();
+        let body: &[u8] = rebuilt.as_deref().unwrap_or(&original);
+        if self.token_ids_span.is_none() && self.start_tokenize(&config, api, body) {
             self.api = Some(api); // Routed when the ids arrive.
             return Action::Pause;
         }
@@ -33,29 +42,31 @@ impl Stream {
         if let Some(span) = self.token_ids_span.take() {
             let value = head_map.get(span).unwrap_or_default();
             if let Err(e) = ferrogate_core::kv::parse_token_ids(value, &mut self.token_ids) {
-                self.model_requested = requested_model(&body, api);
+                self.model_requested = requested_model(body, api);
                 return self.reply_error(&ApiError::bad_request(e.to_string()));
             }
         }
         let path = head_map.get(self.path.clone()).and_then(|p| std::str::from_utf8(p).ok()).unwrap_or_default();
         let ct = self.content_type.clone().and_then(|c| head_map.get(c));
-        match self.route_balanced(&config, api, (path, ct), &body) {
+        match self.route_balanced(&config, api, (path, ct), body) {
             Ok(mut decision) => {
                 self.model_requested = std::mem::take(&mut decision.requested);
                 if plugin.gen_ai_attributes {
-                    self.max_tokens = ferrogate_core::limits::estimate::max_tokens(&body);
+                    self.max_tokens = ferrogate_core::limits::estimate::max_tokens(body);
                 }
-                let admission = match self.admit(&config, &decision, &body) {
+                let admission = match self.admit(&config, &decision, body) {
                     Ok(admission) => admission,
                     Err(action) => return action,
                 };
                 self.shapes = cut::stream_shapes(api, decision.translation.as_ref());
                 if admission == admission::Admission::Now {
-                    self.arm_overrun(&config, (decision.provider, &decision.upstream_model), &body);
+                    self.arm_overrun(&config, (decision.provider, &decision.upstream_model), body);
                 }
-                self.apply(plugin, api, &body, decision);
+                let native = rebuilt.is_some() && self.chain_body(&original, &mut decision, body);
+                self.apply(plugin, api, if native { &original } else { body }, decision);
                 if api == Api::Responses {
-                    self.begin_capture(plugin, &config, &body);
+                    // What this turn added is stored, not the rebuilt conversation.
+                    self.begin_capture(plugin, &config, &original);
                 }
                 match admission {
                     admission::Admission::Now => Action::Continue,
@@ -64,7 +75,7 @@ impl Stream {
                 }
             }
             Err(e) => {
-                self.model_requested = requested_model(&body, api);
+                self.model_requested = requested_model(body, api);
                 if let Some(outcome) = self.flow_pending.take() {
                     // Held at a flow-control gate: keep what routing it again needs.
                     self.api = Some(api);

@@ -18,6 +18,7 @@ use ferrogate_core::config::Config;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::split_query;
+use ferrogate_core::stored::chain::ORIGIN_HEADER;
 use ferrogate_core::stored::{
     self, Lifecycle, Op, MAX_CAPTURE_BYTES, OWNER_HEADER, REQUEST_BYTES_HEADER, STORE_PATH, STREAMED_HEADER,
 };
@@ -87,6 +88,12 @@ impl Stream {
         }
         if !c.owner.is_empty() {
             extra.push((OWNER_HEADER, c.owner.as_str()));
+        }
+        // Untranslated: the provider keeps this response too, and a follow-up routed to it
+        // may pass `previous_response_id` on (`chain`).
+        let origin = self.routed.as_ref().and_then(|r| self.config.as_deref()?.providers.get(r.provider));
+        if let Some(p) = origin.filter(|_| self.translation.is_none()) {
+            extra.push((ORIGIN_HEADER, p.name.as_str()));
         }
         let mut body = std::mem::take(&mut c.request);
         body.append(&mut c.answer);

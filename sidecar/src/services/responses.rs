@@ -23,6 +23,7 @@ use super::source::Database;
 
 pub mod api;
 pub mod build;
+pub mod chain;
 pub mod memory;
 
 pub use api::router;
@@ -40,6 +41,9 @@ pub struct Entry {
     pub response: String,
     /// The input items that produced it, a JSON array.
     pub input_items: String,
+    /// The provider that answered it without translation, which keeps it too (`""`: it was
+    /// translated); a chain all of one origin may be continued there natively.
+    pub origin: String,
 }
 
 impl Entry {
@@ -165,5 +169,7 @@ pub fn retention_of(path: &std::path::Path) -> Responses {
     ferrogate_core::config::responses::from_raw(block).unwrap_or_default()
 }
 
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,10 @@ pub const DEFAULT_TTL_SECS: u64 = 24 * 60 * 60;
 pub const DEFAULT_MAX_ENTRIES: u64 = 100_000;
 /// Default bytes of stored responses one key keeps (its oldest go first beyond it).
 pub const DEFAULT_MAX_BYTES_PER_KEY: u64 = 64 << 20;
+/// Default number of responses a `previous_response_id` chain may hold to be rebuilt.
+pub const DEFAULT_MAX_CHAIN_DEPTH: u64 = 256;
+/// The largest `max_chain_depth` accepted.
+pub const MAX_CHAIN_DEPTH: u64 = 10_000;
 
 /// `responses:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -26,6 +30,9 @@ pub struct RawResponses {
     /// Bytes of stored responses (response and input items) one key keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes_per_key: Option<u64>,
+    /// Responses a `previous_response_id` chain may hold for a follow-up to be served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chain_depth: Option<u64>,
 }
 
 /// Retention of stored responses, validated.
@@ -37,6 +44,8 @@ pub struct Responses {
     pub max_entries: u64,
     /// Bytes one key keeps.
     pub max_bytes_per_key: u64,
+    /// Responses a chain may hold for a follow-up to be served.
+    pub max_chain_depth: u32,
 }
 
 impl Default for Responses {
@@ -45,6 +54,7 @@ impl Default for Responses {
             ttl_ms: DEFAULT_TTL_SECS * 1000,
             max_entries: DEFAULT_MAX_ENTRIES,
             max_bytes_per_key: DEFAULT_MAX_BYTES_PER_KEY,
+            max_chain_depth: DEFAULT_MAX_CHAIN_DEPTH as u32,
         }
     }
 }
@@ -65,10 +75,15 @@ pub(super) fn validate(raw: Option<&RawResponses>, p: &mut Problems) -> Response
     let ttl_secs = at_least_one("ttl_secs", raw.ttl_secs, DEFAULT_TTL_SECS);
     let max_entries = at_least_one("max_entries", raw.max_entries, defaults.max_entries);
     let max_bytes_per_key = at_least_one("max_bytes_per_key", raw.max_bytes_per_key, defaults.max_bytes_per_key);
+    let depth = at_least_one("max_chain_depth", raw.max_chain_depth, DEFAULT_MAX_CHAIN_DEPTH);
     if ttl_secs > 10 * 366 * 24 * 60 * 60 {
         p.add("responses.ttl_secs", "is more than ten years");
     }
-    Responses { ttl_ms: ttl_secs.saturating_mul(1000), max_entries, max_bytes_per_key }
+    if depth > MAX_CHAIN_DEPTH {
+        p.add("responses.max_chain_depth", format!("is more than {MAX_CHAIN_DEPTH}"));
+    }
+    let max_chain_depth = u32::try_from(depth.min(MAX_CHAIN_DEPTH)).unwrap_or(u32::MAX);
+    Responses { ttl_ms: ttl_secs.saturating_mul(1000), max_entries, max_bytes_per_key, max_chain_depth }
 }
 
 /// `raw` validated on its own (the sidecar reads the block from the file at start).

@@ -265,15 +265,21 @@ fn empty_document_is_a_valid_empty_config() {
 
 #[test]
 fn responses_retention_is_read_and_checked() {
-    let c = load_yaml("responses: {ttl_secs: 60, max_bytes_per_key: 1000}").unwrap();
-    let want = Responses { ttl_ms: 60_000, max_entries: responses::DEFAULT_MAX_ENTRIES, max_bytes_per_key: 1000 };
+    let c = load_yaml("responses: {ttl_secs: 60, max_bytes_per_key: 1000, max_chain_depth: 3}").unwrap();
+    let want = Responses {
+        ttl_ms: 60_000,
+        max_entries: responses::DEFAULT_MAX_ENTRIES,
+        max_bytes_per_key: 1000,
+        max_chain_depth: 3,
+    };
     assert_eq!(c.responses, want);
     assert_eq!(load_yaml("{}").unwrap().responses, Responses::default());
     assert_eq!(Responses::default().ttl_ms, 24 * 3600 * 1000);
-    let p = problems("responses: {ttl_secs: 0, max_entries: 0, max_bytes_per_key: 0}");
-    assert_eq!(p.len(), 3, "{p:?}");
+    let p = problems("responses: {ttl_secs: 0, max_entries: 0, max_bytes_per_key: 0, max_chain_depth: 0}");
+    assert_eq!(p.len(), 4, "{p:?}");
     assert!(p.iter().all(|p| p.ends_with("must be at least 1")), "{p:?}");
     assert_eq!(problem_paths("responses: {ttl_secs: 999999999999}"), ["responses.ttl_secs"]);
+    assert_eq!(problem_paths("responses: {max_chain_depth: 10001}"), ["responses.max_chain_depth"]);
     let raw: RawConfig = serde_saphyr::from_str("responses: {max_entries: 0}").unwrap();
     let err = responses::from_raw(raw.responses.as_ref()).unwrap_err();
     assert_eq!(err[0].path, "responses.max_entries");

@@ -6,9 +6,11 @@
 //! - **Storing is not the translator's.** `store` is accepted (`true` or `false`); the filter
 //!   and the sidecar keep the answer the client got (`crate::stored`), and the filter sets
 //!   [`crate::translate::Context::store`] so that answers say `"store": true` then (else
-//!   `false`). What needs stored state in the translation is refused: `previous_response_id`,
-//!   `conversation`, `prompt` (a stored template), `background: true`, and a non-empty
-//!   `include`.
+//!   `false`). A follow-up's `previous_response_id` is resolved before translation: the filter
+//!   rebuilds the conversation from the stored chain ([`crate::stored::chain`]), so what
+//!   reaches the translator has none; one that still does (a filter without the store) is
+//!   refused, like the other state the translation cannot hold: `conversation`, `prompt` (a
+//!   stored template), `background: true`, and a non-empty `include`.
 //! - **Reasoning.** Each thinking block of an answer becomes one `reasoning` item whose text
 //!   is its single `summary_text` part; a provider's signature goes in `encrypted_content`, so
 //!   a client that sends its output back as input (the stateless way to continue) returns it

@@ -2,7 +2,8 @@
 -- store) produced, per owner (the digest of the virtual key that created it; '' on a gateway
 -- without keys). response and input_items are JSON text kept as the client saw them (json,
 -- not jsonb, would reorder nothing either; text avoids parsing on every read). bytes is what
--- the entry counts against responses.max_bytes_per_key.
+-- the entry counts against responses.max_bytes_per_key. origin is the provider that answered
+-- without translation ('' when translated): a chain all of one origin continues there.
 CREATE TABLE fg_responses (
     owner       text   NOT NULL,
     id          text   NOT NULL,
@@ -11,6 +12,7 @@ CREATE TABLE fg_responses (
     bytes       bigint NOT NULL,
     response    text   NOT NULL,
     input_items text   NOT NULL,
+    origin      text   NOT NULL DEFAULT '',
     PRIMARY KEY (owner, id)
 );
 -- The sweep drops expired rows; a key over its bytes loses its oldest rows.

@@ -13,10 +13,10 @@ fn ms(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-const UPSERT: &str = "INSERT INTO fg_responses (owner, id, created_ms, expires_ms, bytes, response, input_items) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7) \
+const UPSERT: &str = "INSERT INTO fg_responses \
+    (owner, id, created_ms, expires_ms, bytes, response, input_items, origin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
     ON CONFLICT (owner, id) DO UPDATE SET created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms, \
-    bytes = EXCLUDED.bytes, response = EXCLUDED.response, input_items = EXCLUDED.input_items";
+    bytes = EXCLUDED.bytes, response = EXCLUDED.response, input_items = EXCLUDED.input_items, origin = EXCLUDED.origin";
 
 /// The owner's rows beyond its bytes, newest kept first (the running total from the newest).
 const TRIM_OWNER: &str = "DELETE FROM fg_responses WHERE owner = $1 AND id IN (\
@@ -41,7 +41,9 @@ impl PgStore {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let (created, expires, size) = (ms(e.created_ms), ms(e.expires_ms), ms(bytes));
-        tx.execute(UPSERT, &[&owner, &e.id, &created, &expires, &size, &e.response, &e.input_items]).await?;
+        let row: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
+            [&owner, &e.id, &created, &expires, &size, &e.response, &e.input_items, &e.origin];
+        tx.execute(UPSERT, &row).await?;
         tx.execute(TRIM_OWNER, &[&owner, &ms(retention.max_bytes_per_key)]).await?;
         tx.commit().await?;
         Ok(true)
@@ -55,7 +57,7 @@ impl PgStore {
         let client = self.pool.get().await?;
         let row = client
             .query_opt(
-                "SELECT created_ms, expires_ms, response, input_items FROM fg_responses \
+                "SELECT created_ms, expires_ms, response, input_items, origin FROM fg_responses \
                  WHERE owner = $1 AND id = $2 AND expires_ms > $3",
                 &[&owner, &id, &ms(now_ms)],
             )
@@ -66,6 +68,7 @@ impl PgStore {
             expires_ms: u64::try_from(r.get::<_, i64>(1)).unwrap_or_default(),
             response: r.get(2),
             input_items: r.get(3),
+            origin: r.get(4),
         }))
     }
 

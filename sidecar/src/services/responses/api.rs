@@ -13,6 +13,11 @@
 //! - `DELETE /v1/responses/{id}`: `{"id", "object": "response", "deleted": true}`.
 //! - `GET /v1/responses/{id}/input_items?limit&order&after`: a list page.
 //!
+//! - `GET /v1/response-chains/{id}`: the conversation a follow-up continues ([`chain`]):
+//!   `{"origin", "depth", "items"}`; an id that is not the caller's (or a missing link) is 400
+//!   `previous_response_not_found`, a chain over `responses.max_chain_depth` 400 too, both as
+//!   the client gets them.
+//!
 //! An unknown, expired, deleted or another key's id is 404 alike; a malformed id is 400.
 
 use std::sync::Arc;
@@ -24,9 +29,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use ferrogate_core::openai::ApiError;
+use ferrogate_core::stored::chain::ORIGIN_HEADER;
 use ferrogate_core::stored::{valid_id, OWNER_HEADER, REQUEST_BYTES_HEADER, STREAMED_HEADER};
 use serde_json::{json, Value};
 
+use super::chain::{self, Walk};
 use super::{build, ResponseStore, ResponsesError};
 use crate::services::auth::{bearer_ok, unauthorized};
 use crate::services::now_ms;
@@ -48,6 +55,7 @@ pub fn router(state: ResponsesApi) -> Router {
         .route("/v1/responses", post(store))
         .route("/v1/responses/{id}", get(retrieve).delete(delete))
         .route("/v1/responses/{id}/input_items", get(input_items))
+        .route("/v1/response-chains/{id}", get(chain_of))
         .with_state(state)
 }
 
@@ -84,10 +92,12 @@ async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::
     };
     let streamed = headers.contains_key(STREAMED_HEADER);
     let ttl_ms = api.store.retention().ttl_ms;
-    let entry = match build::entry(request, answer, streamed, now_ms(), ttl_ms) {
+    let mut entry = match build::entry(request, answer, streamed, now_ms(), ttl_ms) {
         Ok(entry) => entry,
         Err(e) => return json_answer(StatusCode::OK, json!({"stored": false, "reason": e.to_string()}).to_string()),
     };
+    // A provider name (the filter's word, like the owner); anything longer is not one.
+    entry.origin = header(&headers, ORIGIN_HEADER).filter(|o| o.len() <= 256).unwrap_or_default().to_string();
     match api.store.put(owner(&headers), entry).await {
         Ok(true) => json_answer(StatusCode::OK, r#"{"stored":true}"#),
         Ok(false) => {
@@ -152,5 +162,21 @@ async fn input_items(
     match paging.page(items) {
         Ok(list) => json_answer(StatusCode::OK, list.to_string()),
         Err(e) => api_error(&e),
+    }
+}
+
+async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if !bearer_ok(&headers, api.internal_token.as_deref()) {
+        return unauthorized().into_response();
+    }
+    if !valid_id(&id) {
+        return api_error(&ApiError::previous_response_not_found(&id));
+    }
+    let max = api.store.retention().max_chain_depth;
+    match chain::walk(&api.store, owner(&headers), &id, now_ms(), max).await {
+        Ok(Walk::Found { items, depth, origin }) => json_answer(StatusCode::OK, Walk::body(items, depth, &origin)),
+        Ok(Walk::Missing(link)) => api_error(&ApiError::previous_response_not_found(&link)),
+        Ok(Walk::TooDeep) => api_error(&ApiError::chain_too_deep(&id, max)),
+        Err(e) => unavailable(&e),
     }
 }

@@ -62,6 +62,7 @@ pub fn entry(request: &[u8], answer: &[u8], streamed: bool, now_ms: u64, ttl_ms:
         expires_ms: now_ms.saturating_add(ttl_ms),
         response: response.to_string(),
         input_items: Value::Array(items).to_string(),
+        origin: String::new(),
     })
 }
 

@@ -22,15 +22,16 @@ fn entry(id: &str, at: u64, size: usize) -> Entry {
         expires_ms: at + 1_000,
         response: format!(r#"{{"id":"{id}","pad":"{}"}}"#, "x".repeat(size)),
         input_items: "[]".into(),
+        origin: String::new(),
     }
 }
 
-fn retention(max_entries: u64, max_bytes_per_key: u64) -> Responses {
-    Responses { ttl_ms: 1_000, max_entries, max_bytes_per_key }
+pub(super) fn retention(max_entries: u64, max_bytes_per_key: u64) -> Responses {
+    Responses { ttl_ms: 1_000, max_entries, max_bytes_per_key, max_chain_depth: 4 }
 }
 
 /// The schema comes first so that it is dropped last, after the store's connections.
-async fn postgres(retention: Responses) -> (Schema, ResponseStore) {
+pub(super) async fn postgres(retention: Responses) -> (Schema, ResponseStore) {
     let schema = Schema::new().await;
     let store = Arc::new(PgStore::connect(&schema.url, None).await.unwrap());
     let db = Database { store, changed: Default::default(), redis: None };
@@ -151,7 +152,7 @@ fn an_entry_is_built_from_json_or_from_the_completed_event() {
     assert!(text.input_items.contains(r#""text":"hello""#), "{}", text.input_items);
 }
 
-async fn call(app: &axum::Router, method: &str, path: &str, owner: &str, body: Vec<u8>) -> (u16, Value) {
+pub(super) async fn call(app: &axum::Router, method: &str, path: &str, owner: &str, body: Vec<u8>) -> (u16, Value) {
     let mut req = Request::builder().method(method).uri(path).header("authorization", "Bearer t");
     if !owner.is_empty() {
         req = req.header("x-ferrogate-owner", owner);

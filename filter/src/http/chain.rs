@@ -1,0 +1,143 @@
+//! `previous_response_id` in the data path ([`ferrogate_core::stored::chain`]).
+//!
+//! A Responses request that continues a stored response waits, its body buffered, while the
+//! sidecar walks the chain for the caller's key (one call). The conversation is then rebuilt
+//! in front of the request's input and the request is routed with it, so translated providers
+//! (chat engines, Anthropic, Gemini) see every earlier turn. When the whole chain was created
+//! natively by the OpenAI provider the request is routed to, the client's body goes instead,
+//! `previous_response_id` and all: that provider keeps the conversation itself. An id the
+//! caller's key does not own is refused exactly like one that never existed.
+//!
+//! Requests without `previous_response_id`, and filters without a sidecar, pay one byte search
+//! of the body ([`chain::previous_id`]) and nothing else.
+
+use std::time::Duration;
+
+use ferrogate_core::config::Config;
+use ferrogate_core::openai::{self, ApiError};
+use ferrogate_core::plugin::PluginConfig;
+use ferrogate_core::route::RouteDecision;
+use ferrogate_core::stored::{self, chain, OWNER_HEADER};
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::HttpContext;
+use proxy_wasm::types::{Action, BufferType};
+
+use super::Stream;
+use crate::sidecar_call;
+
+/// How long the chain call may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a request's chain stands.
+pub(crate) enum ChainState {
+    /// The call with this token is in flight; the request waits.
+    Pending(u32),
+    /// The conversation, rebuilt, and the provider that created all of it natively (`""`:
+    /// none).
+    Ready { rebuilt: Vec<u8>, origin: String },
+}
+
+impl Stream {
+    /// Before routing a Responses request: `Ok(())` when it continues nothing or its chain is
+    /// here; `Err(action)` when it waits for the chain (`Pause`) or was answered.
+    pub(super) fn await_chain(&mut self, plugin: &PluginConfig, config: &Config, body: &[u8]) -> Result<(), Action> {
+        if self.chain.is_some() {
+            return Ok(());
+        }
+        let id = match chain::previous_id(body) {
+            Ok(Some(id)) => id,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(self.reply_error(&e)),
+        };
+        let Some(sidecar) = plugin.sidecar.as_ref() else {
+            // No store: an OpenAI target may still know the id; everything else refuses it.
+            return Ok(());
+        };
+        let owner = stored::owner(config, self.caller);
+        let extra: Vec<(&str, &str)> = if owner.is_empty() { Vec::new() } else { vec![(OWNER_HEADER, owner)] };
+        let path = format!("{}{id}", chain::CHAIN_PATH);
+        match sidecar_call::call(sidecar, "GET", &path, &extra, None, TIMEOUT) {
+            Ok(token) => {
+                self.chain = Some(Box::new(ChainState::Pending(token)));
+                Err(Action::Pause)
+            }
+            Err(_) => Err(self.reply_error(&ApiError::unavailable("The response store cannot be reached."))),
+        }
+    }
+
+    /// Whether `token` is this request's chain call.
+    pub(super) fn is_chain_call(&self, token: u32) -> bool {
+        matches!(self.chain.as_deref(), Some(ChainState::Pending(t)) if *t == token)
+    }
+
+    /// The sidecar answered the chain call (or it failed): rebuild and route, or refuse.
+    pub(super) fn on_chain(&mut self, num_headers: usize, body_size: usize) {
+        let status = sidecar_call::answer_status(num_headers);
+        let answer = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size).ok().flatten();
+        let Some(plugin) = self.shared.plugin.clone() else { return };
+        let ready = match (status, answer) {
+            (Some(200), Some(answer)) => self.rebuild(&answer),
+            (Some(400), Some(answer)) => Err(Refusal::Relay(answer)),
+            _ => Err(Refusal::Error(ApiError::unavailable("The response store is unavailable; try again."))),
+        };
+        let action = self.timed(|s| match ready {
+            Ok(state) => {
+                s.chain = Some(Box::new(state));
+                s.finish(&plugin)
+            }
+            Err(Refusal::Relay(body)) => {
+                s.reason = Some("previous_response_not_found");
+                s.reply(400, &body)
+            }
+            Err(Refusal::Error(e)) => s.reply_error(&e),
+        });
+        if action == Action::Continue {
+            self.resume_http_request();
+        }
+    }
+
+    fn rebuild(&self, answer: &[u8]) -> Result<ChainState, Refusal> {
+        let found = chain::Chain::decode(answer).map_err(Refusal::Error)?;
+        let body = self.get_request_body().unwrap_or_default();
+        let rebuilt = chain::rebuild(&body, found.items).map_err(Refusal::Error)?;
+        Ok(ChainState::Ready { rebuilt, origin: found.origin })
+    }
+
+    fn get_request_body(&self) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpRequestBody, 0, self.body_size).ok().flatten()
+    }
+
+    /// The rebuilt conversation to route, when the request continues a chain.
+    pub(super) fn rebuilt_body(&self) -> Option<Vec<u8>> {
+        match self.chain.as_deref() {
+            Some(ChainState::Ready { rebuilt, .. }) => Some(rebuilt.clone()),
+            _ => None,
+        }
+    }
+
+    /// After routing the rebuilt conversation: which body goes upstream. The client's own
+    /// (with the upstream model) when the provider created the whole chain natively and is
+    /// spoken to without translation; else the rebuilt one. `original` is the client's body.
+    pub(super) fn chain_body(&self, original: &[u8], d: &mut RouteDecision<'_>, rebuilt: &[u8]) -> bool {
+        let native = matches!(self.chain.as_deref(),
+            Some(ChainState::Ready { origin, .. }) if !origin.is_empty() && origin == d.provider);
+        if native && d.translation.is_none() {
+            d.body = d.body.is_some().then(|| match openai::find_model(original) {
+                Ok(field) => openai::rewrite_model(original, field.span, &d.upstream_model),
+                Err(_) => original.to_vec(),
+            });
+            return true;
+        }
+        if d.body.is_none() {
+            d.body = Some(rebuilt.to_vec());
+        }
+        false
+    }
+}
+
+/// Why a chained request is answered here.
+enum Refusal {
+    /// The store's own answer, in OpenAI's shape (an unknown id, a chain too long).
+    Relay(Vec<u8>),
+    Error(ApiError),
+}

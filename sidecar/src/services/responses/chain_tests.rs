@@ -1,0 +1,96 @@
+//! The chain walk, on the memory store and on Postgres, and its route's answers.
+
+use serde_json::{json, Value};
+
+use std::sync::Arc;
+
+use super::api::ResponsesApi;
+use super::chain::{walk, Walk};
+use super::tests::{call, postgres, retention};
+use super::{memory, router, Entry, ResponseStore};
+
+/// Response `id` continuing `previous`, made by `origin`, with one input and one output item.
+fn link(id: &str, previous: Option<&str>, origin: &str) -> Entry {
+    let response = json!({"id": id, "object": "response", "previous_response_id": previous,
+        "output": [{"type": "message", "id": format!("msg_{id}"), "role": "assistant"}]});
+    Entry {
+        id: id.into(),
+        created_ms: 100,
+        expires_ms: 1_100,
+        response: response.to_string(),
+        input_items: json!([{"type": "message", "id": format!("in_{id}"), "role": "user"}]).to_string(),
+        origin: origin.into(),
+    }
+}
+
+fn ids(items: &[Value]) -> Vec<&str> {
+    items.iter().map(|i| i["id"].as_str().unwrap_or_default()).collect()
+}
+
+async fn walks_its_owners_chain(store: &ResponseStore) {
+    for e in
+        [link("resp_1", None, "openai"), link("resp_2", Some("resp_1"), "openai"), link("resp_3", Some("resp_2"), "")]
+    {
+        assert!(store.put("a", e).await.unwrap());
+    }
+    let Walk::Found { items, depth, origin } = walk(store, "a", "resp_2", 500, 4).await.unwrap() else { panic!() };
+    assert_eq!(ids(&items), ["in_resp_1", "msg_resp_1", "in_resp_2", "msg_resp_2"], "oldest first");
+    assert_eq!((depth, origin.as_str()), (2, "openai"), "one native origin");
+    let Walk::Found { depth, origin, .. } = walk(store, "a", "resp_3", 500, 4).await.unwrap() else { panic!() };
+    assert_eq!((depth, origin.as_str()), (3, ""), "a translated link: no native origin");
+    assert_eq!(walk(store, "a", "resp_3", 500, 2).await.unwrap(), Walk::TooDeep);
+    assert_eq!(walk(store, "a", "resp_3", 500, 3).await.unwrap().depth(), Some(3), "exactly the bound");
+    assert_eq!(walk(store, "b", "resp_2", 500, 4).await.unwrap(), Walk::Missing("resp_2".into()), "another key's");
+    assert_eq!(walk(store, "a", "resp_2", 1_100, 4).await.unwrap(), Walk::Missing("resp_2".into()), "expired");
+    assert!(store.delete("a", "resp_1", 500).await.unwrap());
+    assert_eq!(walk(store, "a", "resp_3", 500, 4).await.unwrap(), Walk::Missing("resp_1".into()), "a hole");
+}
+
+impl Walk {
+    fn depth(&self) -> Option<u32> {
+        match self {
+            Walk::Found { depth, .. } => Some(*depth),
+            _ => None,
+        }
+    }
+}
+
+#[tokio::test]
+async fn memory_walks_its_owners_chain() {
+    walks_its_owners_chain(&ResponseStore::Memory(memory::MemoryStore::new(retention(10, 1 << 20)))).await;
+}
+
+#[tokio::test]
+async fn postgres_walks_its_owners_chain() {
+    let (_schema, store) = postgres(retention(10, 1 << 20)).await;
+    walks_its_owners_chain(&store).await;
+}
+
+#[tokio::test]
+async fn a_cycle_is_too_deep_not_endless() {
+    let store = ResponseStore::Memory(memory::MemoryStore::new(retention(10, 1 << 20)));
+    assert!(store.put("a", link("resp_1", Some("resp_2"), "")).await.unwrap());
+    assert!(store.put("a", link("resp_2", Some("resp_1"), "")).await.unwrap());
+    assert_eq!(walk(&store, "a", "resp_1", 500, 100).await.unwrap(), Walk::TooDeep);
+}
+
+#[tokio::test]
+async fn the_chain_route_answers_the_items_or_the_clients_error() {
+    let store = Arc::new(ResponseStore::Memory(memory::MemoryStore::new(retention(10, 1 << 20))));
+    let now = crate::services::now_ms();
+    for (id, previous) in [("resp_1", None), ("resp_2", Some("resp_1"))] {
+        let mut e = link(id, previous, "");
+        (e.created_ms, e.expires_ms) = (now, now + 60_000);
+        assert!(store.put("sha256:a", e).await.unwrap());
+    }
+    let app = router(ResponsesApi { store, internal_token: Some("t".into()) });
+    let (status, chain) = call(&app, "GET", "/v1/response-chains/resp_2", "sha256:a", vec![]).await;
+    assert_eq!((status, &chain["depth"], &chain["origin"]), (200, &json!(2), &json!("")));
+    assert_eq!(chain["items"].as_array().map(Vec::len), Some(4));
+    let not_found = json!({"error": {"message": "Previous response with id 'resp_2' not found.",
+        "type": "invalid_request_error", "param": "previous_response_id", "code": "previous_response_not_found"}});
+    assert_eq!(call(&app, "GET", "/v1/response-chains/resp_2", "sha256:b", vec![]).await, (400, not_found));
+    let (status, bad) = call(&app, "GET", "/v1/response-chains/nope", "sha256:a", vec![]).await;
+    assert_eq!((status, &bad["error"]["code"]), (400, &json!("previous_response_not_found")));
+    assert_eq!(call(&app, "GET", "/v1/response-chains/resp_2", "sha256:a", vec![]).await.0, 200);
+}

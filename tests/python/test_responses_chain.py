@@ -1,0 +1,178 @@
+"""Follow-ups with `previous_response_id` through `ferrogate serve`, with the official `openai` SDK.
+
+Translated targets (the sim in its chat completions, Anthropic and Gemini dialects) get the
+whole conversation, rebuilt from the stored chain. The sim derives its text and its token counts
+from the conversation it is sent, so a follow-up's answer must equal the answer to the same
+conversation sent whole with `store=False`: equal text and input tokens show that every earlier
+turn arrived and that the first turn's `instructions` did not (OpenAI's rule). A function call
+and its output arrive as a tool call and its result (Anthropic refuses a result without its
+call). A chain created natively by an OpenAI provider is continued there: `previous_response_id`
+is passed on and nothing rebuilt; that provider is a small recording server in this module,
+since OpenAI's service cannot run here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import openai
+import pytest
+
+from conftest import Gateway, _start, own_gateway
+
+TRANSLATED = ("oa-chat", "an-chat", "ge-chat")
+TOOLS = [{
+    "type": "function", "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}]
+
+
+def create(client: openai.OpenAI, stream: bool, **kw):
+    """`responses.create`, or its streamed form's final response."""
+    if not stream:
+        return client.responses.create(**kw)
+    events = list(client.responses.create(stream=True, **kw))
+    completed = [e for e in events if e.type == "response.completed"]
+    assert len(completed) == 1, [e.type for e in events]
+    return completed[0].response
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("model", TRANSLATED)
+def test_a_follow_up_carries_the_whole_conversation(gateway: Gateway, model: str, stream: bool):
+    client = gateway.client("carol")
+    first = client.responses.create(model=model, input="Tell me about ducks.", instructions="Answer briefly.")
+    second = create(client, stream, model=model, input="And geese?", previous_response_id=first.id)
+    whole = client.responses.create(model=model, store=False, input=[
+        {"role": "user", "content": "Tell me about ducks."},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "And geese?"},
+    ])
+    assert second.output_text == whole.output_text
+    assert second.usage.input_tokens == whole.usage.input_tokens, "every turn, and no inherited instructions"
+    stored = client.responses.retrieve(second.id)
+    assert stored.previous_response_id == first.id
+    # What the turn added is stored, not the rebuilt conversation.
+    assert [i.content[0].text for i in client.responses.input_items.list(second.id)] == ["And geese?"]
+    third = create(client, stream, model=model, input="And swans?", previous_response_id=second.id)
+    assert third.usage.input_tokens > second.usage.input_tokens, "a chain of three"
+
+
+@pytest.mark.parametrize("model", TRANSLATED)
+def test_a_tool_call_and_its_output_carry_over(gateway: Gateway, model: str):
+    client = gateway.client("carol")
+    first = client.responses.create(model=model, input="What is the weather in Paris?", tools=TOOLS)
+    calls = [o for o in first.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather", first.output
+    second = client.responses.create(model=model, tools=TOOLS, previous_response_id=first.id, input=[
+        {"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny, 21 degrees"},
+    ])
+    assert "sunny, 21 degrees" in second.output_text, second.output_text
+
+
+def refused(call) -> dict:
+    with pytest.raises(openai.BadRequestError) as caught:
+        call()
+    return caught.value.response.json()["error"]
+
+
+def test_an_id_the_key_does_not_own_is_not_found(gateway: Gateway):
+    alice, bob = gateway.client("alice"), gateway.client("bob")
+    mine = alice.responses.create(model="chat", input="Mine only.")
+    for client, model, previous in ((bob, "embed", mine.id), (alice, "chat", "resp_nobodyhasthisone")):
+        error = refused(lambda: client.responses.create(model=model, input="x", previous_response_id=previous))
+        assert (error["code"], error["param"]) == ("previous_response_not_found", "previous_response_id"), error
+        assert previous in error["message"]
+    alice.responses.delete(mine.id)
+    error = refused(lambda: alice.responses.create(model="chat", input="x", previous_response_id=mine.id))
+    assert error["code"] == "previous_response_not_found"
+
+
+def test_a_malformed_id_or_one_with_a_conversation_is_refused(gateway: Gateway):
+    alice = gateway.client("alice")
+    error = refused(lambda: alice.responses.create(model="chat", input="x", previous_response_id="msg_1"))
+    assert (error["code"], error["param"]) == ("invalid_value", "previous_response_id"), error
+    first = alice.responses.create(model="chat", input="hi")
+    error = refused(lambda: alice.responses.create(
+        model="chat", input="x", previous_response_id=first.id, conversation="conv_1"))
+    assert error["param"] == "previous_response_id" and "conversation" in error["message"], error
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """OpenAI's `POST /v1/responses`, answering a fixed text and keeping every request body."""
+
+    bodies: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (the http.server name)
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        Recorder.bodies.append(body)
+        n = len(Recorder.bodies)
+        answer = {
+            "id": f"resp_up{n}", "object": "response", "created_at": 1, "status": "completed", "model": body["model"],
+            "output": [{"type": "message", "id": f"msg_up{n}", "status": "completed", "role": "assistant",
+                        "content": [{"type": "output_text", "text": f"upstream {n}", "annotations": []}]}],
+            "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "previous_response_id": body.get("previous_response_id"),
+        }
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def native():
+    """A gateway of its own with an OpenAI provider (the recorder) as model `gpt`, and chains of
+    at most three responses."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def config(base: dict) -> dict:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        base["providers"].append({"name": "oai", "kind": "openai", "base_url": url})
+        base["models"].append({"name": "gpt", "targets": [{"provider": "oai", "model": "gpt-up"}]})
+        next(g for g in base["groups"] if g["name"] == "sdk")["models"].append("gpt")
+        return {**base, "responses": {"max_chain_depth": 3}}
+
+    yield from own_gateway("ferrogate-chain-", lambda w, a: _start(w, a, config))
+    server.shutdown()
+
+
+def test_a_native_chain_goes_on_at_its_provider(native: Gateway):
+    client = native.client("carol")
+    first = client.responses.create(model="gpt", input="hi")
+    second = client.responses.create(model="gpt", input="next", previous_response_id=first.id)
+    assert second.output_text == "upstream 2"
+    sent = Recorder.bodies[-1]
+    assert (sent["previous_response_id"], sent["input"], sent["model"]) == (first.id, "next", "gpt-up"), sent
+
+
+def test_a_translated_chain_is_rebuilt_for_an_openai_provider(native: Gateway):
+    client = native.client("carol")
+    first = client.responses.create(model="oa-chat", input="Tell me about ducks.")
+    client.responses.create(model="gpt", input="And geese?", previous_response_id=first.id)
+    sent = Recorder.bodies[-1]
+    assert "previous_response_id" not in sent, sent
+    assert [(i.get("role"), i.get("type")) for i in sent["input"]] == \
+        [("user", "message"), ("assistant", "message"), ("user", None)], sent["input"]
+    assert sent["input"][1]["content"][0]["text"] == first.output_text
+    assert all("id" not in i for i in sent["input"]), "stored ids are not the provider's"
+
+
+def test_a_chain_longer_than_the_bound_is_refused(native: Gateway):
+    client = native.client("carol")
+    previous = None
+    # A follow-up may continue up to three responses: the fourth response is made, not a fifth.
+    for _ in range(4):
+        previous = client.responses.create(model="oa-chat", input="more", previous_response_id=previous).id
+    error = refused(lambda: client.responses.create(model="oa-chat", input="more", previous_response_id=previous))
+    assert (error["code"], error["param"]) == ("previous_response_chain_too_long", "previous_response_id"), error
