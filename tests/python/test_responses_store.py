@@ -124,6 +124,29 @@ def test_a_malformed_id_is_400(gateway: Gateway):
     assert caught.value.response.json()["error"]["param"] == "response_id"
 
 
+def test_include_is_checked_and_the_response_read_whole(gateway: Gateway):
+    client = gateway.client("alice")
+    created = client.responses.create(model=MODEL, input="Read me with include.")
+    got = client.responses.retrieve(created.id, include=["reasoning.encrypted_content", "message.output_text.logprobs"])
+    same_response(got, created)
+    assert client.responses.input_items.list(created.id, include=["message.input_image.image_url"]).data
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.retrieve(created.id, include=["no.such.thing"])
+    assert caught.value.response.json()["error"]["param"] == "include"
+
+
+def test_background_is_refused_and_cancel_is_a_clear_400(gateway: Gateway):
+    client = gateway.client("alice")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="Later.", background=True)
+    assert caught.value.response.json()["error"]["param"] == "background"
+    created = client.responses.create(model=MODEL, input="Now.")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.cancel(created.id)
+    error = caught.value.response.json()["error"]
+    assert error["param"] == "response_id" and "background" in error["message"], error
+
+
 @pytest.fixture(scope="module")
 def short_lived() -> Gateway:
     """A gateway of its own whose stored responses live SHORT_TTL_S seconds."""

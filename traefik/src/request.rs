@@ -87,6 +87,11 @@ impl Guest {
         if api == Api::CountTokens {
             return count_tokens(config, &req, &body);
         }
+        if api == Api::Responses {
+            if let Err(e) = ferrogate_core::stored::check_background(&body) {
+                return reply::error(&e, req.dialect, &req.id);
+            }
+        }
         let content_type = abi::header(Kind::Request, "content-type");
         let seq = self.next_seq();
         match route_request(config, req.caller, api, uri, content_type.as_deref(), &body, seq) {

@@ -100,6 +100,23 @@ impl ApiError {
         Self::new(501, "invalid_request_error", Some("response_lifecycle_unsupported"), message)
     }
 
+    /// 400 for `cancel`: only background responses can be cancelled, and none run here.
+    pub fn not_cancellable(id: &str) -> Self {
+        let message = format!(
+            "Response '{id}' cannot be cancelled: only responses created with 'background': true can be, \
+             and this gateway runs none (it answers every response while the request is open)."
+        );
+        Self { param: Some("response_id"), ..Self::new(400, "invalid_request_error", None, message) }
+    }
+
+    /// 400 for `background: true`, which this gateway does not run.
+    pub fn background_unsupported() -> Self {
+        let message = "'background': true is not supported: this gateway answers every response while the \
+                       request is open; omit it (or stream the response).";
+        let e = Self::new(400, "invalid_request_error", Some("unsupported_parameter"), message.to_string());
+        Self { param: Some("background"), ..e }
+    }
+
     /// 400 for a response id that cannot be one (OpenAI's wording and `param`).
     pub fn bad_response_id(id: &str) -> Self {
         let shown: String = id.chars().take(64).collect();

@@ -10,6 +10,7 @@
 //!   the whole response, so a streamed response is stored from it.
 //! - [`chain`] reads `previous_response_id` and rebuilds a follow-up's conversation from the
 //!   stored chain, so any provider gets the whole of it.
+//! - [`include`] checks the `include` of a read.
 //! - [`page`] pages the input items of `GET /v1/responses/{id}/input_items` as OpenAI does.
 //! - The headers and path of the filter's call that hands a finished response to the sidecar
 //!   ([`OWNER_HEADER`], [`REQUEST_BYTES_HEADER`], [`STREAMED_HEADER`]).
@@ -24,6 +25,7 @@ use crate::error::ApiError;
 use crate::usage::sse::{event_data, Splitter};
 
 pub mod chain;
+pub mod include;
 pub mod page;
 
 /// The request header carrying the owner of a stored response on the filter's sidecar calls.
@@ -61,8 +63,8 @@ pub struct Lifecycle<'p> {
 }
 
 /// Classifies `method` on `bare` (a path under `/v1/responses/`, query cut). `Err` is the
-/// answer: 400 for a malformed id, 405 for a wrong method, 404 for an unknown sub-path, 501
-/// for `cancel` (background responses are not run here).
+/// answer: 400 for a malformed id, 405 for a wrong method, 404 for an unknown sub-path, 400
+/// for `cancel` (background responses are not run here, so none can be cancelled).
 pub fn lifecycle<'p>(method: &str, bare: &'p str) -> Result<Lifecycle<'p>, ApiError> {
     let rest = bare.strip_prefix("/v1/responses/").unwrap_or_default();
     let (id, sub) = match crate::bytes::find_byte(rest.as_bytes(), b'/') {
@@ -73,7 +75,8 @@ pub fn lifecycle<'p>(method: &str, bare: &'p str) -> Result<Lifecycle<'p>, ApiEr
         (None, "GET") => Op::Retrieve,
         (None, "DELETE") => Op::Delete,
         (Some("input_items"), "GET") => Op::InputItems,
-        (Some("cancel"), "POST") => return Err(ApiError::response_lifecycle_unsupported(method, bare)),
+        (Some("cancel"), "POST") if valid_id(id) => return Err(ApiError::not_cancellable(id)),
+        (Some("cancel"), "POST") => return Err(ApiError::bad_response_id(id)),
         (None | Some("input_items" | "cancel"), _) => return Err(ApiError::method_not_allowed(method, bare)),
         (Some(_), _) => return Err(ApiError::unknown_url(method, bare)),
     };
@@ -101,6 +104,26 @@ pub fn wants_store(body: &[u8]) -> bool {
         store: Option<bool>,
     }
     !serde_json::from_slice::<StoreFlag>(body).is_ok_and(|f| f.store == Some(false))
+}
+
+/// Refuses a Responses request with `"background": true` (400 naming the parameter): nothing
+/// here runs in the background. A cheap byte search first: other requests are not parsed.
+///
+/// # Errors
+/// The request asks for a background response.
+pub fn check_background(body: &[u8]) -> Result<(), ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Background {
+        #[serde(default)]
+        background: Option<serde_json::Value>,
+    }
+    if crate::bytes::find_sub(body, b"\"background\"").is_none() {
+        return Ok(());
+    }
+    match serde_json::from_slice::<Background>(body) {
+        Ok(Background { background: Some(serde_json::Value::Bool(true)) }) => Err(ApiError::background_unsupported()),
+        _ => Ok(()),
+    }
 }
 
 /// The owner of what `caller` stores: its key's digest, or `""` on a gateway without keys.

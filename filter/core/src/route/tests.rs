@@ -318,7 +318,7 @@ fn model_ids_that_could_move_the_upstream_path_are_refused() {
 }
 
 /// `/v1/responses` goes verbatim to OpenAI, translated to chat elsewhere; its lifecycle calls
-/// go to the response store, except `cancel` (501: nothing runs in the background).
+/// go to the response store, except `cancel` (400: nothing runs in the background).
 #[test]
 fn responses_api_routes_and_lifecycle_goes_to_the_store() {
     let c: &'static Config = Box::leak(Box::new(config()));
@@ -340,7 +340,7 @@ fn responses_api_routes_and_lifecycle_goes_to_the_store() {
     assert_eq!(stored("DELETE", "/v1/responses/resp_1?x=1"), Some((Op::Delete, "resp_1")));
     assert_eq!(stored("GET", "/v1/responses/resp_1/input_items?limit=2"), Some((Op::InputItems, "resp_1")));
     for (method, path, status) in [
-        ("POST", "/v1/responses/resp_1/cancel", 501),
+        ("POST", "/v1/responses/resp_1/cancel", 400),
         ("POST", "/v1/responses/resp_1", 405),
         ("GET", "/v1/responses/resp_1/other", 404),
         ("GET", "/v1/responses/nope", 400),

@@ -1,7 +1,7 @@
 //! Paging of `GET /v1/responses/{id}/input_items` as OpenAI does it: `limit` (1 to 100,
 //! default 20), `order` (`asc` or `desc`, default `desc`: the last input item first) and
 //! `after` (an item id: the page starts after it in that order). Other parameters
-//! (`include`) are accepted and change nothing here.
+//! (`include`, checked by [`super::include`]) change nothing here.
 
 use crate::openai::ApiError;
 use serde_json::{json, Value};

@@ -47,3 +47,15 @@ fn the_completed_event_is_found_in_a_stream() {
     assert_eq!(completed_event(cut.as_bytes()), None);
     assert_eq!(completed_event(b""), None);
 }
+
+#[test]
+fn background_is_refused_and_nothing_can_be_cancelled() {
+    assert_eq!(check_background(br#"{"model":"m","input":"background"}"#), Ok(()));
+    assert_eq!(check_background(br#"{"model":"m","background":false}"#), Ok(()));
+    let e = check_background(br#"{"model":"m","background":true}"#).unwrap_err();
+    assert_eq!((e.status, e.param), (400, Some("background")));
+    let e = lifecycle("POST", "/v1/responses/resp_1/cancel").unwrap_err();
+    assert_eq!((e.status, e.param), (400, Some("response_id")));
+    assert!(e.message.contains("background"), "{}", e.message);
+    assert_eq!(lifecycle("POST", "/v1/responses/x/cancel").unwrap_err().status, 400);
+}

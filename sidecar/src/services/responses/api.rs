@@ -38,7 +38,7 @@ use super::{build, ResponseStore, ResponsesError};
 use crate::services::auth::{bearer_ok, unauthorized};
 use crate::services::now_ms;
 
-use ferrogate_core::stored::page;
+use ferrogate_core::stored::{include, page};
 
 /// State of the response routes.
 #[derive(Clone)]
@@ -123,7 +123,15 @@ async fn found(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Result<supe
     }
 }
 
-async fn retrieve(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+async fn retrieve(
+    State(api): State<ResponsesApi>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if let Err(e) = include::check(query.as_deref().unwrap_or_default()) {
+        return api_error(&e);
+    }
     match found(&api, &headers, &id).await {
         Ok(entry) => json_answer(StatusCode::OK, entry.response),
         Err(answer) => answer,
@@ -154,6 +162,9 @@ async fn input_items(
         Ok(entry) => entry,
         Err(answer) => return answer,
     };
+    if let Err(e) = include::check(query.as_deref().unwrap_or_default()) {
+        return api_error(&e);
+    }
     let paging = match page::Paging::parse(query.as_deref().unwrap_or_default()) {
         Ok(p) => p,
         Err(e) => return api_error(&e),
