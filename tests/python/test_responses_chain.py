@@ -23,6 +23,10 @@ import pytest
 from conftest import Gateway, _start, own_gateway
 
 TRANSLATED = ("oa-chat", "an-chat", "ge-chat")
+# Alice's limit per conversation in the module's own gateway: more than one turn of LONG uses,
+# less than two (the second turn carries the first).
+CONVERSATION_TOKENS = 200
+LONG = " ".join(f"word{i}" for i in range(100))
 TOOLS = [{
     "type": "function", "name": "get_weather", "description": "The weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
@@ -131,8 +135,8 @@ class Recorder(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def native():
-    """A gateway of its own with an OpenAI provider (the recorder) as model `gpt`, and chains of
-    at most three responses."""
+    """A gateway of its own with an OpenAI provider (the recorder) as model `gpt`, chains of at
+    most three responses, and conversations of at most CONVERSATION_TOKENS tokens for alice."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
@@ -141,6 +145,7 @@ def native():
         base["providers"].append({"name": "oai", "kind": "openai", "base_url": url})
         base["models"].append({"name": "gpt", "targets": [{"provider": "oai", "model": "gpt-up"}]})
         next(g for g in base["groups"] if g["name"] == "sdk")["models"].append("gpt")
+        next(k for k in base["keys"] if k["name"] == "alice")["limits"] = {"tokens_per_conversation": CONVERSATION_TOKENS}
         return {**base, "responses": {"max_chain_depth": 3}}
 
     yield from own_gateway("ferrogate-chain-", lambda w, a: _start(w, a, config))
@@ -176,3 +181,19 @@ def test_a_chain_longer_than_the_bound_is_refused(native: Gateway):
         previous = client.responses.create(model="oa-chat", input="more", previous_response_id=previous).id
     error = refused(lambda: client.responses.create(model="oa-chat", input="more", previous_response_id=previous))
     assert (error["code"], error["param"]) == ("previous_response_chain_too_long", "previous_response_id"), error
+
+
+def test_a_conversation_limit_stops_the_third_turn_and_no_other_conversation(native: Gateway):
+    alice = native.client("alice", max_retries=2)
+    first = alice.responses.create(model="chat", input=LONG)
+    second = alice.responses.create(model="chat", input=LONG, previous_response_id=first.id)
+    used = first.usage.total_tokens + second.usage.total_tokens
+    assert first.usage.total_tokens < CONVERSATION_TOKENS <= used, (first.usage, second.usage)
+    with pytest.raises(openai.RateLimitError) as caught:
+        alice.responses.create(model="chat", input="And more?", previous_response_id=second.id)
+    error = caught.value.response.json()["error"]
+    assert error["code"] == "conversation_limit_exceeded" and f"{used} tokens" in error["message"], error
+    assert caught.value.response.headers["x-should-retry"] == "false", "the SDK does not retry it"
+    # The same key's other conversations go on, long first turns included.
+    other = alice.responses.create(model="chat", input=LONG)
+    alice.responses.create(model="chat", input="Next.", previous_response_id=other.id)

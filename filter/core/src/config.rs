@@ -218,6 +218,10 @@ pub struct Limits {
     pub cost_usd_per_day: Option<f64>,
     /// USD per UTC calendar month.
     pub cost_usd_per_month: Option<f64>,
+    /// Tokens of one Responses conversation ([`crate::limits::conversation`]).
+    pub tokens_per_conversation: Option<u64>,
+    /// USD of one Responses conversation.
+    pub cost_usd_per_conversation: Option<f64>,
     /// What a streamed answer overrunning these limits does (set on keys only).
     pub overrun: crate::limits::cut::Overrun,
     /// With limits shared through Redis, the longest a request waits for a lease top-up

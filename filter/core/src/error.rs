@@ -153,6 +153,11 @@ impl ApiError {
         Self::new(429, "rate_limit_error", Some("rate_limit_exceeded"), message)
     }
 
+    /// 429: a conversation has used its limit (nothing frees it: not to be retried).
+    pub fn conversation_limit(message: String) -> Self {
+        Self::new(429, "rate_limit_error", Some("conversation_limit_exceeded"), message)
+    }
+
     /// 402: a USD budget is spent.
     pub fn budget_exhausted(message: String) -> Self {
         Self::new(402, "insufficient_quota", Some("insufficient_quota"), message)

@@ -15,6 +15,7 @@
 //! Checking allocates nothing: the plans are built with the configuration, and counters are
 //! updated in place through [`CounterStore`].
 
+pub mod conversation;
 pub mod cut;
 pub mod estimate;
 pub mod feed;

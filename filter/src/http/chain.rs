@@ -8,12 +8,17 @@
 //! `previous_response_id` and all: that provider keeps the conversation itself. An id the
 //! caller's key does not own is refused exactly like one that never existed.
 //!
+//! A follow-up whose conversation has used a `tokens_per_conversation` or
+//! `cost_usd_per_conversation` limit of its key, groups or org is refused here (429, not to be
+//! retried): the chain's answer carries what its responses used.
+//!
 //! Requests without `previous_response_id`, and filters without a sidecar, pay one byte search
 //! of the body ([`chain::previous_id`]) and nothing else.
 
 use std::time::Duration;
 
 use ferrogate_core::config::Config;
+use ferrogate_core::limits::conversation::{self, Spent};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::RouteDecision;
@@ -90,6 +95,8 @@ impl Stream {
                 s.reply(400, &body)
             }
             Err(Refusal::Error(e)) => s.reply_error(&e),
+            // Nothing frees a conversation's use: the SDKs must not retry.
+            Err(Refusal::Spent(e)) => s.reply_error_with(&e, Some(("x-should-retry", "false"))),
         });
         if action == Action::Continue {
             self.resume_http_request();
@@ -98,6 +105,10 @@ impl Stream {
 
     fn rebuild(&self, answer: &[u8]) -> Result<ChainState, Refusal> {
         let found = chain::Chain::decode(answer).map_err(Refusal::Error)?;
+        if let Some(config) = self.config.as_deref() {
+            let spent = Spent { tokens: found.tokens, micro_usd: found.cost_micros };
+            conversation::check(config, self.caller, spent).map_err(Refusal::Spent)?;
+        }
         let body = self.get_request_body().unwrap_or_default();
         let rebuilt = chain::rebuild(&body, found.items).map_err(Refusal::Error)?;
         Ok(ChainState::Ready { rebuilt, origin: found.origin })
@@ -140,4 +151,6 @@ enum Refusal {
     /// The store's own answer, in OpenAI's shape (an unknown id, a chain too long).
     Relay(Vec<u8>),
     Error(ApiError),
+    /// The conversation has used a limit (`limits::conversation`).
+    Spent(ApiError),
 }

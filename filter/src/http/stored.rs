@@ -15,10 +15,11 @@
 use std::time::Duration;
 
 use ferrogate_core::config::Config;
+use ferrogate_core::decimal::Decimal;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::split_query;
-use ferrogate_core::stored::chain::ORIGIN_HEADER;
+use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
 use ferrogate_core::stored::{
     self, Lifecycle, Op, MAX_CAPTURE_BYTES, OWNER_HEADER, REQUEST_BYTES_HEADER, STORE_PATH, STREAMED_HEADER,
 };
@@ -76,6 +77,8 @@ impl Stream {
     /// until the store answers (`Pause`); anything else goes on as `action`.
     fn store_at_end(&mut self, action: Action) -> Action {
         let storable = (200..300).contains(&self.status) && !self.upstream_failed && !self.was_cut();
+        // What the conversation limits sum over a chain (`limits::conversation`).
+        let (tokens, cost) = if storable { self.billed() } else { (Decimal::new(0), None) };
         let Some(c) = self.capture.as_mut().filter(|c| storable && !c.too_big && !c.answer.is_empty()) else {
             self.capture = None;
             return action;
@@ -95,6 +98,10 @@ impl Stream {
         if let Some(p) = origin.filter(|_| self.translation.is_none()) {
             extra.push((ORIGIN_HEADER, p.name.as_str()));
         }
+        extra.push((TOKENS_HEADER, tokens.as_str()));
+        if let Some(cost) = &cost {
+            extra.push((COST_HEADER, cost.as_str()));
+        }
         let mut body = std::mem::take(&mut c.request);
         body.append(&mut c.answer);
         match sidecar_call::call(&sidecar, "POST", STORE_PATH, &extra, Some(&body), TIMEOUT) {
@@ -108,6 +115,19 @@ impl Stream {
                 action
             }
         }
+    }
+
+    /// The answer's tokens and price (`None`: its model is not priced), as its provider billed
+    /// them (the usage is final: the answer has ended).
+    fn billed(&mut self) -> (Decimal, Option<Decimal>) {
+        let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
+        let tokens = Decimal::new(usage.prompt_tokens.saturating_add(usage.completion_tokens));
+        let routed = self.routed.as_ref().zip(self.config.as_deref());
+        let cost = routed.and_then(|(r, c)| {
+            let provider = c.providers.get(r.provider)?;
+            ferrogate_core::usage::cost_micro_usd(&c.pricing, &provider.name, &r.upstream_model, &usage)
+        });
+        (tokens, cost.map(Decimal::new))
     }
 
     /// The response body callback, then the store at the end of a captured answer.

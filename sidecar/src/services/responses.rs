@@ -44,6 +44,10 @@ pub struct Entry {
     /// The provider that answered it without translation, which keeps it too (`""`: it was
     /// translated); a chain all of one origin may be continued there natively.
     pub origin: String,
+    /// Input + output tokens, as the provider billed them.
+    pub tokens: u64,
+    /// Its price in micro-USD (0 when its model is not priced).
+    pub cost_micros: u64,
 }
 
 impl Entry {

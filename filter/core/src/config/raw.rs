@@ -355,6 +355,12 @@ pub struct RawLimits {
     /// USD per UTC calendar month.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd_per_month: Option<f64>,
+    /// Input + output tokens of one Responses conversation (a `previous_response_id` chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_conversation: Option<u64>,
+    /// USD of one Responses conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd_per_conversation: Option<f64>,
     /// A key's streamed answers that overrun its token or USD limits: `allow` (default: they
     /// run to their end) or `cut` (stopped with a final error event). Keys only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

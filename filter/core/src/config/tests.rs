@@ -66,6 +66,8 @@ fn parse_full() {
     assert_eq!(c.keys[1].expires_at, Some(1_893_456_000));
     assert_eq!(c.keys[0].limits.cost_usd_per_month, Some(50.0));
     assert_eq!(c.keys[0].limits.overrun, crate::limits::cut::Overrun::Cut);
+    assert_eq!(c.keys[0].limits.tokens_per_conversation, Some(400_000));
+    assert_eq!(c.keys[0].limits.cost_usd_per_conversation, Some(2.5));
     assert_eq!(c.keys[0].limits.max_wait_ms, 250, "the default");
     assert_eq!(c.groups[1].limits.tokens_per_day, Some(5_000_000));
     assert_eq!(c.pricing["gpt-4o-mini"].cached_input_per_mtok, 0.075);

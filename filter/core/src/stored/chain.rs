@@ -24,6 +24,10 @@ use crate::error::ApiError;
 pub const CHAIN_PATH: &str = "/v1/response-chains/";
 /// On the store call: the provider that answered natively (no translation).
 pub const ORIGIN_HEADER: &str = "x-ferrogate-origin";
+/// On the store call: the response's input + output tokens, as the provider billed them.
+pub const TOKENS_HEADER: &str = "x-ferrogate-tokens";
+/// On the store call: the response's price in micro-USD (absent: its model is not priced).
+pub const COST_HEADER: &str = "x-ferrogate-cost-micros";
 
 /// The conversation behind a stored response, as the sidecar answers it.
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +42,12 @@ pub struct Chain {
     pub depth: u32,
     /// Every input and output item, oldest first.
     pub items: Vec<Value>,
+    /// Input + output tokens of the chain's responses.
+    #[serde(default)]
+    pub tokens: u64,
+    /// Micro-USD of the chain's priced responses.
+    #[serde(default)]
+    pub cost_micros: u64,
 }
 
 impl Chain {
@@ -210,8 +220,10 @@ mod tests {
 
     #[test]
     fn the_sidecar_answer_decodes() {
-        let chain = Chain::decode(br#"{"origin":"openai","depth":2,"items":[{"role":"user"}]}"#).unwrap();
+        let body = br#"{"origin":"openai","depth":2,"items":[{"role":"user"}],"tokens":7,"cost_micros":9}"#;
+        let chain = Chain::decode(body).unwrap();
         assert_eq!((chain.origin.as_str(), chain.depth, chain.items.len()), ("openai", 2, 1));
+        assert_eq!((chain.tokens, chain.cost_micros), (7, 9));
         assert_eq!(Chain::decode(b"{}").unwrap_err().status, 503);
     }
 }

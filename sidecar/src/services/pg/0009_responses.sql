@@ -4,6 +4,8 @@
 -- not jsonb, would reorder nothing either; text avoids parsing on every read). bytes is what
 -- the entry counts against responses.max_bytes_per_key. origin is the provider that answered
 -- without translation ('' when translated): a chain all of one origin continues there.
+-- tokens and cost_micros are what the provider billed for it (summed per conversation by the
+-- conversation limits).
 CREATE TABLE fg_responses (
     owner       text   NOT NULL,
     id          text   NOT NULL,
@@ -13,6 +15,8 @@ CREATE TABLE fg_responses (
     response    text   NOT NULL,
     input_items text   NOT NULL,
     origin      text   NOT NULL DEFAULT '',
+    tokens      bigint NOT NULL DEFAULT 0,
+    cost_micros bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (owner, id)
 );
 -- The sweep drops expired rows; a key over its bytes loses its oldest rows.

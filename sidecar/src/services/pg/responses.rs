@@ -8,15 +8,17 @@ use ferrogate_core::config::Responses;
 use super::{PgStore, StoreError};
 use crate::services::responses::Entry;
 
-/// Milliseconds as a `bigint` (clamped: no clock reaches the clamp).
-fn ms(v: u64) -> i64 {
+/// A count or a time in milliseconds as a `bigint` (clamped: nothing here reaches the clamp).
+fn bigint(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 const UPSERT: &str = "INSERT INTO fg_responses \
-    (owner, id, created_ms, expires_ms, bytes, response, input_items, origin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+    (owner, id, created_ms, expires_ms, bytes, response, input_items, origin, tokens, cost_micros) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
     ON CONFLICT (owner, id) DO UPDATE SET created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms, \
-    bytes = EXCLUDED.bytes, response = EXCLUDED.response, input_items = EXCLUDED.input_items, origin = EXCLUDED.origin";
+    bytes = EXCLUDED.bytes, response = EXCLUDED.response, input_items = EXCLUDED.input_items, origin = EXCLUDED.origin, \
+    tokens = EXCLUDED.tokens, cost_micros = EXCLUDED.cost_micros";
 
 /// The owner's rows beyond its bytes, newest kept first (the running total from the newest).
 const TRIM_OWNER: &str = "DELETE FROM fg_responses WHERE owner = $1 AND id IN (\
@@ -40,11 +42,12 @@ impl PgStore {
         }
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let (created, expires, size) = (ms(e.created_ms), ms(e.expires_ms), ms(bytes));
-        let row: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
-            [&owner, &e.id, &created, &expires, &size, &e.response, &e.input_items, &e.origin];
+        let (created, expires, size) = (bigint(e.created_ms), bigint(e.expires_ms), bigint(bytes));
+        let (tokens, cost) = (bigint(e.tokens), bigint(e.cost_micros));
+        let row: [&(dyn tokio_postgres::types::ToSql + Sync); 10] =
+            [&owner, &e.id, &created, &expires, &size, &e.response, &e.input_items, &e.origin, &tokens, &cost];
         tx.execute(UPSERT, &row).await?;
-        tx.execute(TRIM_OWNER, &[&owner, &ms(retention.max_bytes_per_key)]).await?;
+        tx.execute(TRIM_OWNER, &[&owner, &bigint(retention.max_bytes_per_key)]).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -57,9 +60,9 @@ impl PgStore {
         let client = self.pool.get().await?;
         let row = client
             .query_opt(
-                "SELECT created_ms, expires_ms, response, input_items, origin FROM fg_responses \
+                "SELECT created_ms, expires_ms, response, input_items, origin, tokens, cost_micros FROM fg_responses \
                  WHERE owner = $1 AND id = $2 AND expires_ms > $3",
-                &[&owner, &id, &ms(now_ms)],
+                &[&owner, &id, &bigint(now_ms)],
             )
             .await?;
         Ok(row.map(|r| Entry {
@@ -69,6 +72,8 @@ impl PgStore {
             response: r.get(2),
             input_items: r.get(3),
             origin: r.get(4),
+            tokens: u64::try_from(r.get::<_, i64>(5)).unwrap_or_default(),
+            cost_micros: u64::try_from(r.get::<_, i64>(6)).unwrap_or_default(),
         }))
     }
 
@@ -79,7 +84,7 @@ impl PgStore {
     pub async fn delete_response(&self, owner: &str, id: &str, now_ms: u64) -> Result<bool, StoreError> {
         let client = self.pool.get().await?;
         let sql = "DELETE FROM fg_responses WHERE owner = $1 AND id = $2 AND expires_ms > $3";
-        Ok(client.execute(sql, &[&owner, &id, &ms(now_ms)]).await? > 0)
+        Ok(client.execute(sql, &[&owner, &id, &bigint(now_ms)]).await? > 0)
     }
 
     /// See [`crate::services::responses::ResponseStore::sweep`].
@@ -88,8 +93,8 @@ impl PgStore {
     /// The database failed.
     pub async fn sweep_responses(&self, now_ms: u64, max_entries: u64) -> Result<u64, StoreError> {
         let client = self.pool.get().await?;
-        let expired = client.execute("DELETE FROM fg_responses WHERE expires_ms <= $1", &[&ms(now_ms)]).await?;
-        let over = client.execute(TRIM_ALL, &[&ms(max_entries)]).await?;
+        let expired = client.execute("DELETE FROM fg_responses WHERE expires_ms <= $1", &[&bigint(now_ms)]).await?;
+        let over = client.execute(TRIM_ALL, &[&bigint(max_entries)]).await?;
         Ok(expired + over)
     }
 }

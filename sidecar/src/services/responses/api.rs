@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use ferrogate_core::openai::ApiError;
-use ferrogate_core::stored::chain::ORIGIN_HEADER;
+use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
 use ferrogate_core::stored::{valid_id, OWNER_HEADER, REQUEST_BYTES_HEADER, STREAMED_HEADER};
 use serde_json::{json, Value};
 
@@ -98,6 +98,8 @@ async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::
     };
     // A provider name (the filter's word, like the owner); anything longer is not one.
     entry.origin = header(&headers, ORIGIN_HEADER).filter(|o| o.len() <= 256).unwrap_or_default().to_string();
+    let number = |name: &str| header(&headers, name).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    (entry.tokens, entry.cost_micros) = (number(TOKENS_HEADER), number(COST_HEADER));
     match api.store.put(owner(&headers), entry).await {
         Ok(true) => json_answer(StatusCode::OK, r#"{"stored":true}"#),
         Ok(false) => {
@@ -185,7 +187,7 @@ async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id):
     }
     let max = api.store.retention().max_chain_depth;
     match chain::walk(&api.store, owner(&headers), &id, now_ms(), max).await {
-        Ok(Walk::Found { items, depth, origin }) => json_answer(StatusCode::OK, Walk::body(items, depth, &origin)),
+        Ok(found @ Walk::Found { .. }) => json_answer(StatusCode::OK, found.body()),
         Ok(Walk::Missing(link)) => api_error(&ApiError::previous_response_not_found(&link)),
         Ok(Walk::TooDeep) => api_error(&ApiError::chain_too_deep(&id, max)),
         Err(e) => unavailable(&e),

@@ -63,6 +63,8 @@ pub fn entry(request: &[u8], answer: &[u8], streamed: bool, now_ms: u64, ttl_ms:
         response: response.to_string(),
         input_items: Value::Array(items).to_string(),
         origin: String::new(),
+        tokens: 0,
+        cost_micros: 0,
     })
 }
 

@@ -25,6 +25,10 @@ pub enum Walk {
         depth: u32,
         /// The provider that created every one of them natively (`""`: none, or not one).
         origin: String,
+        /// Tokens and micro-USD its responses used.
+        tokens: u64,
+        /// See `tokens`.
+        cost_micros: u64,
     },
     /// This response of the chain is not stored for the owner (unknown, expired, deleted or
     /// another key's).
@@ -34,9 +38,15 @@ pub enum Walk {
 }
 
 impl Walk {
-    /// The answer's body for [`Walk::Found`].
-    pub fn body(items: Vec<Value>, depth: u32, origin: &str) -> String {
-        json!({"origin": origin, "depth": depth, "items": items}).to_string()
+    /// The route's answer for [`Walk::Found`] (`{}` for the others, which are errors).
+    pub fn body(&self) -> String {
+        match self {
+            Walk::Found { items, depth, origin, tokens, cost_micros } => json!({
+                "origin": origin, "depth": depth, "items": items, "tokens": tokens, "cost_micros": cost_micros,
+            })
+            .to_string(),
+            _ => "{}".to_string(),
+        }
     }
 }
 
@@ -66,6 +76,8 @@ pub async fn walk(
     }
     let origin = common_origin(links.iter().map(|(e, _)| e.origin.as_str()));
     let depth = u32::try_from(links.len()).unwrap_or(u32::MAX);
+    let tokens = links.iter().fold(0u64, |sum, (e, _)| sum.saturating_add(e.tokens));
+    let cost_micros = links.iter().fold(0u64, |sum, (e, _)| sum.saturating_add(e.cost_micros));
     let mut items = Vec::new();
     for (entry, mut response) in links.into_iter().rev() {
         if let Ok(Value::Array(input)) = serde_json::from_str::<Value>(&entry.input_items) {
@@ -75,7 +87,7 @@ pub async fn walk(
             items.extend(output);
         }
     }
-    Ok(Walk::Found { items, depth, origin })
+    Ok(Walk::Found { items, depth, origin, tokens, cost_micros })
 }
 
 /// The one origin all links share, or `""`.

@@ -20,6 +20,8 @@ fn link(id: &str, previous: Option<&str>, origin: &str) -> Entry {
         response: response.to_string(),
         input_items: json!([{"type": "message", "id": format!("in_{id}"), "role": "user"}]).to_string(),
         origin: origin.into(),
+        tokens: 10,
+        cost_micros: 3,
     }
 }
 
@@ -33,8 +35,12 @@ async fn walks_its_owners_chain(store: &ResponseStore) {
     {
         assert!(store.put("a", e).await.unwrap());
     }
-    let Walk::Found { items, depth, origin } = walk(store, "a", "resp_2", 500, 4).await.unwrap() else { panic!() };
+    let Walk::Found { items, depth, origin, tokens, cost_micros } = walk(store, "a", "resp_2", 500, 4).await.unwrap()
+    else {
+        panic!()
+    };
     assert_eq!(ids(&items), ["in_resp_1", "msg_resp_1", "in_resp_2", "msg_resp_2"], "oldest first");
+    assert_eq!((tokens, cost_micros), (20, 6), "what the chain used, summed");
     assert_eq!((depth, origin.as_str()), (2, "openai"), "one native origin");
     let Walk::Found { depth, origin, .. } = walk(store, "a", "resp_3", 500, 4).await.unwrap() else { panic!() };
     assert_eq!((depth, origin.as_str()), (3, ""), "a translated link: no native origin");
@@ -86,6 +92,7 @@ async fn the_chain_route_answers_the_items_or_the_clients_error() {
     let app = router(ResponsesApi { store, internal_token: Some("t".into()) });
     let (status, chain) = call(&app, "GET", "/v1/response-chains/resp_2", "sha256:a", vec![]).await;
     assert_eq!((status, &chain["depth"], &chain["origin"]), (200, &json!(2), &json!("")));
+    assert_eq!((&chain["tokens"], &chain["cost_micros"]), (&json!(20), &json!(6)));
     assert_eq!(chain["items"].as_array().map(Vec::len), Some(4));
     let not_found = json!({"error": {"message": "Previous response with id 'resp_2' not found.",
         "type": "invalid_request_error", "param": "previous_response_id", "code": "previous_response_not_found"}});

@@ -23,6 +23,8 @@ fn entry(id: &str, at: u64, size: usize) -> Entry {
         response: format!(r#"{{"id":"{id}","pad":"{}"}}"#, "x".repeat(size)),
         input_items: "[]".into(),
         origin: String::new(),
+        tokens: 0,
+        cost_micros: 0,
     }
 }
 

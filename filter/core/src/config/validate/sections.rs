@@ -31,6 +31,8 @@ pub(super) fn limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> L
         tokens_per_month: raw.tokens_per_month,
         cost_usd_per_day: money(format!("{path}.cost_usd_per_day"), raw.cost_usd_per_day, p),
         cost_usd_per_month: money(format!("{path}.cost_usd_per_month"), raw.cost_usd_per_month, p),
+        tokens_per_conversation: raw.tokens_per_conversation,
+        cost_usd_per_conversation: money(format!("{path}.cost_usd_per_conversation"), raw.cost_usd_per_conversation, p),
         overrun: overrun(path, raw.overrun.as_deref(), p),
         max_wait_ms: max_wait(path, raw.max_wait_ms, p),
     }
