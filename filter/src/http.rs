@@ -14,6 +14,7 @@
 mod admission;
 mod balance;
 mod chain;
+mod conversations;
 mod cut;
 mod delivery;
 mod dialects;
@@ -201,6 +202,8 @@ pub(crate) struct Stream {
     lifecycle_call: Option<u32>,
     /// The stored conversation a Responses follow-up continues ([`chain`]).
     chain: Option<Box<chain::ChainState>>,
+    /// A Conversations API call waiting for its body ([`conversations`]).
+    conversation: Option<Box<conversations::Pending>>,
 }
 
 impl Stream {
@@ -261,6 +264,7 @@ impl Stream {
             capture: None,
             lifecycle_call: None,
             chain: None,
+            conversation: None,
         }
     }
 
@@ -334,7 +338,7 @@ impl Stream {
                 self.api_kind = Some(*api);
                 api.label()
             }
-            Endpoint::Stored(_) => Api::Responses.label(),
+            Endpoint::Stored(_) | Endpoint::Conversations(_) => Api::Responses.label(),
             Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
         };
         // With keys, every call needs one, even to a path that does not exist: an
@@ -350,6 +354,7 @@ impl Stream {
             },
             Endpoint::Reject(e) => self.reply_error(&e),
             Endpoint::Stored(call) => self.start_lifecycle(config, call, head.method, head.path),
+            Endpoint::Conversations(call) => self.start_conversations(call, head.method, head.path, end_of_stream),
             Endpoint::Forward(_) if end_of_stream => {
                 self.reply_error(&ApiError::bad_request("The request body is empty."))
             }
@@ -383,6 +388,9 @@ impl Stream {
         let Some(plugin) = self.shared.plugin.clone() else {
             return Action::Continue;
         };
+        if let Some(action) = self.conversation_body(body_size, end_of_stream) {
+            return action;
+        }
         if self.api.is_none() {
             return Action::Continue;
         }

@@ -28,8 +28,23 @@ fuzz_target!(|data: &[u8]| {
             assert!(page["data"].as_array().is_some_and(|d| d.len() <= 100));
         }
     }
-    if let Ok(Some(id)) = chain::previous_id(data) {
-        assert!(stored::valid_id(&id));
+    match chain::continues(data) {
+        Ok(Some(chain::Continues::Response(id))) => assert!(stored::valid_id(&id)),
+        Ok(Some(chain::Continues::Conversation(id))) => assert!(stored::conversations::valid_id(&id)),
+        _ => {}
+    }
+    for method in ["GET", "POST", "DELETE"] {
+        let path = format!("/v1/conversations{text}");
+        use stored::conversations::{valid_id, Call};
+        match stored::conversations::classify(method, &path) {
+            Ok(Call::Retrieve(id) | Call::Update(id) | Call::Delete(id) | Call::AddItems(id) | Call::ListItems(id)) => {
+                assert!(valid_id(id), "{path}")
+            }
+            Ok(Call::GetItem(id, item) | Call::DeleteItem(id, item)) => {
+                assert!(valid_id(id) && stored::conversations::valid_item_id(item), "{path}")
+            }
+            _ => {}
+        }
     }
     let _ = chain::Chain::decode(data);
     let items = vec![serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "content": "a"})];

@@ -66,7 +66,7 @@ impl Guest {
             },
             Endpoint::Reject(e) => reply::error(&e, req.dialect, &req.id),
             // No response store here: the middleware makes no calls to the sidecar.
-            Endpoint::Stored(_) => {
+            Endpoint::Stored(_) | Endpoint::Conversations(_) => {
                 let (bare, _) = ferrogate_core::route::split_query(&uri);
                 let e = ApiError::response_lifecycle_unsupported(&abi::method(), bare);
                 reply::error(&e, req.dialect, &req.id)

@@ -160,6 +160,8 @@ pub enum Endpoint<'p> {
     Forward(Api),
     /// A lifecycle call on a stored response, answered by the sidecar's response store.
     Stored(crate::stored::Lifecycle<'p>),
+    /// A Conversations API call, answered by the sidecar's store.
+    Conversations(crate::stored::conversations::Call<'p>),
     /// Answer locally with this error (unknown path, wrong method).
     Reject(ApiError),
 }
@@ -192,6 +194,10 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
         // Retrieving, listing or deleting needs the sidecar's store (the filter decides whether
         // it has one); a malformed id or a wrong method is answered here.
         return crate::stored::lifecycle(method, bare).map_or_else(Endpoint::Reject, Endpoint::Stored);
+    }
+    if bare == crate::stored::conversations::PATH || bare.starts_with("/v1/conversations/") {
+        return crate::stored::conversations::classify(method, bare)
+            .map_or_else(Endpoint::Reject, Endpoint::Conversations);
     }
     match Api::from_path(bare) {
         Some(api) if method == "POST" => Endpoint::Forward(api),

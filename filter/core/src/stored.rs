@@ -10,6 +10,7 @@
 //!   the whole response, so a streamed response is stored from it.
 //! - [`chain`] reads `previous_response_id` and rebuilds a follow-up's conversation from the
 //!   stored chain, so any provider gets the whole of it.
+//! - [`conversations`] classifies the Conversations API's calls.
 //! - [`include`] checks the `include` of a read.
 //! - [`page`] pages the input items of `GET /v1/responses/{id}/input_items` as OpenAI does.
 //! - The headers and path of the filter's call that hands a finished response to the sidecar
@@ -25,6 +26,7 @@ use crate::error::ApiError;
 use crate::usage::sse::{event_data, Splitter};
 
 pub mod chain;
+pub mod conversations;
 pub mod include;
 pub mod page;
 

@@ -1,7 +1,9 @@
-//! `previous_response_id` in the data path ([`ferrogate_core::stored::chain`]).
+//! `previous_response_id` and `conversation` in the data path
+//! ([`ferrogate_core::stored::chain`]).
 //!
-//! A Responses request that continues a stored response waits, its body buffered, while the
-//! sidecar walks the chain for the caller's key (one call). The conversation is then rebuilt
+//! A Responses request that continues a stored response (or a conversation) waits, its body
+//! buffered, while the sidecar walks the chain (or reads the conversation's items) for the
+//! caller's key (one call). The conversation is then rebuilt
 //! in front of the request's input and the request is routed with it, so translated providers
 //! (chat engines, Anthropic, Gemini) see every earlier turn. When the whole chain was created
 //! natively by the OpenAI provider the request is routed to, the client's body goes instead,
@@ -22,6 +24,7 @@ use ferrogate_core::limits::conversation::{self, Spent};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::RouteDecision;
+use ferrogate_core::stored::chain::Continues;
 use ferrogate_core::stored::{self, chain, OWNER_HEADER};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::HttpContext;
@@ -35,11 +38,12 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a request's chain stands.
 pub(crate) enum ChainState {
-    /// The call with this token is in flight; the request waits.
-    Pending(u32),
-    /// The conversation, rebuilt, and the provider that created all of it natively (`""`:
-    /// none).
-    Ready { rebuilt: Vec<u8>, origin: String },
+    /// The call with this token is in flight; the request waits (for the items of this
+    /// conversation, when it names one).
+    Pending(u32, Option<String>),
+    /// The conversation, rebuilt, the provider that created all of it natively (`""`: none),
+    /// and the conversation this turn is appended to, when the request named one.
+    Ready { rebuilt: Vec<u8>, origin: String, conversation: Option<String> },
 }
 
 impl Stream {
@@ -49,8 +53,8 @@ impl Stream {
         if self.chain.is_some() {
             return Ok(());
         }
-        let id = match chain::previous_id(body) {
-            Ok(Some(id)) => id,
+        let continues = match chain::continues(body) {
+            Ok(Some(continues)) => continues,
             Ok(None) => return Ok(()),
             Err(e) => return Err(self.reply_error(&e)),
         };
@@ -60,10 +64,14 @@ impl Stream {
         };
         let owner = stored::owner(config, self.caller);
         let extra: Vec<(&str, &str)> = if owner.is_empty() { Vec::new() } else { vec![(OWNER_HEADER, owner)] };
-        let path = format!("{}{id}", chain::CHAIN_PATH);
+        let path = format!("{}{}", chain::CHAIN_PATH, continues.id());
+        let conversation = match continues {
+            Continues::Conversation(id) => Some(id),
+            Continues::Response(_) => None,
+        };
         match sidecar_call::call(sidecar, "GET", &path, &extra, None, TIMEOUT) {
             Ok(token) => {
-                self.chain = Some(Box::new(ChainState::Pending(token)));
+                self.chain = Some(Box::new(ChainState::Pending(token, conversation)));
                 Err(Action::Pause)
             }
             Err(_) => Err(self.reply_error(&ApiError::unavailable("The response store cannot be reached."))),
@@ -72,7 +80,7 @@ impl Stream {
 
     /// Whether `token` is this request's chain call.
     pub(super) fn is_chain_call(&self, token: u32) -> bool {
-        matches!(self.chain.as_deref(), Some(ChainState::Pending(t)) if *t == token)
+        matches!(self.chain.as_deref(), Some(ChainState::Pending(t, _)) if *t == token)
     }
 
     /// The sidecar answered the chain call (or it failed): rebuild and route, or refuse.
@@ -111,11 +119,23 @@ impl Stream {
         }
         let body = self.get_request_body().unwrap_or_default();
         let rebuilt = chain::rebuild(&body, found.items).map_err(Refusal::Error)?;
-        Ok(ChainState::Ready { rebuilt, origin: found.origin })
+        let conversation = match self.chain.as_deref() {
+            Some(ChainState::Pending(_, conversation)) => conversation.clone(),
+            _ => None,
+        };
+        Ok(ChainState::Ready { rebuilt, origin: found.origin, conversation })
     }
 
     fn get_request_body(&self) -> Option<Vec<u8>> {
         hostcalls::get_buffer(BufferType::HttpRequestBody, 0, self.body_size).ok().flatten()
+    }
+
+    /// The conversation this turn is appended to, when the request named one.
+    pub(super) fn appends_to(&self) -> Option<&str> {
+        match self.chain.as_deref() {
+            Some(ChainState::Ready { conversation, .. }) => conversation.as_deref(),
+            _ => None,
+        }
     }
 
     /// The rebuilt conversation to route, when the request continues a chain.

@@ -20,6 +20,7 @@ use ferrogate_core::openai::ApiError;
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::split_query;
 use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
+use ferrogate_core::stored::conversations::CONVERSATION_HEADER;
 use ferrogate_core::stored::{
     self, Lifecycle, Op, MAX_CAPTURE_BYTES, OWNER_HEADER, REQUEST_BYTES_HEADER, STORE_PATH, STREAMED_HEADER,
 };
@@ -50,7 +51,9 @@ pub(crate) struct Capture {
 impl Stream {
     /// Starts copying a routed Responses request when it wants its response stored.
     pub(super) fn begin_capture(&mut self, plugin: &PluginConfig, config: &Config, body: &[u8]) {
-        if plugin.sidecar.is_none() || body.len() > MAX_CAPTURE_BYTES || !stored::wants_store(body) {
+        // A conversation's turn is appended to it even when the response is not stored.
+        let wanted = self.appends_to().is_some() || stored::wants_store(body);
+        if plugin.sidecar.is_none() || body.len() > MAX_CAPTURE_BYTES || !wanted {
             return;
         }
         let owner = stored::owner(config, self.caller).to_string();
@@ -79,6 +82,7 @@ impl Stream {
         let storable = (200..300).contains(&self.status) && !self.upstream_failed && !self.was_cut();
         // What the conversation limits sum over a chain (`limits::conversation`).
         let (tokens, cost) = if storable { self.billed() } else { (Decimal::new(0), None) };
+        let conversation = self.appends_to().map(str::to_string);
         let Some(c) = self.capture.as_mut().filter(|c| storable && !c.too_big && !c.answer.is_empty()) else {
             self.capture = None;
             return action;
@@ -99,6 +103,9 @@ impl Stream {
             extra.push((ORIGIN_HEADER, p.name.as_str()));
         }
         extra.push((TOKENS_HEADER, tokens.as_str()));
+        if let Some(id) = &conversation {
+            extra.push((CONVERSATION_HEADER, id.as_str()));
+        }
         if let Some(cost) = &cost {
             extra.push((COST_HEADER, cost.as_str()));
         }

@@ -20,6 +20,7 @@ use tokio_postgres::NoTls;
 
 use super::secrets::{MasterKey, SecretError};
 
+pub mod conversations;
 pub mod requests;
 pub mod responses;
 pub mod rows;
@@ -38,6 +39,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, include_str!("pg/0007_endpoints_dns.sql")),
     (8, include_str!("pg/0008_usage_retries.sql")),
     (9, include_str!("pg/0009_responses.sql")),
+    (10, include_str!("pg/0010_conversations.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

@@ -24,6 +24,8 @@ use super::source::Database;
 pub mod api;
 pub mod build;
 pub mod chain;
+pub mod conversation_api;
+pub mod conversations;
 pub mod memory;
 
 pub use api::router;
@@ -95,7 +97,7 @@ impl ResponseStore {
         }
     }
 
-    fn db(db: &OnceLock<Database>) -> Result<&Database, ResponsesError> {
+    pub(super) fn db(db: &OnceLock<Database>) -> Result<&Database, ResponsesError> {
         db.get().ok_or(ResponsesError::NotConnected)
     }
 

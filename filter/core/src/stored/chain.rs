@@ -1,8 +1,8 @@
 //! `previous_response_id` on every provider: a follow-up names the stored response it
 //! continues, and the provider must see the whole conversation.
 //!
-//! - [`previous_id`] reads a Responses request's `previous_response_id` (a cheap byte search
-//!   first, so requests without one pay nothing more) and checks it.
+//! - [`continues`] reads a Responses request's `previous_response_id` or `conversation` (a
+//!   cheap byte search first, so requests without either pay nothing more) and checks it.
 //! - The sidecar walks the chain for the key that owns it and answers a [`Chain`]: every
 //!   input item and output item of the chain, oldest first, and the provider that created all
 //!   of it natively, if one did.
@@ -70,18 +70,39 @@ struct StateFields {
     conversation: Option<Value>,
 }
 
-/// The `previous_response_id` of a Responses request, if it has one.
+/// What a Responses request continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Continues {
+    /// A stored response (`previous_response_id`).
+    Response(String),
+    /// A conversation (`conversation`).
+    Conversation(String),
+}
+
+impl Continues {
+    /// The id, which is also the chain route's last segment.
+    pub fn id(&self) -> &str {
+        match self {
+            Continues::Response(id) | Continues::Conversation(id) => id,
+        }
+    }
+}
+
+/// What a Responses request continues, if anything.
 ///
 /// # Errors
-/// 400 when it is not a string that can be a response id, or comes with `conversation`.
-pub fn previous_id(body: &[u8]) -> Result<Option<String>, ApiError> {
-    if crate::bytes::find_sub(body, b"\"previous_response_id\"").is_none() {
+/// 400 when `previous_response_id` is not a string that can be a response id, `conversation`
+/// names no conversation, or both are given.
+pub fn continues(body: &[u8]) -> Result<Option<Continues>, ApiError> {
+    let mentions = |name: &[u8]| crate::bytes::find_sub(body, name).is_some();
+    if !mentions(b"\"previous_response_id\"") && !mentions(b"\"conversation\"") {
         return Ok(None);
     }
     // An unreadable body is the router's to refuse, with its own message.
     let Ok(fields) = serde_json::from_slice::<StateFields>(body) else { return Ok(None) };
+    let conversation = super::conversations::named(fields.conversation.as_ref().unwrap_or(&Value::Null))?;
     let id = match fields.previous_response_id {
-        None | Some(Value::Null) => return Ok(None),
+        None | Some(Value::Null) => return Ok(conversation.map(Continues::Conversation)),
         Some(Value::String(id)) => id,
         Some(_) => return Err(bad_previous("'previous_response_id' must be a string.".into())),
     };
@@ -91,18 +112,19 @@ pub fn previous_id(body: &[u8]) -> Result<Option<String>, ApiError> {
             "Invalid 'previous_response_id': '{shown}'. Expected an ID that begins with 'resp_'."
         )));
     }
-    if fields.conversation.is_some_and(|c| !c.is_null()) {
+    if conversation.is_some() {
         let message = "'previous_response_id' cannot be used together with 'conversation'.";
         return Err(ApiError { param: Some("previous_response_id"), ..ApiError::bad_request(message) });
     }
-    Ok(Some(id))
+    Ok(Some(Continues::Response(id)))
 }
 
 fn bad_previous(message: String) -> ApiError {
     ApiError { param: Some("previous_response_id"), code: Some("invalid_value"), ..ApiError::bad_request(message) }
 }
 
-/// `request` with the chain's items in front of its `input` and no `previous_response_id`.
+/// `request` with the chain's items in front of its `input`, and no `previous_response_id` or
+/// `conversation`.
 ///
 /// # Errors
 /// 400 when the request is not a JSON object or its `input` is neither a string nor a list.
@@ -111,6 +133,7 @@ pub fn rebuild(request: &[u8], chain: Vec<Value>) -> Result<Vec<u8>, ApiError> {
         return Err(ApiError::bad_request("The request body is not a JSON object."));
     };
     fields.remove("previous_response_id");
+    fields.remove("conversation");
     let own = match fields.remove("input") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(text)) => vec![serde_json::json!({"role": "user", "content": text})],
@@ -160,11 +183,14 @@ mod tests {
 
     #[test]
     fn a_request_without_a_previous_id_is_not_parsed() {
-        assert_eq!(previous_id(br#"{"model":"m","input":"hi"}"#), Ok(None));
-        assert_eq!(previous_id(b"not json \"previous_response_id\""), Ok(None), "the router refuses it");
-        assert_eq!(previous_id(br#"{"previous_response_id":null}"#), Ok(None));
-        let got = previous_id(br#"{"previous_response_id":"resp_1","input":"x"}"#);
-        assert_eq!(got, Ok(Some("resp_1".into())));
+        assert_eq!(continues(br#"{"model":"m","input":"hi"}"#), Ok(None));
+        assert_eq!(continues(b"not json \"previous_response_id\""), Ok(None), "the router refuses it");
+        assert_eq!(continues(br#"{"previous_response_id":null}"#), Ok(None));
+        let got = continues(br#"{"previous_response_id":"resp_1","input":"x"}"#);
+        assert_eq!(got, Ok(Some(Continues::Response("resp_1".into()))));
+        let got = continues(br#"{"conversation":{"id":"conv_1"},"input":"x"}"#);
+        assert_eq!(got.map(|c| c.map(|c| c.id().to_string())), Ok(Some("conv_1".into())));
+        assert_eq!(continues(br#"{"conversation":"resp_1"}"#).unwrap_err().param, Some("conversation"));
     }
 
     #[test]
@@ -175,7 +201,7 @@ mod tests {
             r#"{"previous_response_id":7}"#,
             r#"{"previous_response_id":"resp_1","conversation":"conv_1"}"#,
         ] {
-            let e = previous_id(body.as_bytes()).unwrap_err();
+            let e = continues(body.as_bytes()).unwrap_err();
             assert_eq!((e.status, e.param), (400, Some("previous_response_id")), "{body}");
         }
     }
@@ -192,10 +218,11 @@ mod tests {
             json!({"type": "message", "id": "msg_b", "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": "yo", "annotations": [], "logprobs": []}]}),
         ];
-        let body = br#"{"model":"m","previous_response_id":"resp_a","instructions":"new","input":"next"}"#;
+        let body =
+            br#"{"model":"m","previous_response_id":"resp_a","instructions":"new","input":"next","conversation":null}"#;
         let got: Value = serde_json::from_slice(&rebuild(body, chain).unwrap()).unwrap();
         assert_eq!(got["instructions"], "new", "the request's own instructions");
-        assert!(got.get("previous_response_id").is_none());
+        assert!(got.get("previous_response_id").is_none() && got.get("conversation").is_none());
         assert_eq!(
             got["input"],
             json!([

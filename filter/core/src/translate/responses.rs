@@ -8,9 +8,10 @@
 //!   [`crate::translate::Context::store`] so that answers say `"store": true` then (else
 //!   `false`). A follow-up's `previous_response_id` is resolved before translation: the filter
 //!   rebuilds the conversation from the stored chain ([`crate::stored::chain`]), so what
-//!   reaches the translator has none; one that still does (a filter without the store) is
-//!   refused, like the other state the translation cannot hold: `conversation`, `prompt` (a
-//!   stored template), `background: true`, and a non-empty `include`.
+//!   reaches the translator has none (nor `conversation`, whose items are put in front the
+//!   same way); one that still does (a filter without the store) is refused, like the other
+//!   state the translation cannot hold: `prompt` (a stored template), `background: true`, and
+//!   a non-empty `include`.
 //! - **Reasoning.** Each thinking block of an answer becomes one `reasoning` item whose text
 //!   is its single `summary_text` part; a provider's signature goes in `encrypted_content`, so
 //!   a client that sends its output back as input (the stateless way to continue) returns it

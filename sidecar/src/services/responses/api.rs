@@ -38,6 +38,7 @@ use super::{build, ResponseStore, ResponsesError};
 use crate::services::auth::{bearer_ok, unauthorized};
 use crate::services::now_ms;
 
+use ferrogate_core::stored::conversations::{self, CONVERSATION_HEADER};
 use ferrogate_core::stored::{include, page};
 
 /// State of the response routes.
@@ -56,18 +57,19 @@ pub fn router(state: ResponsesApi) -> Router {
         .route("/v1/responses/{id}", get(retrieve).delete(delete))
         .route("/v1/responses/{id}/input_items", get(input_items))
         .route("/v1/response-chains/{id}", get(chain_of))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(super::conversation_api::router(state))
 }
 
-fn json_answer(status: StatusCode, body: impl Into<axum::body::Body>) -> Response {
+pub(super) fn json_answer(status: StatusCode, body: impl Into<axum::body::Body>) -> Response {
     (status, [(CONTENT_TYPE, "application/json")], body.into()).into_response()
 }
 
-fn api_error(e: &ApiError) -> Response {
+pub(super) fn api_error(e: &ApiError) -> Response {
     json_answer(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), e.body())
 }
 
-fn unavailable(e: &ResponsesError) -> Response {
+pub(super) fn unavailable(e: &ResponsesError) -> Response {
     tracing::warn!(error = %e, "response store unavailable");
     api_error(&ApiError::unavailable("The response store is unavailable; try again."))
 }
@@ -76,7 +78,7 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn owner(headers: &HeaderMap) -> &str {
+pub(super) fn owner(headers: &HeaderMap) -> &str {
     header(headers, OWNER_HEADER).unwrap_or_default()
 }
 
@@ -100,6 +102,13 @@ async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::
     entry.origin = header(&headers, ORIGIN_HEADER).filter(|o| o.len() <= 256).unwrap_or_default().to_string();
     let number = |name: &str| header(&headers, name).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
     (entry.tokens, entry.cost_micros) = (number(TOKENS_HEADER), number(COST_HEADER));
+    if let Some(conversation) = header(&headers, CONVERSATION_HEADER).filter(|c| conversations::valid_id(c)) {
+        build::set_conversation(&mut entry, conversation);
+        append_turn(&api, &headers, conversation, &entry).await;
+    }
+    if !ferrogate_core::stored::wants_store(request) {
+        return json_answer(StatusCode::OK, json!({"stored": false, "reason": "store: false"}).to_string());
+    }
     match api.store.put(owner(&headers), entry).await {
         Ok(true) => json_answer(StatusCode::OK, r#"{"stored":true}"#),
         Ok(false) => {
@@ -182,6 +191,9 @@ async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id):
     if !bearer_ok(&headers, api.internal_token.as_deref()) {
         return unauthorized().into_response();
     }
+    if conversations::valid_id(&id) {
+        return conversation_chain(&api, &headers, &id).await;
+    }
     if !valid_id(&id) {
         return api_error(&ApiError::previous_response_not_found(&id));
     }
@@ -191,5 +203,45 @@ async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id):
         Ok(Walk::Missing(link)) => api_error(&ApiError::previous_response_not_found(&link)),
         Ok(Walk::TooDeep) => api_error(&ApiError::chain_too_deep(&id, max)),
         Err(e) => unavailable(&e),
+    }
+}
+
+/// A conversation's items as a chain (no native origin: a conversation is this gateway's).
+async fn conversation_chain(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Response {
+    match api.store.conversation(owner(headers), id).await {
+        Ok(Some(c)) => {
+            let (tokens, cost_micros) = (c.tokens, c.cost_micros);
+            let found = Walk::Found { items: c.items, depth: 0, origin: String::new(), tokens, cost_micros };
+            json_answer(StatusCode::OK, found.body())
+        }
+        Ok(None) => {
+            let message = format!("Conversation with id '{id}' not found.");
+            api_error(&ApiError { param: Some("conversation"), ..ApiError::bad_request(message) })
+        }
+        Err(e) => unavailable(&e),
+    }
+}
+
+/// Appends a completed turn (its input items, then its output items) to `conversation`, with
+/// what it used.
+async fn append_turn(api: &ResponsesApi, headers: &HeaderMap, conversation: &str, entry: &super::Entry) {
+    let mut turn: Vec<Value> = serde_json::from_str(&entry.input_items).unwrap_or_default();
+    let response: Value = serde_json::from_str(&entry.response).unwrap_or(Value::Null);
+    if let Some(Value::Array(output)) = response.get("output") {
+        turn.extend(output.iter().cloned());
+    }
+    let (tokens, cost) = (entry.tokens, entry.cost_micros);
+    let appended = api
+        .store
+        .update_conversation(owner(headers), conversation, move |c| {
+            c.items.extend(turn);
+            c.tokens = c.tokens.saturating_add(tokens);
+            c.cost_micros = c.cost_micros.saturating_add(cost);
+        })
+        .await;
+    match appended {
+        Ok(Some(_)) => {}
+        Ok(None) => tracing::warn!(conversation, "turn not appended: the conversation is gone"),
+        Err(e) => tracing::warn!(conversation, error = %e, "turn not appended"),
     }
 }

@@ -102,7 +102,7 @@ fn item_form(item: Value, tail: &str, index: usize) -> Value {
 }
 
 /// A message's string content as one text part, and a status when it has none.
-fn message_form(fields: &mut Map<String, Value>) {
+pub(super) fn message_form(fields: &mut Map<String, Value>) {
     if let Some(Value::String(text)) = fields.get("content") {
         let assistant = fields.get("role").and_then(Value::as_str) == Some("assistant");
         let part = if assistant {
@@ -118,4 +118,13 @@ fn message_form(fields: &mut Map<String, Value>) {
 /// Splits the filter's call body at `request_bytes` (request, answer).
 pub fn split(body: &[u8], request_bytes: usize) -> Option<(&[u8], &[u8])> {
     (request_bytes <= body.len()).then(|| body.split_at(request_bytes))
+}
+
+/// Records in the stored response the conversation its turn was appended to (OpenAI's
+/// `conversation: {"id"}`).
+pub fn set_conversation(entry: &mut Entry, conversation: &str) {
+    if let Ok(Value::Object(mut fields)) = serde_json::from_str::<Value>(&entry.response) {
+        fields.insert("conversation".into(), json!({"id": conversation}));
+        entry.response = Value::Object(fields).to_string();
+    }
 }

@@ -101,3 +101,41 @@ async fn the_chain_route_answers_the_items_or_the_clients_error() {
     assert_eq!((status, &bad["error"]["code"]), (400, &json!("previous_response_not_found")));
     assert_eq!(call(&app, "GET", "/v1/response-chains/resp_2", "sha256:a", vec![]).await.0, 200);
 }
+
+/// A conversation is its owner's; updates are atomic (two appends at once both land).
+async fn keeps_conversations(store: &ResponseStore) {
+    use super::conversations::Conversation;
+    let c = Conversation {
+        id: "conv_1".into(),
+        created_at: 1,
+        metadata: json!({"a": "b"}),
+        items: vec![json!({"id": "m1"})],
+        tokens: 0,
+        cost_micros: 0,
+    };
+    store.create_conversation("a", &c).await.unwrap();
+    assert_eq!(store.conversation("a", "conv_1").await.unwrap(), Some(c.clone()));
+    assert_eq!(store.conversation("b", "conv_1").await.unwrap(), None, "another owner's");
+    let after = store.update_conversation("a", "conv_1", |c| c.tokens += 5).await.unwrap().unwrap();
+    assert_eq!(after.tokens, 5);
+    assert_eq!(store.update_conversation("b", "conv_1", |c| c.tokens += 1).await.unwrap(), None);
+    let push = |id: &'static str| store.update_conversation("a", "conv_1", move |c| c.items.push(json!({"id": id})));
+    let (x, y) = tokio::join!(push("x"), push("y"));
+    assert!(x.unwrap().is_some() && y.unwrap().is_some());
+    let items = store.conversation("a", "conv_1").await.unwrap().unwrap().items;
+    assert_eq!(items.len(), 3, "both appends: {items:?}");
+    assert!(!store.delete_conversation("b", "conv_1").await.unwrap());
+    assert!(store.delete_conversation("a", "conv_1").await.unwrap());
+    assert_eq!(store.conversation("a", "conv_1").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn memory_keeps_conversations() {
+    keeps_conversations(&ResponseStore::Memory(memory::MemoryStore::new(retention(10, 1 << 20)))).await;
+}
+
+#[tokio::test]
+async fn postgres_keeps_conversations() {
+    let (_schema, store) = postgres(retention(10, 1 << 20)).await;
+    keeps_conversations(&store).await;
+}

@@ -18,6 +18,8 @@ use super::Entry;
 pub struct MemoryStore {
     retention: Responses,
     inner: Mutex<Inner>,
+    /// The conversations kept beside the responses.
+    pub(super) conversations: super::conversations::MemoryConversations,
 }
 
 #[derive(Debug, Default)]
@@ -42,7 +44,7 @@ struct Owned {
 impl MemoryStore {
     /// An empty store keeping `retention`.
     pub fn new(retention: Responses) -> MemoryStore {
-        MemoryStore { retention, inner: Mutex::new(Inner::default()) }
+        MemoryStore { retention, inner: Mutex::new(Inner::default()), conversations: Default::default() }
     }
 
     /// The retention kept.
