@@ -178,3 +178,26 @@ def test_a_stored_response_expires(short_lived: Gateway):
         time.sleep(0.5)
     with pytest.raises(openai.NotFoundError):
         client.responses.input_items.list(created.id)
+
+
+@pytest.fixture(scope="module")
+def by_group() -> Gateway:
+    """A gateway of its own with `visibility: group`; carol's first group is alice's (dev)."""
+    def config(base: dict) -> dict:
+        next(k for k in base["keys"] if k["name"] == "carol")["groups"] = ["dev", "sdk"]
+        return {**base, "responses": {"visibility": "group"}}
+    yield from own_gateway("ferrogate-responses-group-", lambda w, a: _start(w, a, config))
+
+
+def test_with_group_visibility_the_group_shares_and_others_do_not(by_group: Gateway):
+    alice, carol, bob = by_group.client("alice"), by_group.client("carol"), by_group.client("bob")
+    created = alice.responses.create(model=MODEL, input="For the team.")
+    assert carol.responses.retrieve(created.id).id == created.id, "same first group"
+    follow = carol.responses.create(model=MODEL, input="And then?", previous_response_id=created.id)
+    assert alice.responses.retrieve(follow.id).previous_response_id == created.id
+    conv = carol.conversations.create(items=[{"role": "user", "content": "Team notes."}])
+    assert alice.conversations.retrieve(conv.id).id == conv.id
+    with pytest.raises(openai.NotFoundError):
+        bob.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        bob.conversations.retrieve(conv.id)

@@ -32,6 +32,9 @@ pub mod page;
 
 /// The request header carrying the owner of a stored response on the filter's sidecar calls.
 pub const OWNER_HEADER: &str = "x-ferrogate-owner";
+/// The request header carrying the first group of the caller's key, which owns stored state
+/// under `responses.visibility: group`.
+pub const OWNER_GROUP_HEADER: &str = "x-ferrogate-owner-group";
 /// How many leading bytes of the stored call's body are the client's request (the rest is the
 /// answer the client got).
 pub const REQUEST_BYTES_HEADER: &str = "x-ferrogate-request-bytes";
@@ -131,6 +134,26 @@ pub fn check_background(body: &[u8]) -> Result<(), ApiError> {
 /// The owner of what `caller` stores: its key's digest, or `""` on a gateway without keys.
 pub fn owner(config: &Config, caller: Caller) -> &str {
     caller.key_index().and_then(|i| config.keys.get(i)).map_or("", |k| k.digest.as_str())
+}
+
+/// The first group of `caller`'s key, which owns what it stores under `visibility: group`
+/// (the sidecar decides; the filter names both).
+pub fn owner_group(config: &Config, caller: Caller) -> Option<&str> {
+    let key = caller.key_index().and_then(|i| config.keys.get(i))?;
+    key.group_names.first().map(String::as_str)
+}
+
+/// The owner headers of a store call: the key's digest and its first group, when there are.
+pub fn owner_headers(config: &Config, caller: Caller) -> Vec<(&'static str, &str)> {
+    let mut headers = Vec::with_capacity(2);
+    let owner = owner(config, caller);
+    if !owner.is_empty() {
+        headers.push((OWNER_HEADER, owner));
+    }
+    if let Some(group) = owner_group(config, caller) {
+        headers.push((OWNER_GROUP_HEADER, group));
+    }
+    headers
 }
 
 /// The `data` of the last `response.completed` event in a captured event stream (`None`: the

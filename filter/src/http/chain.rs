@@ -25,7 +25,7 @@ use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::RouteDecision;
 use ferrogate_core::stored::chain::Continues;
-use ferrogate_core::stored::{self, chain, OWNER_HEADER};
+use ferrogate_core::stored::{self, chain};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::{Action, BufferType};
@@ -62,8 +62,7 @@ impl Stream {
             // No store: an OpenAI target may still know the id; everything else refuses it.
             return Ok(());
         };
-        let owner = stored::owner(config, self.caller);
-        let extra: Vec<(&str, &str)> = if owner.is_empty() { Vec::new() } else { vec![(OWNER_HEADER, owner)] };
+        let extra = stored::owner_headers(config, self.caller);
         let path = format!("{}{}", chain::CHAIN_PATH, continues.id());
         let conversation = match continues {
             Continues::Conversation(id) => Some(id),

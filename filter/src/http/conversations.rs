@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use ferrogate_core::openai::ApiError;
+use ferrogate_core::stored;
 use ferrogate_core::stored::conversations::Call;
-use ferrogate_core::stored::{self, OWNER_HEADER};
 use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::Action;
 
@@ -58,8 +58,7 @@ impl Stream {
         let Some(sidecar) = self.shared.plugin.as_ref().and_then(|p| p.sidecar.clone()) else {
             return Action::Continue;
         };
-        let owner = stored::owner(&config, self.caller);
-        let mut extra: Vec<(&str, &str)> = if owner.is_empty() { Vec::new() } else { vec![(OWNER_HEADER, owner)] };
+        let mut extra = stored::owner_headers(&config, self.caller);
         if body.is_some() {
             extra.push(("content-type", "application/json"));
         }

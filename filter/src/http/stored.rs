@@ -22,7 +22,8 @@ use ferrogate_core::route::split_query;
 use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
 use ferrogate_core::stored::conversations::CONVERSATION_HEADER;
 use ferrogate_core::stored::{
-    self, Lifecycle, Op, MAX_CAPTURE_BYTES, OWNER_HEADER, REQUEST_BYTES_HEADER, STORE_PATH, STREAMED_HEADER,
+    self, Lifecycle, Op, MAX_CAPTURE_BYTES, OWNER_GROUP_HEADER, OWNER_HEADER, REQUEST_BYTES_HEADER, STORE_PATH,
+    STREAMED_HEADER,
 };
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::HttpContext;
@@ -42,6 +43,8 @@ pub(crate) struct Capture {
     answer: Vec<u8>,
     /// The key's digest (`""`: no keys).
     owner: String,
+    /// The key's first group (`""`: none).
+    group: String,
     /// The answer outgrew [`MAX_CAPTURE_BYTES`]: it is not stored.
     too_big: bool,
     /// The store call holding the answer's end.
@@ -57,7 +60,8 @@ impl Stream {
             return;
         }
         let owner = stored::owner(config, self.caller).to_string();
-        let capture = Capture { request: body.to_vec(), answer: Vec::new(), owner, too_big: false, call: None };
+        let group = stored::owner_group(config, self.caller).unwrap_or_default().to_string();
+        let capture = Capture { request: body.to_vec(), answer: Vec::new(), owner, group, too_big: false, call: None };
         self.capture = Some(Box::new(capture));
         // A translated answer says what the gateway does with it.
         if let Some((_, ctx)) = self.translation.as_mut() {
@@ -95,6 +99,9 @@ impl Stream {
         }
         if !c.owner.is_empty() {
             extra.push((OWNER_HEADER, c.owner.as_str()));
+        }
+        if !c.group.is_empty() {
+            extra.push((OWNER_GROUP_HEADER, c.group.as_str()));
         }
         // Untranslated: the provider keeps this response too, and a follow-up routed to it
         // may pass `previous_response_id` on (`chain`).
@@ -185,8 +192,7 @@ impl Stream {
             Some(q) => format!("{bare}?{q}"),
             None => bare.to_string(),
         };
-        let owner = stored::owner(config, self.caller);
-        let extra: Vec<(&str, &str)> = if owner.is_empty() { Vec::new() } else { vec![(OWNER_HEADER, owner)] };
+        let extra = stored::owner_headers(config, self.caller);
         match sidecar_call::call(&sidecar, method, &target, &extra, None, TIMEOUT) {
             Ok(token) => {
                 self.lifecycle_call = Some(token);

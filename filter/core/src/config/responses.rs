@@ -33,6 +33,10 @@ pub struct RawResponses {
     /// Responses a `previous_response_id` chain may hold for a follow-up to be served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chain_depth: Option<u64>,
+    /// Who sees a stored response or conversation: `key` (default, the key that made it) or
+    /// `group` (every key of that key's first group).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<String>,
 }
 
 /// Retention of stored responses, validated.
@@ -46,6 +50,8 @@ pub struct Responses {
     pub max_bytes_per_key: u64,
     /// Responses a chain may hold for a follow-up to be served.
     pub max_chain_depth: u32,
+    /// Stored state is shared by the keys of a group (`visibility: group`).
+    pub by_group: bool,
 }
 
 impl Default for Responses {
@@ -55,6 +61,7 @@ impl Default for Responses {
             max_entries: DEFAULT_MAX_ENTRIES,
             max_bytes_per_key: DEFAULT_MAX_BYTES_PER_KEY,
             max_chain_depth: DEFAULT_MAX_CHAIN_DEPTH as u32,
+            by_group: false,
         }
     }
 }
@@ -83,7 +90,15 @@ pub(super) fn validate(raw: Option<&RawResponses>, p: &mut Problems) -> Response
         p.add("responses.max_chain_depth", format!("is more than {MAX_CHAIN_DEPTH}"));
     }
     let max_chain_depth = u32::try_from(depth.min(MAX_CHAIN_DEPTH)).unwrap_or(u32::MAX);
-    Responses { ttl_ms: ttl_secs.saturating_mul(1000), max_entries, max_bytes_per_key, max_chain_depth }
+    let by_group = match raw.visibility.as_deref() {
+        None | Some("key") => false,
+        Some("group") => true,
+        Some(other) => {
+            p.add("responses.visibility", format!("unknown visibility {other:?} (expected key or group)"));
+            false
+        }
+    };
+    Responses { ttl_ms: ttl_secs.saturating_mul(1000), max_entries, max_bytes_per_key, max_chain_depth, by_group }
 }
 
 /// `raw` validated on its own (the sidecar reads the block from the file at start).

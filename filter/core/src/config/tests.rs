@@ -273,6 +273,7 @@ fn responses_retention_is_read_and_checked() {
         max_entries: responses::DEFAULT_MAX_ENTRIES,
         max_bytes_per_key: 1000,
         max_chain_depth: 3,
+        by_group: false,
     };
     assert_eq!(c.responses, want);
     assert_eq!(load_yaml("{}").unwrap().responses, Responses::default());
@@ -282,6 +283,8 @@ fn responses_retention_is_read_and_checked() {
     assert!(p.iter().all(|p| p.ends_with("must be at least 1")), "{p:?}");
     assert_eq!(problem_paths("responses: {ttl_secs: 999999999999}"), ["responses.ttl_secs"]);
     assert_eq!(problem_paths("responses: {max_chain_depth: 10001}"), ["responses.max_chain_depth"]);
+    assert!(load_yaml("responses: {visibility: group}").unwrap().responses.by_group);
+    assert_eq!(problem_paths("responses: {visibility: team}"), ["responses.visibility"]);
     let raw: RawConfig = serde_saphyr::from_str("responses: {max_entries: 0}").unwrap();
     let err = responses::from_raw(raw.responses.as_ref()).unwrap_err();
     assert_eq!(err[0].path, "responses.max_entries");

@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
-use ferrogate_core::stored::{valid_id, OWNER_HEADER, REQUEST_BYTES_HEADER, STREAMED_HEADER};
+use ferrogate_core::stored::{valid_id, OWNER_GROUP_HEADER, OWNER_HEADER, REQUEST_BYTES_HEADER, STREAMED_HEADER};
 use serde_json::{json, Value};
 
 use super::chain::{self, Walk};
@@ -78,8 +78,16 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-pub(super) fn owner(headers: &HeaderMap) -> &str {
-    header(headers, OWNER_HEADER).unwrap_or_default()
+impl ResponsesApi {
+    /// Who owns what this call stores or reads: the key's digest, or with `visibility: group`
+    /// its first group (`group:<name>`; a key without groups keeps its own).
+    pub(super) fn owner(&self, headers: &HeaderMap) -> String {
+        let group = header(headers, OWNER_GROUP_HEADER).filter(|_| self.store.retention().by_group);
+        match group {
+            Some(group) => format!("group:{group}"),
+            None => header(headers, OWNER_HEADER).unwrap_or_default().to_string(),
+        }
+    }
 }
 
 async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
@@ -109,7 +117,7 @@ async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::
     if !ferrogate_core::stored::wants_store(request) {
         return json_answer(StatusCode::OK, json!({"stored": false, "reason": "store: false"}).to_string());
     }
-    match api.store.put(owner(&headers), entry).await {
+    match api.store.put(&api.owner(&headers), entry).await {
         Ok(true) => json_answer(StatusCode::OK, r#"{"stored":true}"#),
         Ok(false) => {
             let reason = "the response is larger than responses.max_bytes_per_key";
@@ -127,7 +135,7 @@ async fn found(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Result<supe
     if !valid_id(id) {
         return Err(api_error(&ApiError::bad_response_id(id)));
     }
-    match api.store.get(owner(headers), id, now_ms()).await {
+    match api.store.get(&api.owner(headers), id, now_ms()).await {
         Ok(Some(entry)) => Ok(entry),
         Ok(None) => Err(api_error(&ApiError::response_not_found(id))),
         Err(e) => Err(unavailable(&e)),
@@ -156,7 +164,7 @@ async fn delete(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id): P
     if !valid_id(&id) {
         return api_error(&ApiError::bad_response_id(&id));
     }
-    match api.store.delete(owner(&headers), &id, now_ms()).await {
+    match api.store.delete(&api.owner(&headers), &id, now_ms()).await {
         Ok(true) => json_answer(StatusCode::OK, json!({"id": id, "object": "response", "deleted": true}).to_string()),
         Ok(false) => api_error(&ApiError::response_not_found(&id)),
         Err(e) => unavailable(&e),
@@ -198,7 +206,7 @@ async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id):
         return api_error(&ApiError::previous_response_not_found(&id));
     }
     let max = api.store.retention().max_chain_depth;
-    match chain::walk(&api.store, owner(&headers), &id, now_ms(), max).await {
+    match chain::walk(&api.store, &api.owner(&headers), &id, now_ms(), max).await {
         Ok(found @ Walk::Found { .. }) => json_answer(StatusCode::OK, found.body()),
         Ok(Walk::Missing(link)) => api_error(&ApiError::previous_response_not_found(&link)),
         Ok(Walk::TooDeep) => api_error(&ApiError::chain_too_deep(&id, max)),
@@ -208,7 +216,7 @@ async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id):
 
 /// A conversation's items as a chain (no native origin: a conversation is this gateway's).
 async fn conversation_chain(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Response {
-    match api.store.conversation(owner(headers), id).await {
+    match api.store.conversation(&api.owner(headers), id).await {
         Ok(Some(c)) => {
             let (tokens, cost_micros) = (c.tokens, c.cost_micros);
             let found = Walk::Found { items: c.items, depth: 0, origin: String::new(), tokens, cost_micros };
@@ -233,7 +241,7 @@ async fn append_turn(api: &ResponsesApi, headers: &HeaderMap, conversation: &str
     let (tokens, cost) = (entry.tokens, entry.cost_micros);
     let appended = api
         .store
-        .update_conversation(owner(headers), conversation, move |c| {
+        .update_conversation(&api.owner(headers), conversation, move |c| {
             c.items.extend(turn);
             c.tokens = c.tokens.saturating_add(tokens);
             c.cost_micros = c.cost_micros.saturating_add(cost);

@@ -26,7 +26,7 @@ use ferrogate_core::stored::conversations::{valid_id, MAX_ITEMS_PER_CALL};
 use ferrogate_core::stored::{include, page};
 use serde_json::{json, Map, Value};
 
-use super::api::{api_error, json_answer, owner, unavailable, ResponsesApi};
+use super::api::{api_error, json_answer, unavailable, ResponsesApi};
 use super::conversations::Conversation;
 use crate::services::auth::{bearer_ok, unauthorized};
 use crate::services::now_ms;
@@ -130,7 +130,7 @@ async fn create(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum:
             tokens: 0,
             cost_micros: 0,
         };
-        api.store.create_conversation(owner(&headers), &c).await.map_err(|e| unavailable(&e))?;
+        api.store.create_conversation(&api.owner(&headers), &c).await.map_err(|e| unavailable(&e))?;
         Ok::<_, Response>(json_answer(StatusCode::OK, c.object().to_string()))
     };
     made.await.unwrap_or_else(|answer| answer)
@@ -142,7 +142,7 @@ async fn found(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Result<Conv
     if !valid_id(id) {
         return Err(not_found(id));
     }
-    match api.store.conversation(owner(headers), id).await {
+    match api.store.conversation(&api.owner(headers), id).await {
         Ok(Some(c)) => Ok(c),
         Ok(None) => Err(not_found(id)),
         Err(e) => Err(unavailable(&e)),
@@ -164,7 +164,7 @@ async fn changed(
     change: impl FnOnce(&mut Conversation),
 ) -> Result<Conversation, Response> {
     checked(api, headers)?;
-    match api.store.update_conversation(owner(headers), id, change).await {
+    match api.store.update_conversation(&api.owner(headers), id, change).await {
         Ok(Some(c)) => Ok(c),
         Ok(None) => Err(not_found(id)),
         Err(e) => Err(unavailable(&e)),
@@ -191,7 +191,7 @@ async fn delete(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id): P
     if let Err(answer) = checked(&api, &headers) {
         return answer;
     }
-    match api.store.delete_conversation(owner(&headers), &id).await {
+    match api.store.delete_conversation(&api.owner(&headers), &id).await {
         Ok(true) => {
             let deleted = json!({"id": id, "object": "conversation.deleted", "deleted": true});
             json_answer(StatusCode::OK, deleted.to_string())
