@@ -64,6 +64,17 @@ def test_a_follow_up_carries_the_whole_conversation(gateway: Gateway, model: str
     assert third.usage.input_tokens > second.usage.input_tokens, "a chain of three"
 
 
+def test_a_follow_up_is_charged_for_the_conversation_the_provider_billed(gateway: Gateway):
+    client = gateway.client("carol")
+    first = client.responses.create(model="an-chat", input="Tell me about ducks.")
+    raw = client.responses.with_raw_response.create(model="an-chat", input="And geese?",
+                                                    previous_response_id=first.id)
+    second = raw.parse()
+    record = gateway.wait_usage(raw.headers["x-request-id"], key="carol", model="an-chat")
+    assert record["prompt_tokens"] == second.usage.input_tokens > first.usage.input_tokens, record
+    assert record["completion_tokens"] == second.usage.output_tokens, record
+
+
 @pytest.mark.parametrize("model", TRANSLATED)
 def test_a_tool_call_and_its_output_carry_over(gateway: Gateway, model: str):
     client = gateway.client("carol")
