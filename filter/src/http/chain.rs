@@ -23,7 +23,7 @@ use ferrogate_core::config::Config;
 use ferrogate_core::limits::conversation::{self, Spent};
 use ferrogate_core::openai::{self, ApiError};
 use ferrogate_core::plugin::PluginConfig;
-use ferrogate_core::route::RouteDecision;
+use ferrogate_core::route::{Api, RouteDecision};
 use ferrogate_core::stored::chain::Continues;
 use ferrogate_core::stored::{self, chain};
 use proxy_wasm::hostcalls;
@@ -48,10 +48,20 @@ pub(crate) enum ChainState {
 
 impl Stream {
     /// Before routing a Responses request: `Ok(())` when it continues nothing or its chain is
-    /// here; `Err(action)` when it waits for the chain (`Pause`) or was answered.
-    pub(super) fn await_chain(&mut self, plugin: &PluginConfig, config: &Config, body: &[u8]) -> Result<(), Action> {
+    /// here; `Err(action)` when it waits for the chain (`Pause`, routed when it arrives) or was
+    /// answered (`background: true`, a bad id, no store to ask).
+    pub(super) fn prepare_responses(
+        &mut self,
+        plugin: &PluginConfig,
+        config: &Config,
+        body: &[u8],
+    ) -> Result<(), Action> {
         if self.chain.is_some() {
             return Ok(());
+        }
+        if let Err(e) = stored::check_background(body) {
+            self.model_requested = super::head::requested_model(body, Api::Responses);
+            return Err(self.reply_error(&e));
         }
         let continues = match chain::continues(body) {
             Ok(Some(continues)) => continues,
@@ -71,6 +81,7 @@ impl Stream {
         match sidecar_call::call(sidecar, "GET", &path, &extra, None, TIMEOUT) {
             Ok(token) => {
                 self.chain = Some(Box::new(ChainState::Pending(token, conversation)));
+                self.api = Some(Api::Responses);
                 Err(Action::Pause)
             }
             Err(_) => Err(self.reply_error(&ApiError::unavailable("The response store cannot be reached."))),

@@ -25,12 +25,7 @@ impl Stream {
             return self.count_tokens(&config, &original);
         }
         if api == Api::Responses {
-            if let Err(e) = ferrogate_core::stored::check_background(&original) {
-                self.model_requested = requested_model(&original, api);
-                return self.reply_error(&e);
-            }
-            if let Err(action) = self.await_chain(plugin, &config, &original) {
-                self.api = Some(api); // Routed when the chain arrives.
+            if let Err(action) = self.prepare_responses(plugin, &config, &original) {
                 return action;
             }
         }
