@@ -109,7 +109,7 @@ impl Stream {
                 s.finish(&plugin)
             }
             Err(Refusal::Relay(body)) => {
-                s.reason = Some("previous_response_not_found");
+                s.reason = Some(relayed_reason(&body));
                 s.reply(400, &body)
             }
             Err(Refusal::Error(e)) => s.reply_error(&e),
@@ -183,4 +183,15 @@ enum Refusal {
     Error(ApiError),
     /// The conversation has used a limit (`limits::conversation`).
     Spent(ApiError),
+}
+
+/// The metrics' `reason` of a relayed refusal: its `error.code` when it is one the store
+/// answers, else its type.
+fn relayed_reason(body: &[u8]) -> &'static str {
+    let error: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    match error.as_ref().and_then(|e| e["error"]["code"].as_str()) {
+        Some("previous_response_not_found") => "previous_response_not_found",
+        Some("previous_response_chain_too_long") => "previous_response_chain_too_long",
+        _ => "invalid_request_error",
+    }
 }
