@@ -328,7 +328,7 @@ async fn serve_starts_on_its_cached_snapshot_while_the_database_is_down() {
 
 /// A stored response lives in the shared database: made through A, it is read, its input
 /// items listed and a follow-up to it served through B; deleted through B, A no longer finds
-/// it.
+/// it. A conversation made through A takes a turn through B, and A lists it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_stored_through_one_gateway_is_read_through_the_other() {
     let (url, schema) = schema_url().await;
@@ -359,6 +359,23 @@ async fn a_response_stored_through_one_gateway_is_read_through_the_other() {
         post(&b, json!({"model": "seeded", "input": "And then?", "store": false})).await.unwrap().json().await.unwrap();
     let tokens = |v: &Value| v["usage"]["input_tokens"].as_u64().unwrap();
     assert!(tokens(&follow) > tokens(&alone), "the rebuilt conversation: {follow} / {alone}");
+    // A conversation made through A takes a turn through B; A lists the turn's items.
+    let conv: Value = client
+        .post(format!("http://{}/v1/conversations", a.addr()))
+        .json(&json!({"items": [{"role": "user", "content": "Noted."}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let conv_id = conv["id"].as_str().unwrap().to_string();
+    let turn = json!({"model": "seeded", "input": "Go on.", "conversation": conv_id});
+    assert_eq!(post(&b, turn).await.unwrap().status(), 200);
+    let items: Value =
+        get(&a, format!("/v1/conversations/{conv_id}/items?order=asc")).await.unwrap().json().await.unwrap();
+    let roles: Vec<&str> = items["data"].as_array().unwrap().iter().map(|i| i["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(roles, ["user", "user", "assistant"], "{items}");
     let deleted = client.delete(format!("http://{}/v1/responses/{id}", b.addr())).send().await.unwrap();
     assert_eq!(deleted.status(), 200);
     assert_eq!(get(&a, format!("/v1/responses/{id}")).await.unwrap().status(), 404);
