@@ -3,7 +3,7 @@
 #![no_main]
 
 use ferrogate_core::config::ProviderKind;
-use ferrogate_core::translate::{pair, Context, Inbound};
+use ferrogate_core::translate::{pair, Context, Inbound, Kept};
 use libfuzzer_sys::fuzz_target;
 
 const INBOUND: [Inbound; 4] = [Inbound::OpenAiChat, Inbound::Anthropic, Inbound::Gemini, Inbound::Responses];
@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
         structured: mode & 0x40 != 0,
         stream: false,
         stream_usage: false,
-        store: mode & 0x80 != 0,
+        kept: Kept {
+            store: mode & 0x80 != 0,
+            previous_response_id: (mode & 1 != 0).then(|| "resp_p".into()),
+            conversation: (mode & 2 != 0).then(|| "conv_c".into()),
+        },
     };
     if let Ok(out) = p.response(body, &ctx, 1) {
         serde_json::from_slice::<serde_json::Value>(&out).expect("translated answers are JSON");

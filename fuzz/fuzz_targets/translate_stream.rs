@@ -5,7 +5,7 @@
 
 use ferrogate_core::config::ProviderKind;
 use ferrogate_core::translate::stream::StreamTranslator;
-use ferrogate_core::translate::{pair, Context, Inbound};
+use ferrogate_core::translate::{pair, Context, Inbound, Kept};
 use libfuzzer_sys::fuzz_target;
 
 const INBOUND: [Inbound; 4] = [Inbound::OpenAiChat, Inbound::Anthropic, Inbound::Gemini, Inbound::Responses];
@@ -28,7 +28,11 @@ fuzz_target!(|data: &[u8]| {
         structured: mode & 0x40 != 0,
         stream: true,
         stream_usage: mode & 0x80 != 0,
-        store: mode & 0x20 != 0,
+        kept: Kept {
+            store: mode & 0x20 != 0,
+            previous_response_id: (mode & 1 != 0).then(|| "resp_p".into()),
+            conversation: (mode & 2 != 0).then(|| "conv_c".into()),
+        },
     };
     let whole = run(&mut StreamTranslator::new(p, &ctx, 1), std::iter::once(body));
     let step = usize::from(mode >> 4) + 1;

@@ -92,6 +92,7 @@ def test_responses_in_a_conversation_see_and_extend_it(gateway: Gateway, model: 
     listed = client.conversations.items.list(conv.id, order="asc").data
     assert [i.role for i in listed] == ["user", "user", "assistant"]
     assert texts(listed) == ["Tell me about ducks.", "And geese?", first.output_text]
+    assert first.conversation.id == conv.id, "the answer names its conversation"
     assert client.responses.retrieve(first.id).conversation.id == conv.id
     # store=False keeps no response, but the turn joins the conversation all the same.
     second = client.responses.create(model=model, conversation={"id": conv.id}, input="And swans?", store=False)

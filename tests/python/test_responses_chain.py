@@ -56,6 +56,7 @@ def test_a_follow_up_carries_the_whole_conversation(gateway: Gateway, model: str
     ])
     assert second.output_text == whole.output_text
     assert second.usage.input_tokens == whole.usage.input_tokens, "every turn, and no inherited instructions"
+    assert second.previous_response_id == first.id, "the answer echoes what it continues"
     stored = client.responses.retrieve(second.id)
     assert stored.previous_response_id == first.id
     # What the turn added is stored, not the rebuilt conversation.

@@ -145,9 +145,20 @@ pub struct Context {
     pub stream: bool,
     /// The client asked for usage at the end of its stream (OpenAI `stream_options`).
     pub stream_usage: bool,
-    /// The gateway stores this Responses answer (`crate::stored`), so it says `store: true`;
-    /// set by the filter, false from the translator.
+    /// What a Responses answer says of the gateway's state (`crate::stored`): set by the
+    /// filter, nothing kept from the translator.
+    pub kept: Kept,
+}
+
+/// What a translated Responses answer echoes of the state the gateway keeps for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// The gateway stores the response, so it says `store: true`.
     pub store: bool,
+    /// The stored response it continues.
+    pub previous_response_id: Option<String>,
+    /// The conversation its turn is appended to.
+    pub conversation: Option<String>,
 }
 
 impl Pair {
@@ -190,7 +201,7 @@ impl Pair {
             structured: self.outbound == Outbound::Anthropic && req.output.is_some(),
             stream: req.stream,
             stream_usage: req.stream_usage,
-            store: false,
+            kept: Kept::default(),
         };
         let out = self.encode(req).map_err(|e| match self.inbound {
             // Refusals name what the client sent.
@@ -224,7 +235,7 @@ impl Pair {
             Inbound::OpenAiChat => openai_chat::encode_response(&resp, &ctx.model, now_unix_secs),
             Inbound::Anthropic => anthropic::encode_response(&resp, &ctx.model),
             Inbound::Gemini => gemini::encode_response(&resp, &ctx.model),
-            Inbound::Responses => responses::encode_stored_response(&resp, &ctx.model, now_unix_secs, ctx.store),
+            Inbound::Responses => responses::encode_stored_response(&resp, &ctx.model, now_unix_secs, &ctx.kept),
         })
     }
 

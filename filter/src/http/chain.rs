@@ -38,12 +38,11 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a request's chain stands.
 pub(crate) enum ChainState {
-    /// The call with this token is in flight; the request waits (for the items of this
-    /// conversation, when it names one).
-    Pending(u32, Option<String>),
+    /// The call with this token is in flight; the request waits.
+    Pending(u32, Continues),
     /// The conversation, rebuilt, the provider that created all of it natively (`""`: none),
-    /// and the conversation this turn is appended to, when the request named one.
-    Ready { rebuilt: Vec<u8>, origin: String, conversation: Option<String> },
+    /// and what the request continues.
+    Ready { rebuilt: Vec<u8>, origin: String, continues: Continues },
 }
 
 impl Stream {
@@ -74,13 +73,9 @@ impl Stream {
         };
         let extra = stored::owner_headers(config, self.caller);
         let path = format!("{}{}", chain::CHAIN_PATH, continues.id());
-        let conversation = match continues {
-            Continues::Conversation(id) => Some(id),
-            Continues::Response(_) => None,
-        };
         match sidecar_call::call(sidecar, "GET", &path, &extra, None, TIMEOUT) {
             Ok(token) => {
-                self.chain = Some(Box::new(ChainState::Pending(token, conversation)));
+                self.chain = Some(Box::new(ChainState::Pending(token, continues)));
                 self.api = Some(Api::Responses);
                 Err(Action::Pause)
             }
@@ -129,11 +124,10 @@ impl Stream {
         }
         let body = self.get_request_body().unwrap_or_default();
         let rebuilt = chain::rebuild(&body, found.items).map_err(Refusal::Error)?;
-        let conversation = match self.chain.as_deref() {
-            Some(ChainState::Pending(_, conversation)) => conversation.clone(),
-            _ => None,
+        let Some(ChainState::Pending(_, continues)) = self.chain.as_deref() else {
+            return Err(Refusal::Error(ApiError::unavailable("The chain arrived for no request.")));
         };
-        Ok(ChainState::Ready { rebuilt, origin: found.origin, conversation })
+        Ok(ChainState::Ready { rebuilt, origin: found.origin, continues: continues.clone() })
     }
 
     fn get_request_body(&self) -> Option<Vec<u8>> {
@@ -143,8 +137,18 @@ impl Stream {
     /// The conversation this turn is appended to, when the request named one.
     pub(super) fn appends_to(&self) -> Option<&str> {
         match self.chain.as_deref() {
-            Some(ChainState::Ready { conversation, .. }) => conversation.as_deref(),
+            Some(ChainState::Ready { continues: Continues::Conversation(id), .. }) => Some(id),
             _ => None,
+        }
+    }
+
+    /// A translated answer echoes what the request continues, as OpenAI's does.
+    pub(super) fn echo_continued(&mut self) {
+        let Some(ChainState::Ready { continues, .. }) = self.chain.as_deref() else { return };
+        let Some((_, ctx)) = self.translation.as_mut() else { return };
+        match continues {
+            Continues::Response(id) => ctx.kept.previous_response_id = Some(id.clone()),
+            Continues::Conversation(id) => ctx.kept.conversation = Some(id.clone()),
         }
     }
 

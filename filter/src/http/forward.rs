@@ -64,6 +64,7 @@ impl Stream {
                 let native = rebuilt.is_some() && self.chain_body(&original, &mut decision, body);
                 self.apply(plugin, api, if native { &original } else { body }, decision);
                 if api == Api::Responses {
+                    self.echo_continued();
                     // What this turn added is stored, not the rebuilt conversation.
                     self.begin_capture(plugin, &config, &original);
                 }

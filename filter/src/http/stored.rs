@@ -65,7 +65,7 @@ impl Stream {
         self.capture = Some(Box::new(capture));
         // A translated answer says what the gateway does with it.
         if let Some((_, ctx)) = self.translation.as_mut() {
-            ctx.store = true;
+            ctx.kept.store = true;
         }
     }
 

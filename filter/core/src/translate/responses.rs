@@ -43,7 +43,7 @@
 use serde_json::{json, Value};
 
 use super::ir::{Block, Finish, Response, Usage};
-use super::TranslateError;
+use super::{Kept, TranslateError};
 
 mod decode;
 
@@ -98,13 +98,14 @@ pub(crate) struct Head<'a> {
     pub(crate) model: &'a str,
     /// Unix time.
     pub(crate) created_at: u64,
-    /// The gateway stores the response.
-    pub(crate) store: bool,
+    /// What the gateway keeps of it.
+    pub(crate) kept: &'a Kept,
 }
 
 /// A `response` object: `in_progress` without a finish, else `completed` or `incomplete`.
 /// The request's own settings are not echoed (the router keeps no copy): the fields the
-/// official SDKs expect say the defaults.
+/// official SDKs expect say the defaults, except what the gateway keeps ([`Kept`]: `store`,
+/// `previous_response_id`, `conversation`).
 pub(crate) fn response_object(
     head: Head<'_>,
     finish: Option<&Finish>,
@@ -117,14 +118,19 @@ pub(crate) fn response_object(
         Some(Finish::ContentFilter) => ("incomplete", json!({"reason": "content_filter"})),
         Some(_) => ("completed", Value::Null),
     };
-    json!({
+    let kept = head.kept;
+    let mut object = json!({
         "id": response_id(head.id), "object": "response", "created_at": head.created_at, "status": status,
         "background": false, "error": null, "incomplete_details": details, "instructions": null,
         "max_output_tokens": null, "max_tool_calls": null, "model": head.model, "output": output,
-        "parallel_tool_calls": true, "previous_response_id": null, "reasoning": null, "store": head.store,
-        "temperature": null, "tool_choice": "auto", "tools": [], "top_p": null, "truncation": "disabled",
-        "usage": usage.map(usage_json), "user": null, "metadata": {},
-    })
+        "parallel_tool_calls": true, "previous_response_id": kept.previous_response_id, "reasoning": null,
+        "store": kept.store, "temperature": null, "tool_choice": "auto", "tools": [], "top_p": null,
+        "truncation": "disabled", "usage": usage.map(usage_json), "user": null, "metadata": {},
+    });
+    if let Some(id) = &kept.conversation {
+        object["conversation"] = json!({"id": id});
+    }
+    object
 }
 
 /// The `usage` of a response (`input_tokens` includes cached ones, as the neutral form's).
@@ -140,11 +146,11 @@ pub(crate) fn usage_json(u: &Usage) -> Value {
 
 /// Encodes an answer for a Responses client; `created_at` is the Unix time to report.
 pub fn encode_response(resp: &Response, model: &str, created_at: u64) -> Vec<u8> {
-    encode_stored_response(resp, model, created_at, false)
+    encode_stored_response(resp, model, created_at, &Kept::default())
 }
 
-/// [`encode_response`] saying whether the gateway stores the response.
-pub fn encode_stored_response(resp: &Response, model: &str, created_at: u64, store: bool) -> Vec<u8> {
+/// [`encode_response`] saying what the gateway keeps of the response.
+pub fn encode_stored_response(resp: &Response, model: &str, created_at: u64, kept: &Kept) -> Vec<u8> {
     let mut output = output_items(resp);
     if is_incomplete(&resp.finish) {
         // The item being written when the answer stopped.
@@ -152,7 +158,7 @@ pub fn encode_stored_response(resp: &Response, model: &str, created_at: u64, sto
             *status = json!("incomplete");
         }
     }
-    let head = Head { id: &resp.id, model, created_at, store };
+    let head = Head { id: &resp.id, model, created_at, kept };
     let body = response_object(head, Some(&resp.finish), output, Some(&resp.usage));
     serde_json::to_vec(&body).unwrap_or_default()
 }

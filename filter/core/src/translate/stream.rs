@@ -99,7 +99,7 @@ impl StreamTranslator {
             Inbound::OpenAiChat => Encoder::OpenAi(openai::Encoder::new(&ctx.model, created, ctx.stream_usage)),
             Inbound::Anthropic => Encoder::Anthropic(anthropic::Encoder::new(&ctx.model)),
             Inbound::Gemini => Encoder::Gemini(gemini::Encoder::new(&ctx.model)),
-            Inbound::Responses => Encoder::Responses(responses::Encoder::new(&ctx.model, created, ctx.store)),
+            Inbound::Responses => Encoder::Responses(responses::Encoder::new(&ctx.model, created, ctx.kept.clone())),
         };
         StreamTranslator {
             splitter: Splitter::default(),

@@ -25,6 +25,7 @@ use crate::translate::ir::{Finish, Usage};
 use crate::translate::responses::{
     call_item, is_incomplete, item_id, message_item, output_text, reasoning_item, response_object, Head,
 };
+use crate::translate::Kept;
 
 /// The output item being streamed (its `output_index` is the number of items done).
 #[derive(Debug)]
@@ -50,8 +51,8 @@ pub(super) struct Encoder {
     id: String,
     model: String,
     created: u64,
-    /// The gateway stores the response (`store: true` in the response objects).
-    store: bool,
+    /// What the gateway keeps of the response (echoed in the response objects).
+    kept: Kept,
     sequence: u64,
     /// `response.created` was sent.
     started: bool,
@@ -64,12 +65,12 @@ pub(super) struct Encoder {
 }
 
 impl Encoder {
-    pub(super) fn new(model: &str, created: u64, store: bool) -> Encoder {
+    pub(super) fn new(model: &str, created: u64, kept: Kept) -> Encoder {
         Encoder {
             id: String::new(),
             model: model.to_string(),
             created,
-            store,
+            kept,
             sequence: 0,
             started: false,
             output: Vec::new(),
@@ -94,7 +95,7 @@ impl Encoder {
     }
 
     fn head(&self) -> Head<'_> {
-        Head { id: &self.id, model: &self.model, created_at: self.created, store: self.store }
+        Head { id: &self.id, model: &self.model, created_at: self.created, kept: &self.kept }
     }
 
     fn start(&mut self, out: &mut Vec<u8>) {

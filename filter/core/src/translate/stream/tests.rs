@@ -27,8 +27,13 @@ fn pair_named(name: &str) -> Pair {
 }
 
 fn translator(p: Pair) -> StreamTranslator {
-    let ctx =
-        Context { model: "client-model".into(), structured: false, stream: true, stream_usage: true, store: false };
+    let ctx = Context {
+        model: "client-model".into(),
+        structured: false,
+        stream: true,
+        stream_usage: true,
+        kept: Default::default(),
+    };
     StreamTranslator::new(p, &ctx, 1_700_000_000)
 }
 
