@@ -148,7 +148,8 @@ class Recorder(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def native():
     """A gateway of its own with an OpenAI provider (the recorder) as model `gpt`, chains of at
-    most three responses, and conversations of at most CONVERSATION_TOKENS tokens for alice."""
+    most three responses, conversations of at most CONVERSATION_TOKENS tokens for alice, and
+    at most two conversations of five items per key."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
@@ -158,7 +159,7 @@ def native():
         base["models"].append({"name": "gpt", "targets": [{"provider": "oai", "model": "gpt-up"}]})
         next(g for g in base["groups"] if g["name"] == "sdk")["models"].append("gpt")
         next(k for k in base["keys"] if k["name"] == "alice")["limits"] = {"tokens_per_conversation": CONVERSATION_TOKENS}
-        return {**base, "responses": {"max_chain_depth": 3}}
+        return {**base, "responses": {"max_chain_depth": 3, "max_conversation_items": 5, "max_conversations_per_key": 2}}
 
     yield from own_gateway("ferrogate-chain-", lambda w, a: _start(w, a, config))
     server.shutdown()
@@ -209,3 +210,19 @@ def test_a_conversation_limit_stops_the_third_turn_and_no_other_conversation(nat
     # The same key's other conversations go on, long first turns included.
     other = alice.responses.create(model="chat", input=LONG)
     alice.responses.create(model="chat", input="Next.", previous_response_id=other.id)
+
+
+def test_conversations_are_bounded(native: Gateway):
+    client = native.client("carol")
+    item = {"role": "user", "content": "a"}
+    conv = client.conversations.create(items=[item] * 3)
+    client.conversations.create()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.create()
+    assert "max_conversations_per_key" in caught.value.response.json()["error"]["message"]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.conversations.items.create(conv.id, items=[item] * 3)
+    assert caught.value.response.json()["error"]["param"] == "items"
+    assert len(client.conversations.items.create(conv.id, items=[item] * 2).data) == 2
+    error = refused(lambda: client.responses.create(model="oa-chat", conversation=conv.id, input="More?"))
+    assert error["param"] == "conversation" and "max_conversation_items" in error["message"], error

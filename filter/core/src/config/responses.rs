@@ -16,6 +16,10 @@ pub const DEFAULT_MAX_BYTES_PER_KEY: u64 = 64 << 20;
 pub const DEFAULT_MAX_CHAIN_DEPTH: u64 = 256;
 /// The largest `max_chain_depth` accepted.
 pub const MAX_CHAIN_DEPTH: u64 = 10_000;
+/// Default number of items one conversation holds.
+pub const DEFAULT_MAX_CONVERSATION_ITEMS: u64 = 10_000;
+/// Default number of conversations one owner keeps.
+pub const DEFAULT_MAX_CONVERSATIONS: u64 = 10_000;
 
 /// `responses:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +37,12 @@ pub struct RawResponses {
     /// Responses a `previous_response_id` chain may hold for a follow-up to be served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chain_depth: Option<u64>,
+    /// Items one conversation holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_conversation_items: Option<u64>,
+    /// Conversations one key (or group) keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_conversations_per_key: Option<u64>,
     /// Who sees a stored response or conversation: `key` (default, the key that made it) or
     /// `group` (every key of that key's first group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,6 +62,10 @@ pub struct Responses {
     pub max_chain_depth: u32,
     /// Stored state is shared by the keys of a group (`visibility: group`).
     pub by_group: bool,
+    /// Items one conversation holds.
+    pub max_conversation_items: u64,
+    /// Conversations one owner keeps.
+    pub max_conversations_per_key: u64,
 }
 
 impl Default for Responses {
@@ -62,6 +76,8 @@ impl Default for Responses {
             max_bytes_per_key: DEFAULT_MAX_BYTES_PER_KEY,
             max_chain_depth: DEFAULT_MAX_CHAIN_DEPTH as u32,
             by_group: false,
+            max_conversation_items: DEFAULT_MAX_CONVERSATION_ITEMS,
+            max_conversations_per_key: DEFAULT_MAX_CONVERSATIONS,
         }
     }
 }
@@ -83,6 +99,9 @@ pub(super) fn validate(raw: Option<&RawResponses>, p: &mut Problems) -> Response
     let max_entries = at_least_one("max_entries", raw.max_entries, defaults.max_entries);
     let max_bytes_per_key = at_least_one("max_bytes_per_key", raw.max_bytes_per_key, defaults.max_bytes_per_key);
     let depth = at_least_one("max_chain_depth", raw.max_chain_depth, DEFAULT_MAX_CHAIN_DEPTH);
+    let items = at_least_one("max_conversation_items", raw.max_conversation_items, DEFAULT_MAX_CONVERSATION_ITEMS);
+    let conversations =
+        at_least_one("max_conversations_per_key", raw.max_conversations_per_key, DEFAULT_MAX_CONVERSATIONS);
     if ttl_secs > 10 * 366 * 24 * 60 * 60 {
         p.add("responses.ttl_secs", "is more than ten years");
     }
@@ -98,7 +117,15 @@ pub(super) fn validate(raw: Option<&RawResponses>, p: &mut Problems) -> Response
             false
         }
     };
-    Responses { ttl_ms: ttl_secs.saturating_mul(1000), max_entries, max_bytes_per_key, max_chain_depth, by_group }
+    Responses {
+        ttl_ms: ttl_secs.saturating_mul(1000),
+        max_entries,
+        max_bytes_per_key,
+        max_chain_depth,
+        by_group,
+        max_conversation_items: items,
+        max_conversations_per_key: conversations,
+    }
 }
 
 /// `raw` validated on its own (the sidecar reads the block from the file at start).

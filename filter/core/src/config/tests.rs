@@ -274,12 +274,17 @@ fn responses_retention_is_read_and_checked() {
         max_bytes_per_key: 1000,
         max_chain_depth: 3,
         by_group: false,
+        max_conversation_items: responses::DEFAULT_MAX_CONVERSATION_ITEMS,
+        max_conversations_per_key: responses::DEFAULT_MAX_CONVERSATIONS,
     };
     assert_eq!(c.responses, want);
     assert_eq!(load_yaml("{}").unwrap().responses, Responses::default());
     assert_eq!(Responses::default().ttl_ms, 24 * 3600 * 1000);
-    let p = problems("responses: {ttl_secs: 0, max_entries: 0, max_bytes_per_key: 0, max_chain_depth: 0}");
-    assert_eq!(p.len(), 4, "{p:?}");
+    let p = problems(
+        "responses: {ttl_secs: 0, max_entries: 0, max_bytes_per_key: 0, max_chain_depth: 0, \
+         max_conversation_items: 0, max_conversations_per_key: 0}",
+    );
+    assert_eq!(p.len(), 6, "{p:?}");
     assert!(p.iter().all(|p| p.ends_with("must be at least 1")), "{p:?}");
     assert_eq!(problem_paths("responses: {ttl_secs: 999999999999}"), ["responses.ttl_secs"]);
     assert_eq!(problem_paths("responses: {max_chain_depth: 10001}"), ["responses.max_chain_depth"]);

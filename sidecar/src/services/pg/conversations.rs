@@ -86,6 +86,16 @@ impl PgStore {
         Ok(Some(c))
     }
 
+    /// See [`crate::services::responses::ResponseStore::count_conversations`].
+    ///
+    /// # Errors
+    /// The database failed.
+    pub async fn count_conversations(&self, owner: &str) -> Result<u64, StoreError> {
+        let client = self.pool.get().await?;
+        let row = client.query_one("SELECT count(*) FROM fg_conversations WHERE owner = $1", &[&owner]).await?;
+        Ok(count(&row, 0))
+    }
+
     /// See [`crate::services::responses::ResponseStore::delete_conversation`].
     ///
     /// # Errors

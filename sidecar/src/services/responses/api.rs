@@ -217,6 +217,14 @@ async fn chain_of(State(api): State<ResponsesApi>, headers: HeaderMap, Path(id):
 /// A conversation's items as a chain (no native origin: a conversation is this gateway's).
 async fn conversation_chain(api: &ResponsesApi, headers: &HeaderMap, id: &str) -> Response {
     match api.store.conversation(&api.owner(headers), id).await {
+        Ok(Some(c)) if c.items.len() as u64 >= api.store.retention().max_conversation_items => {
+            let message = format!(
+                "Conversation '{id}' holds {} items, the most responses.max_conversation_items allows; start a new \
+                 conversation.",
+                c.items.len()
+            );
+            api_error(&ApiError { param: Some("conversation"), ..ApiError::bad_request(message) })
+        }
         Ok(Some(c)) => {
             let (tokens, cost_micros) = (c.tokens, c.cost_micros);
             let found = Walk::Found { items: c.items, depth: 0, origin: String::new(), tokens, cost_micros };

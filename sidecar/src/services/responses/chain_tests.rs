@@ -116,6 +116,7 @@ async fn keeps_conversations(store: &ResponseStore) {
     store.create_conversation("a", &c).await.unwrap();
     assert_eq!(store.conversation("a", "conv_1").await.unwrap(), Some(c.clone()));
     assert_eq!(store.conversation("b", "conv_1").await.unwrap(), None, "another owner's");
+    assert_eq!((store.count_conversations("a").await.unwrap(), store.count_conversations("b").await.unwrap()), (1, 0));
     let after = store.update_conversation("a", "conv_1", |c| c.tokens += 5).await.unwrap().unwrap();
     assert_eq!(after.tokens, 5);
     assert_eq!(store.update_conversation("b", "conv_1", |c| c.tokens += 1).await.unwrap(), None);

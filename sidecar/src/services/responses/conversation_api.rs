@@ -52,6 +52,15 @@ fn item_not_found(item: &str) -> Response {
     api_error(&ApiError { status: 404, message: format!("Item with id '{item}' not found."), ..e })
 }
 
+/// 400 for a conversation that would hold more than `max` items.
+pub(super) fn full(max: u64) -> Response {
+    let message = format!(
+        "The conversation would hold more than {max} items, the most responses.max_conversation_items allows; \
+         start a new conversation."
+    );
+    bad("items", message)
+}
+
 fn bad(param: &'static str, message: String) -> Response {
     api_error(&ApiError { param: Some(param), ..ApiError::bad_request(message) })
 }
@@ -122,6 +131,16 @@ async fn create(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum:
     let made = async {
         checked(&api, &headers)?;
         let fields = body_object(&body)?;
+        let owner = api.owner(&headers);
+        let (kept, max) =
+            (api.store.count_conversations(&owner).await, api.store.retention().max_conversations_per_key);
+        if kept.as_ref().is_ok_and(|&n| n >= max) {
+            let message = format!(
+                "This key keeps {max} conversations, the most responses.max_conversations_per_key allows; delete some first."
+            );
+            return Err(bad("conversation", message));
+        }
+        kept.map_err(|e| unavailable(&e))?;
         let c = Conversation {
             id: format!("conv_{:032x}", rand::random::<u128>()),
             created_at: now_ms() / 1000,
@@ -130,7 +149,10 @@ async fn create(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum:
             tokens: 0,
             cost_micros: 0,
         };
-        api.store.create_conversation(&api.owner(&headers), &c).await.map_err(|e| unavailable(&e))?;
+        if c.items.len() as u64 > api.store.retention().max_conversation_items {
+            return Err(full(api.store.retention().max_conversation_items));
+        }
+        api.store.create_conversation(&owner, &c).await.map_err(|e| unavailable(&e))?;
         Ok::<_, Response>(json_answer(StatusCode::OK, c.object().to_string()))
     };
     made.await.unwrap_or_else(|answer| answer)
@@ -216,8 +238,18 @@ async fn add_items(
     let done = async {
         include::check(query.as_deref().unwrap_or_default()).map_err(|e| api_error(&e))?;
         let added = items(body_object(&body)?.get("items"), true)?;
-        let copy = added.clone();
-        changed(&api, &h, &id, move |c| c.items.extend(copy)).await?;
+        let (copy, max) = (added.clone(), api.store.retention().max_conversation_items);
+        let mut fits = true;
+        changed(&api, &h, &id, |c| {
+            fits = (c.items.len() + copy.len()) as u64 <= max;
+            if fits {
+                c.items.extend(copy);
+            }
+        })
+        .await?;
+        if !fits {
+            return Err(full(max));
+        }
         Ok::<_, Response>(list(&added))
     };
     match done.await {

@@ -101,6 +101,17 @@ impl ResponseStore {
         }
     }
 
+    /// How many conversations `owner` keeps.
+    ///
+    /// # Errors
+    /// The database is not connected or failed.
+    pub async fn count_conversations(&self, owner: &str) -> Result<u64, ResponsesError> {
+        match self {
+            ResponseStore::Memory(m) => Ok(m.conversations.lock().keys().filter(|(o, _)| o == owner).count() as u64),
+            ResponseStore::Postgres(db, _) => Ok(Self::db(db)?.store.count_conversations(owner).await?),
+        }
+    }
+
     /// Deletes `owner`'s conversation `id` and its items; false when there was none.
     ///
     /// # Errors

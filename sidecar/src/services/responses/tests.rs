@@ -29,7 +29,7 @@ fn entry(id: &str, at: u64, size: usize) -> Entry {
 }
 
 pub(super) fn retention(max_entries: u64, max_bytes_per_key: u64) -> Responses {
-    Responses { ttl_ms: 1_000, max_entries, max_bytes_per_key, max_chain_depth: 4, by_group: false }
+    Responses { ttl_ms: 1_000, max_entries, max_bytes_per_key, max_chain_depth: 4, ..Responses::default() }
 }
 
 /// The schema comes first so that it is dropped last, after the store's connections.
