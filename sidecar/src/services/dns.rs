@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrogate_core::config::syntax::endpoint_parts;
 use ferrogate_core::config::{RawConfig, RawEndpoint};
 use tokio::sync::watch;
 
@@ -88,7 +89,7 @@ pub fn server_resolver(server: SocketAddr) -> Result<Resolver, String> {
 /// `host` and `port` of an `endpoints_dns` name (`host:port`, validated with the config).
 fn split_name(name: &str) -> std::io::Result<(&str, u16)> {
     let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{name:?} is not host:port"));
-    let (host, port) = name.rsplit_once(':').ok_or_else(invalid)?;
+    let (host, port) = endpoint_parts(name).ok_or_else(invalid)?;
     Ok((host.trim_start_matches('[').trim_end_matches(']'), port.parse().map_err(|_| invalid())?))
 }
 

@@ -135,6 +135,18 @@ pub fn parse_endpoint(s: &str) -> Result<String, String> {
     }
 }
 
+/// The host (an IPv6 literal keeps its brackets) and the port digits of an endpoint written
+/// `host:port`, as [`parse_endpoint`] accepted it; `None` when there is no numeric port. The
+/// one place the KV sockets, the LMCache occupancy URL, the DNS resolver and the LMCache
+/// controller take an endpoint apart.
+pub fn endpoint_parts(endpoint: &str) -> Option<(&str, &str)> {
+    let (host, port) = endpoint.rsplit_once(':')?;
+    // An IPv6 host is bracketed; any other holds no colon.
+    let host_ok =
+        if host.starts_with('[') { host.ends_with(']') } else { !host.is_empty() && !host.contains([':', ']']) };
+    (host_ok && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())).then_some((host, port))
+}
+
 /// Splits `host[:port]`, accepting `[v6]:port`; the host is validated and lower-cased.
 fn split_host_port(s: &str) -> Result<(String, Option<u16>), String> {
     let (host, port) = if s.starts_with('[') {
@@ -245,6 +257,21 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoints_come_apart_at_their_port() {
+        assert_eq!(endpoint_parts("10.0.0.7:8000"), Some(("10.0.0.7", "8000")));
+        assert_eq!(endpoint_parts("[fd00::1]:5557"), Some(("[fd00::1]", "5557")));
+        assert_eq!(endpoint_parts("vllm.llm.svc:80"), Some(("vllm.llm.svc", "80")));
+        for bad in ["10.0.0.7", "[fd00::1]", "fd00::1", "h:", ":80", "h:8x", "[fd00::1:80"] {
+            assert_eq!(endpoint_parts(bad), None, "{bad}");
+        }
+        // Every endpoint parse_endpoint accepts comes apart.
+        for ok in ["A.example:1", "[::1]:65535"] {
+            let normalised = parse_endpoint(ok).unwrap();
+            assert!(endpoint_parts(&normalised).is_some(), "{normalised}");
+        }
+    }
 
     #[test]
     fn slugs() {

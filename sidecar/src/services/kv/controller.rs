@@ -26,6 +26,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ferrogate_core::config::syntax::endpoint_parts;
 use ferrogate_core::config::Controller as Config;
 use ferrogate_core::kv::lmcache::{decode, encode_reply, ChunkOp, Liveness, Reply, Worker, WorkerMsg};
 use tokio::sync::watch;
@@ -71,7 +72,7 @@ impl Controller {
 
     /// The address of the one endpoint of the pool whose host is `ip` now.
     fn by_host(&self, ip: &str) -> Option<String> {
-        let host = |e: &String| e.rsplit_once(':').map_or(e.as_str(), |(h, _)| h).trim_matches(['[', ']']).to_string();
+        let host = |e: &String| endpoint_parts(e).map_or(e.as_str(), |(h, _)| h).trim_matches(['[', ']']).to_string();
         let mut matching = self.kv.addresses(self.epoch, self.pool).into_iter().filter(|e| host(e) == ip);
         match (matching.next(), matching.next()) {
             (Some(only), None) => Some(only),

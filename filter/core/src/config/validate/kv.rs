@@ -7,6 +7,7 @@ use super::{Problems, Refs};
 use crate::balance::StrategyKind as Strategy;
 use crate::config::raw::RawTierWeights;
 use crate::config::raw::{RawModel, RawProvider};
+use crate::config::syntax;
 use crate::config::{
     KvPool, KvSource, DEFAULT_KV_BLOCK_SIZE, DEFAULT_KV_MAX_BLOCKS, DEFAULT_LMCACHE_TTL_SECS, MAX_KV_ENDPOINTS,
 };
@@ -97,7 +98,7 @@ fn ports(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<(u16, Option<u
 
 /// The sockets of an endpoint at `address` (`host:port`) from the pool's ports.
 fn templated(address: &str, (events, replay): (u16, Option<u16>)) -> KvSource {
-    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    let host = syntax::endpoint_parts(address).map_or(address, |(host, _)| host);
     KvSource { events: format!("tcp://{host}:{events}"), replay: replay.map(|r| format!("tcp://{host}:{r}")) }
 }
 

@@ -40,10 +40,7 @@ impl OccupancySource {
         match self {
             Self::Path(path) => format!("{scheme}://{endpoint}{path}"),
             Self::Url(template) => {
-                let host = match endpoint.rsplit_once(':') {
-                    Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-                    _ => endpoint,
-                };
+                let host = crate::config::syntax::endpoint_parts(endpoint).map_or(endpoint, |(host, _)| host);
                 template.replace("{host}", host)
             }
         }
