@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[path = "common/gateway.rs"]
 mod gateway_helper;
@@ -36,12 +36,10 @@ const PROBES: usize = 10;
 /// chance about once in eight runs at best.
 const PREFIXES: usize = 3;
 
-fn words(tag: &str, n: usize) -> String {
-    (0..n).map(|i| format!("{tag}{i}")).collect::<Vec<_>>().join(" ")
-}
+use kv_sim::words;
 
 fn chat(prompt: &str) -> Value {
-    json!({"model": "kv", "messages": [{"role": "user", "content": prompt}], "max_tokens": 2})
+    kv_sim::chat_for("kv", prompt)
 }
 
 fn free(host: &str) -> u16 {

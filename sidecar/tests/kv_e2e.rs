@@ -31,12 +31,10 @@ const SETTLED: usize = 5;
 /// would pass one in 3^10 times).
 const PROBES: usize = 10;
 
-fn words(tag: &str, n: usize) -> String {
-    (0..n).map(|i| format!("{tag}{i}")).collect::<Vec<_>>().join(" ")
-}
+use kv_sim::words;
 
 fn chat(prompt: &str) -> Value {
-    json!({"model": "kv", "messages": [{"role": "user", "content": prompt}], "max_tokens": 2})
+    kv_sim::chat_for("kv", prompt)
 }
 
 struct Fleet {

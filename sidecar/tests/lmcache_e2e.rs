@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[path = "common/gateway.rs"]
 mod gateway_helper;
@@ -32,9 +32,7 @@ const VM_POLL: Duration = Duration::from_secs(3);
 /// Conversations per phase.
 const CONVERSATIONS: usize = 6;
 
-fn words(tag: &str, n: usize) -> String {
-    (0..n).map(|i| format!("{tag}{i}")).collect::<Vec<_>>().join(" ")
-}
+use kv_sim::words;
 
 /// `CONVERSATIONS` prompts of 4 full blocks each (with the role word, 64 words).
 fn conversations(tag: &str) -> Vec<String> {
@@ -46,9 +44,7 @@ fn conversations_n(tag: &str, n: usize) -> Vec<String> {
     (0..n).map(|c| words(&format!("{tag}{c}w"), 63)).collect()
 }
 
-fn chat(model: &str, prompt: &str) -> Value {
-    json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 2})
-}
+use kv_sim::chat_for as chat;
 
 struct Fleet {
     client: reqwest::Client,

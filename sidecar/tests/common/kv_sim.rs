@@ -148,3 +148,14 @@ pub async fn kv_until(
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
 }
+
+/// `n` words `<tag>0 <tag>1 …`: a prompt whose blocks no other tag shares.
+pub fn words(tag: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{tag}{i}")).collect::<Vec<_>>().join(" ")
+}
+
+/// A chat completions request for `model` with `prompt` as its one user message, two tokens
+/// of output.
+pub fn chat_for(model: &str, prompt: &str) -> serde_json::Value {
+    serde_json::json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 2})
+}
