@@ -58,19 +58,17 @@ fn estimate_of(sse: &str) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
-/// A client that reads about 100 tokens of a long stream and hangs up, again and again,
-/// against a key limited to 400 tokens a minute: each abandoned stream is charged what it
-/// delivered, so the limit refuses the fourth or fifth. (Charged nothing, every one would pass.)
-///
-/// What "delivered" is depends on how far the gateway got before it saw the hang-up (on a
-/// loaded machine, up to the whole answer): at least the estimate of what the client read, at
-/// most the estimate of the whole answer, or the provider's 150 when its final event passed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
-    let keys = format!(
-        "keys: [{{ name: reader, digest: '{}', models: [chat], limits: {{ tokens_per_minute: 400 }} }}]\n",
-        digest()
-    );
+/// A gateway before the sim (150 tokens per answer) with key `reader` under `limits`, the
+/// streamed request the hang-up tests send, and the meter's estimate of its whole answer.
+struct Reader {
+    s: Setup,
+    client: reqwest::Client,
+    body: Value,
+    whole: u64,
+}
+
+async fn reader(limits: &str) -> Reader {
+    let keys = format!("keys: [{{ name: reader, digest: '{}', models: [chat], limits: {{ {limits} }} }}]\n", digest());
     let sim = start_sim(&["--itl-ms", "2", "--output-tokens", "150"]).await.to_string();
     let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
     let s = gateway_flags(&[provider("local", "openai_compatible", &sim)], models, &keys, 2, &[]).await;
@@ -81,6 +79,32 @@ async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
     let direct = json!({"model": "sim-small", "stream": true, "max_tokens": 150, "messages": body["messages"]});
     let whole = client.post(format!("http://{sim}/v1/chat/completions")).json(&direct).send().await.unwrap();
     let whole = estimate_of(&whole.text().await.unwrap()).max(150);
+    Reader { s, client, body, whole }
+}
+
+/// Reads `resp` until about `chunks` content chunks (one token each) have arrived, then hangs
+/// up; what was read.
+async fn read_then_hang_up(mut resp: reqwest::Response, chunks: usize) -> String {
+    let mut seen = String::new();
+    while seen.matches("\"content\"").count() < chunks {
+        match resp.chunk().await.unwrap() {
+            Some(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+            None => panic!("the stream ended before the client hung up: {seen}"),
+        }
+    }
+    seen
+}
+
+/// A client that reads about 100 tokens of a long stream and hangs up, again and again,
+/// against a key limited to 400 tokens a minute: each abandoned stream is charged what it
+/// delivered, so the limit refuses the fourth or fifth. (Charged nothing, every one would pass.)
+///
+/// What "delivered" is depends on how far the gateway got before it saw the hang-up (on a
+/// loaded machine, up to the whole answer): at least the estimate of what the client read, at
+/// most the estimate of the whole answer, or the provider's 150 when its final event passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
+    let Reader { s, client, body, whole } = reader("tokens_per_minute: 400").await;
     let mut statuses = Vec::new();
     let mut least = u64::MAX;
     for _ in 0..8 {
@@ -90,16 +114,7 @@ async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
         if resp.status() != 200 {
             continue;
         }
-        // Read until about 100 content chunks (one token each) have arrived, then hang up.
-        let mut resp = resp;
-        let mut seen = String::new();
-        while seen.matches("\"content\"").count() < 100 {
-            match resp.chunk().await.unwrap() {
-                Some(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
-                None => panic!("the stream ended before the client hung up"),
-            }
-        }
-        drop(resp);
+        let seen = read_then_hang_up(resp, 100).await;
         // Complete events only: a chunk may end inside one.
         least = least.min(estimate_of(&seen[..seen.rfind("\n\n").unwrap_or(0)]));
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -124,31 +139,11 @@ async fn a_client_that_hangs_up_mid_stream_is_charged_and_the_limit_holds() {
 /// cut, and is charged what was delivered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_under_overrun_cut_is_charged_what_it_received() {
-    let keys = format!(
-        "keys: [{{ name: reader, digest: '{}', models: [chat], limits: {{ tokens_per_minute: 400, overrun: cut }} }}]\n",
-        digest()
-    );
-    let sim = start_sim(&["--itl-ms", "2", "--output-tokens", "150"]).await.to_string();
-    let models = "  - { name: chat, targets: [{ provider: local, model: sim-small }] }\n";
-    let s = gateway_flags(&[provider("local", "openai_compatible", &sim)], models, &keys, 2, &[]).await;
-    let client = reqwest::Client::new();
-    let body = json!({"model": "chat", "stream": true, "max_tokens": 150,
-                      "messages": [{"role": "user", "content": "Tell me a long story."}]});
-    let direct = json!({"model": "sim-small", "stream": true, "max_tokens": 150, "messages": body["messages"]});
-    let whole = client.post(format!("http://{sim}/v1/chat/completions")).json(&direct).send().await.unwrap();
-    let whole = estimate_of(&whole.text().await.unwrap()).max(150);
-    let mut resp =
+    let Reader { s, client, body, whole } = reader("tokens_per_minute: 400, overrun: cut").await;
+    let resp =
         client.post(format!("{}/v1/chat/completions", s.base)).bearer_auth(KEY).json(&body).send().await.unwrap();
     assert_eq!(resp.status(), 200);
-    // Read about 60 content chunks (one token each), then hang up.
-    let mut seen = String::new();
-    while seen.matches("\"content\"").count() < 60 {
-        match resp.chunk().await.unwrap() {
-            Some(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
-            None => panic!("the stream ended before the client hung up: {seen}"),
-        }
-    }
-    drop(resp);
+    let seen = read_then_hang_up(resp, 60).await;
     assert!(!seen.contains("\"error\""), "no cut before the hang-up: {seen}");
     let least = estimate_of(&seen[..seen.rfind("\n\n").unwrap_or(0)]);
     let recorded = records(&s.gateway, "chat", 1).await;
