@@ -210,6 +210,13 @@ def test_a_conversation_limit_stops_the_third_turn_and_no_other_conversation(nat
     # The same key's other conversations go on, long first turns included.
     other = alice.responses.create(model="chat", input=LONG)
     alice.responses.create(model="chat", input="Next.", previous_response_id=other.id)
+    # A conversation of the Conversations API is bounded alike.
+    conv = alice.conversations.create()
+    alice.responses.create(model="chat", input=LONG, conversation=conv.id)
+    alice.responses.create(model="chat", input=LONG, conversation=conv.id)
+    with pytest.raises(openai.RateLimitError) as caught:
+        alice.responses.create(model="chat", input="And more?", conversation=conv.id)
+    assert caught.value.response.json()["error"]["code"] == "conversation_limit_exceeded"
 
 
 def test_conversations_are_bounded(native: Gateway):
