@@ -18,6 +18,7 @@ pub mod header_map;
 pub mod headers;
 pub mod kv;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod multipart;
 pub mod openai;

@@ -1,0 +1,40 @@
+//! MCP wire logic (`ferrogate_core::mcp`): any bytes give a message or a refusal, never a panic;
+//! the error answer built for any id is valid JSON echoing that id; and a rewritten tools/list
+//! answer is valid JSON (or a valid stream) that filtering again leaves alone.
+#![no_main]
+
+use ferrogate_core::mcp::{error_body, filter_list, filter_list_sse, scan};
+use libfuzzer_sys::fuzz_target;
+use serde::de::IgnoredAny;
+
+fn valid(b: &[u8]) -> bool {
+    serde_json::from_slice::<IgnoredAny>(b).is_ok()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let allow = |n: &str| n.len() % 2 == 0;
+    let id = match scan(data) {
+        Ok(m) => {
+            assert!(valid(data), "scan accepted invalid JSON");
+            assert_eq!(m.method.is_none(), m.kind == ferrogate_core::mcp::Kind::Response);
+            m.id
+        }
+        Err(e) => {
+            assert!(e.code() == -32700 || e.code() == -32600);
+            None
+        }
+    };
+    let body = error_body(id.as_deref(), -32600, &String::from_utf8_lossy(data));
+    let answer: serde_json::Value = serde_json::from_slice(&body).expect("error_body gives JSON");
+    if let Some(id) = &id {
+        let echoed: serde_json::Value = serde_json::from_str(id).expect("the id is JSON");
+        assert_eq!(answer.get("id"), Some(&echoed));
+    }
+    if let Ok(Some(out)) = filter_list(data, &allow) {
+        assert!(valid(&out), "filter_list gave invalid JSON");
+        assert_eq!(filter_list(&out, &allow), Ok(None), "filtering twice changes more");
+    }
+    if let Ok(Some(out)) = filter_list_sse(data, &allow) {
+        assert_eq!(filter_list_sse(&out, &allow), Ok(None), "filtering a stream twice changes more");
+    }
+});
