@@ -6,6 +6,7 @@
 //! builds the lookup indexes. Core only parses JSON ([`Config::from_json_slice`]); YAML is
 //! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
+pub mod mcp;
 mod raw;
 pub mod responses;
 pub mod syntax;
@@ -240,6 +241,8 @@ pub struct Group {
     pub limits: Limits,
     /// Flow-control priority of its keys, when set.
     pub priority: Option<i32>,
+    /// MCP grant patterns ([`mcp`]).
+    pub mcp: Vec<String>,
 }
 
 /// A validated virtual key.
@@ -262,6 +265,8 @@ pub struct Key {
     pub limits: Limits,
     /// Flow-control priority: its own, else the highest of its groups', else 0.
     pub priority: i32,
+    /// The key's own MCP grant patterns ([`mcp`]).
+    pub mcp: Vec<String>,
 }
 
 /// Prices in USD per million tokens.
@@ -325,6 +330,10 @@ pub struct Config {
     pub limits_fail_closed: bool,
     /// `responses:`: retention of stored Responses API responses (used by the sidecar).
     pub responses: Responses,
+    /// `mcp_servers:`, fronted at `/mcp/{server}`.
+    pub mcp: mcp::McpServers,
+    /// Flattened MCP grants per key, parallel to `keys`.
+    pub(crate) mcp_grants: Vec<mcp::McpGrants>,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.
@@ -366,6 +375,15 @@ impl Config {
         let (provider, model) = requested.split_once('/')?;
         let provider = self.provider_index(provider)?;
         (!model.is_empty()).then_some(Resolved::Pinned { provider, model })
+    }
+
+    /// The tools of MCP server `server` that `caller` may use; `None` when it may use none.
+    /// [`Caller::Open`] reaches every tool only while the configuration has no keys.
+    pub fn mcp_access(&self, caller: crate::auth::Caller, server: usize) -> Option<mcp::ToolAccess<'_>> {
+        match caller {
+            crate::auth::Caller::Open => self.keys.is_empty().then_some(mcp::ToolAccess::ALL),
+            crate::auth::Caller::Key(i) => self.mcp_grants.get(i)?.server(server),
+        }
     }
 
     /// Public names clients may send: models then aliases.

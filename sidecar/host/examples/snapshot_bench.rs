@@ -27,7 +27,7 @@ fn config(keys: usize, models: usize) -> RawConfig {
     }
     for g in 0..100 {
         let models = (0..10).map(|i| format!("model-{}", (g * 10 + i) % models.max(1))).collect();
-        raw.groups.push(RawGroup { name: format!("team-{g}"), models, limits: None, priority: None });
+        raw.groups.push(RawGroup { name: format!("team-{g}"), models, ..RawGroup::default() });
     }
     for k in 0..keys {
         raw.keys.push(RawKey {

@@ -44,6 +44,9 @@ pub struct RawConfig {
     /// Org-wide default limits, checked for every request on top of its key's and groups'.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<RawLimits>,
+    /// MCP servers fronted at `/mcp/{server}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<super::mcp::RawMcpServer>,
     /// What a USD budget does with a model that has no price: `ignore`, `warn` (default:
     /// served, logged once per model) or `block` (402).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +306,9 @@ pub struct RawGroup {
     /// Flow-control priority of the group's keys (higher first; default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// MCP grants: `*`, `server`, `server/*` or `server/<tool glob>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<String>,
 }
 
 /// A virtual key.
@@ -328,6 +334,9 @@ pub struct RawKey {
     /// Flow-control priority (higher first); default the highest of its groups', else 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// MCP grants of the key itself, same syntax as a group's `mcp`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<String>,
 }
 
 /// Request, token and cost limits; every field is optional (absent = unlimited).
@@ -413,6 +422,11 @@ impl RawConfig {
     /// A key already present (from a JSON snapshot) is kept; a variable that `lookup` does not
     /// know leaves the provider without a credential, which is legitimate for local engines.
     pub fn resolve_api_keys(&mut self, lookup: impl Fn(&str) -> Option<String>) {
+        for server in &mut self.mcp_servers {
+            if let (None, Some(var)) = (&server.api_key, &server.api_key_env) {
+                server.api_key = lookup(var);
+            }
+        }
         for provider in &mut self.providers {
             if provider.api_key.is_some() {
                 continue;

@@ -76,6 +76,7 @@ impl TryFrom<RawConfig> for Config {
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
         let responses = super::responses::validate(raw.responses.as_ref(), &mut p);
+        let mcp = mcp_section(&raw, &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -96,6 +97,8 @@ impl TryFrom<RawConfig> for Config {
             redis_url_env,
             limits_fail_closed: raw.redis.as_ref().is_some_and(|r| r.fail_closed),
             responses,
+            mcp,
+            mcp_grants: Vec::new(),
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),
@@ -106,9 +109,31 @@ impl TryFrom<RawConfig> for Config {
         };
         // Derived indexes need the validated, cross-referenced config, so they come last.
         config.grants = crate::grants::flatten(&config);
+        config.mcp_grants = mcp_grants(&config);
         config.limit_plans = crate::limits::build_plans(&config);
         Ok(config)
     }
+}
+
+/// `mcp_servers:` and the `mcp` grants that name them.
+fn mcp_section(raw: &RawConfig, p: &mut Problems) -> super::mcp::McpServers {
+    let servers = super::mcp::validate(&raw.mcp_servers, p);
+    for (i, g) in raw.groups.iter().enumerate() {
+        super::mcp::check_grants(&format!("groups[{i}].mcp"), &g.mcp, &servers, p);
+    }
+    for (i, k) in raw.keys.iter().enumerate() {
+        super::mcp::check_grants(&format!("keys[{i}].mcp"), &k.mcp, &servers, p);
+    }
+    servers
+}
+
+/// Each key's MCP grants: its own patterns and its groups'.
+fn mcp_grants(config: &Config) -> Vec<super::mcp::McpGrants> {
+    let flatten = |k: &Key| {
+        let groups = k.groups.iter().filter_map(|&g| config.groups.get(g)).flat_map(|g| g.mcp.iter());
+        super::mcp::McpGrants::flatten(&config.mcp, k.mcp.iter().chain(groups))
+    };
+    config.keys.iter().map(flatten).collect()
 }
 
 fn unpriced(raw: Option<&str>, p: &mut Problems) -> Unpriced {
@@ -304,6 +329,7 @@ fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
         models: grants(&format!("groups[{i}].models"), &raw.models, refs, p),
         limits: shared_limits(&format!("groups[{i}].limits"), raw.limits.as_ref(), p),
         priority: raw.priority,
+        mcp: raw.mcp.clone(),
     }
 }
 
@@ -363,5 +389,6 @@ fn key(
         Some(l) => limits(&format!("keys[{i}].limits"), Some(l), p),
     };
     // The priority is resolved once every group is known (`flow::priorities`).
-    Key { name: k.name.clone(), digest: k.digest.clone(), groups, group_names, models, expires_at, limits, priority: 0 }
+    let (name, digest, mcp) = (k.name.clone(), k.digest.clone(), k.mcp.clone());
+    Key { name, digest, groups, group_names, models, expires_at, limits, priority: 0, mcp }
 }

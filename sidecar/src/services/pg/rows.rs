@@ -197,7 +197,13 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
         raw.aliases.insert(r.get(0), r.get(1));
     }
     for r in c.query("SELECT name, models, limits, priority FROM fg_groups ORDER BY name", &[]).await? {
-        raw.groups.push(RawGroup { name: r.get(0), models: r.get(1), limits: limits(r.get(2)), priority: r.get(3) });
+        raw.groups.push(RawGroup {
+            name: r.get(0),
+            models: r.get(1),
+            limits: limits(r.get(2)),
+            priority: r.get(3),
+            mcp: Vec::new(),
+        });
     }
     let keys = "SELECT name, digest, groups, models, expires_at, limits, priority FROM fg_keys ORDER BY name";
     for r in c.query(keys, &[]).await? {
@@ -209,6 +215,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             expires_at: r.get(4),
             limits: limits(r.get(5)),
             priority: r.get(6),
+            mcp: Vec::new(),
         });
     }
     for r in c

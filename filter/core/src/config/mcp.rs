@@ -1,0 +1,304 @@
+//! The `mcp_servers:` block and the `mcp` grants of keys and groups: which MCP servers the
+//! gateway fronts at `/mcp/{server}`, with which credential, and which tools each key may call.
+//!
+//! The section is validated and indexed here on its own (it takes names and patterns, never
+//! the whole configuration), so the filter's MCP path depends on this file and
+//! [`crate::mcp`] only.
+//!
+//! Grant patterns, in a key's or group's `mcp` list:
+//!
+//! | pattern | covers |
+//! |---|---|
+//! | `*` | every tool of every server |
+//! | `server` or `server/*` | every tool of that server |
+//! | `server/<glob>` | the tools of that server whose names match (`*` any run, `?` one character) |
+//!
+//! A key with no pattern (its own or its groups') may use no server.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::syntax::{self, BaseUrl};
+use super::validate::Problems;
+
+/// Default time the gateway waits for an MCP server's answer, ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+/// The prefix of an MCP server's upstream cluster name (`mcp:<name>`), apart from providers'.
+pub const CLUSTER_PREFIX: &str = "mcp:";
+
+/// One entry of `mcp_servers:` as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcpServer {
+    /// Slug: the `{server}` of `/mcp/{server}` and the prefix of its tools when federated.
+    pub name: String,
+    /// The server's MCP endpoint, `scheme://host[:port]/path` (e.g. `http://tools:8000/mcp`).
+    pub url: String,
+    /// `streamable_http` (default) or `sse` (the 2024-11-05 HTTP+SSE transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// How the server's credential is sent: `bearer` (default), `header` or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+    /// The header that carries the credential with `auth: header` (e.g. `x-api-key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_header: Option<String>,
+    /// Name of the environment variable that holds the server's credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The credential itself, filled in from `api_key_env` by the sidecar (as for providers);
+    /// never written in a config file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Longest wait for the server's answer, ms (default 300000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// The MCP transport a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// One endpoint taking POSTs (2025-03-26 and later).
+    StreamableHttp,
+    /// A GET event stream naming a POST endpoint (2024-11-05).
+    Sse,
+}
+
+/// The header and value that carry a server's credential.
+#[derive(Clone, PartialEq, Eq)]
+pub struct McpCredential {
+    /// Lower-case header name.
+    pub name: String,
+    /// Full header value (`Bearer <token>` for `authorization`).
+    pub value: String,
+}
+
+impl fmt::Debug for McpCredential {
+    // Credentials must never reach logs, even through `{:?}` of a whole config.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "McpCredential {{ name: {:?}, value: <redacted> }}", self.name)
+    }
+}
+
+/// A validated MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// Name.
+    pub name: String,
+    /// Where it listens; `path_prefix` is the endpoint's path.
+    pub url: BaseUrl,
+    /// `:authority` to send.
+    pub authority: String,
+    /// Its transport.
+    pub transport: Transport,
+    /// The credential sent in place of the caller's, when it has one.
+    pub credential: Option<McpCredential>,
+    /// Environment variable the credential comes from.
+    pub api_key_env: Option<String>,
+    /// Longest wait for an answer, ms.
+    pub timeout_ms: u64,
+    /// The upstream cluster: `mcp:<name>`.
+    pub cluster: String,
+}
+
+/// Every MCP server, indexed by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct McpServers {
+    /// Servers in file order.
+    pub servers: Vec<McpServer>,
+    index: BTreeMap<String, usize>,
+}
+
+impl McpServers {
+    /// The server named `name` and its index.
+    pub fn get(&self, name: &str) -> Option<(usize, &McpServer)> {
+        let i = *self.index.get(name)?;
+        Some((i, self.servers.get(i)?))
+    }
+
+    /// True when no server is configured.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// Checks `mcp_servers:`.
+pub(super) fn validate(raw: &[RawMcpServer], p: &mut Problems) -> McpServers {
+    let mut out = McpServers::default();
+    for (i, r) in raw.iter().enumerate() {
+        if out.index.contains_key(&r.name) {
+            p.add(format!("mcp_servers[{i}].name"), format!("duplicate name {:?}", r.name));
+            continue;
+        }
+        if let Some(server) = server(i, r, p) {
+            out.index.insert(r.name.clone(), out.servers.len());
+            out.servers.push(server);
+        }
+    }
+    out
+}
+
+fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
+    let at = |field: &str| format!("mcp_servers[{i}].{field}");
+    p.check(at("name"), syntax::check_slug(&raw.name));
+    let url = p.check(at("url"), syntax::parse_base_url(&raw.url));
+    let transport = match raw.transport.as_deref() {
+        None | Some("streamable_http") => Transport::StreamableHttp,
+        Some("sse") => Transport::Sse,
+        Some(other) => {
+            p.add(at("transport"), format!("unknown transport {other:?} (expected streamable_http or sse)"));
+            Transport::StreamableHttp
+        }
+    };
+    if let Some(var) = &raw.api_key_env {
+        p.check(at("api_key_env"), syntax::check_env_name(var));
+    }
+    let credential = credential(raw, &at, p);
+    let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if timeout_ms == 0 {
+        p.add(at("timeout_ms"), "must be at least 1");
+    }
+    let url = url?;
+    Some(McpServer {
+        name: raw.name.clone(),
+        authority: url.authority(),
+        url,
+        transport,
+        credential,
+        api_key_env: raw.api_key_env.clone(),
+        timeout_ms,
+        cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
+    })
+}
+
+/// The credential header, from `auth`, `auth_header` and the resolved `api_key`.
+fn credential(raw: &RawMcpServer, at: &dyn Fn(&str) -> String, p: &mut Problems) -> Option<McpCredential> {
+    let name = match (raw.auth.as_deref(), raw.auth_header.as_deref()) {
+        (None | Some("bearer"), None) => Some("authorization".to_string()),
+        (Some("none"), None) => None,
+        (Some("header"), Some(h)) => p.check(at("auth_header"), header_name(h)),
+        (Some("header"), None) => {
+            p.add(at("auth_header"), "auth: header needs the header's name");
+            None
+        }
+        (_, Some(_)) => {
+            p.add(at("auth_header"), "is only read with auth: header");
+            None
+        }
+        (Some(other), None) => {
+            p.add(at("auth"), format!("unknown auth {other:?} (expected bearer, header or none)"));
+            None
+        }
+    };
+    let key = raw.api_key.as_deref()?;
+    if key.is_empty() || key.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        p.add(at("api_key"), "key is empty or contains spaces or control characters");
+        return None;
+    }
+    let name = name?;
+    let value = if name == "authorization" { format!("Bearer {key}") } else { key.to_string() };
+    Some(McpCredential { name, value })
+}
+
+/// A header name the credential may go in: an RFC 9110 token, and not one the gateway or
+/// the MCP transport owns.
+fn header_name(h: &str) -> Result<String, String> {
+    let lower = h.to_ascii_lowercase();
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if lower.is_empty() || !lower.bytes().all(token) {
+        return Err(format!("{h:?} is not a header name"));
+    }
+    if lower.starts_with("mcp-") || lower.starts_with("x-ferrogate-") || lower == "host" || lower == "content-type" {
+        return Err(format!("{h:?} is used by MCP or the gateway"));
+    }
+    Ok(lower)
+}
+
+/// What one key may reach: servers and, per server, tool-name patterns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpGrants {
+    /// `*`: every tool of every server.
+    all: bool,
+    /// Server index → tool patterns (`None`: every tool).
+    servers: BTreeMap<usize, Option<Vec<String>>>,
+}
+
+/// The tools a key may call on one server.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolAccess<'a> {
+    all: bool,
+    patterns: &'a [String],
+}
+
+impl ToolAccess<'_> {
+    /// Every tool of the server.
+    pub const ALL: ToolAccess<'static> = ToolAccess { all: true, patterns: &[] };
+
+    /// True when `tool` may be listed and called.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.all || self.patterns.iter().any(|p| crate::mcp::glob_match(p, tool))
+    }
+
+    /// True when every tool is allowed (lists need no filtering).
+    pub fn is_all(&self) -> bool {
+        self.all
+    }
+}
+
+impl McpGrants {
+    /// The tools of server `i` this key may use; `None` when the server is not granted.
+    pub fn server(&self, i: usize) -> Option<ToolAccess<'_>> {
+        if self.all {
+            return Some(ToolAccess::ALL);
+        }
+        Some(match self.servers.get(&i)? {
+            None => ToolAccess::ALL,
+            Some(patterns) => ToolAccess { all: false, patterns },
+        })
+    }
+
+    /// True when no server is granted.
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.servers.is_empty()
+    }
+
+    /// Flattens validated patterns (unknown servers cannot occur and are ignored).
+    pub fn flatten<'a>(servers: &McpServers, patterns: impl Iterator<Item = &'a String>) -> Self {
+        let mut g = Self::default();
+        for pattern in patterns {
+            if pattern == "*" {
+                g.all = true;
+                continue;
+            }
+            let (server, tool) = pattern.split_once('/').unwrap_or((pattern, "*"));
+            let Some((i, _)) = servers.get(server) else { continue };
+            match (tool, g.servers.entry(i).or_insert_with(|| Some(Vec::new()))) {
+                ("*", every) => *every = None,
+                (tool, Some(list)) => list.push(tool.to_string()),
+                (_, None) => {}
+            }
+        }
+        g
+    }
+}
+
+/// Checks the `mcp` patterns at `section` against the configured servers.
+pub(super) fn check_grants(section: &str, patterns: &[String], servers: &McpServers, p: &mut Problems) {
+    for (j, pattern) in patterns.iter().enumerate() {
+        if pattern == "*" {
+            continue;
+        }
+        let (server, tool) = pattern.split_once('/').unwrap_or((pattern, "*"));
+        if servers.get(server).is_none() {
+            p.add(format!("{section}[{j}]"), format!("unknown MCP server {server:?}"));
+        } else if tool.is_empty() || tool.chars().any(char::is_control) {
+            p.add(format!("{section}[{j}]"), "the tool pattern after '/' is empty or has control characters");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "mcp_tests.rs"]
+mod tests;
