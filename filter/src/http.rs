@@ -25,6 +25,7 @@ mod handle;
 mod head;
 mod known_keys;
 mod lease_wait;
+mod mcp;
 mod proxy_error;
 mod reply;
 mod report;
@@ -204,6 +205,8 @@ pub(crate) struct Stream {
     chain: Option<Box<chain::ChainState>>,
     /// A Conversations API call waiting for its body ([`conversations`]).
     conversation: Option<Box<conversations::Pending>>,
+    /// An MCP request ([`mcp`]).
+    mcp: Option<Box<mcp::McpState>>,
 }
 
 impl Stream {
@@ -265,6 +268,7 @@ impl Stream {
             lifecycle_call: None,
             chain: None,
             conversation: None,
+            mcp: None,
         }
     }
 
@@ -339,6 +343,7 @@ impl Stream {
                 api.label()
             }
             Endpoint::Stored(_) | Endpoint::Conversations(_) => Api::Responses.label(),
+            Endpoint::Mcp { .. } => ferrogate_core::metrics::MCP,
             Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
         };
         // With keys, every call needs one, even to a path that does not exist: an
@@ -353,6 +358,7 @@ impl Stream {
                 Err(e) => self.reply_error(&e),
             },
             Endpoint::Reject(e) => self.reply_error(&e),
+            Endpoint::Mcp { server, rest } => self.start_mcp(config, server, rest, &head, &map, end_of_stream),
             Endpoint::Stored(call) => self.start_lifecycle(config, call, head.method, head.path),
             Endpoint::Conversations(call) => self.start_conversations(call, head.method, head.path, end_of_stream),
             Endpoint::Forward(_) if end_of_stream => {
@@ -389,6 +395,9 @@ impl Stream {
             return Action::Continue;
         };
         if let Some(action) = self.conversation_body(body_size, end_of_stream) {
+            return action;
+        }
+        if let Some(action) = self.mcp_body(body_size, end_of_stream, plugin.max_body_bytes) {
             return action;
         }
         if self.api.is_none() {
@@ -433,6 +442,9 @@ impl HttpContext for Stream {
         let Some(plugin) = self.shared.plugin.clone() else {
             return Action::Continue;
         };
+        if self.mcp_awaits_body() {
+            return self.timed(Self::mcp_body_end);
+        }
         self.timed(|s| s.finish(&plugin))
     }
 

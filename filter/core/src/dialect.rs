@@ -20,6 +20,8 @@ pub enum Dialect {
     Anthropic,
     /// Google Gemini (`/v1beta/...`, e.g. `/v1beta/models/{m}:generateContent`).
     Gemini,
+    /// JSON-RPC 2.0, as MCP speaks it (`/mcp/{server}`): errors are JSON-RPC error responses.
+    JsonRpc,
 }
 
 impl Dialect {
@@ -34,6 +36,9 @@ impl Dialect {
         }
         if bare.starts_with("/v1beta/") {
             return Self::Gemini;
+        }
+        if bare == "/mcp" || bare.starts_with("/mcp/") {
+            return Self::JsonRpc;
         }
         Self::OpenAi
     }
@@ -86,6 +91,39 @@ struct AnthropicError<'a> {
     message: &'a str,
 }
 
+/// A JSON-RPC error response with no id (the gateway answers before, or instead of, reading
+/// the request's); the HTTP status and the error's type go in `data`.
+#[derive(Serialize)]
+struct JsonRpcEnvelope<'a> {
+    jsonrpc: &'static str,
+    id: Option<u8>,
+    error: JsonRpcError<'a>,
+}
+
+#[derive(Serialize)]
+struct JsonRpcError<'a> {
+    code: i64,
+    message: &'a str,
+    data: JsonRpcData,
+}
+
+#[derive(Serialize)]
+struct JsonRpcData {
+    http_status: u16,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// JSON-RPC code for an HTTP status: the request's fault is -32600 (invalid request), the
+/// gateway's or the server's -32603 (internal error).
+fn jsonrpc_code(status: u16) -> i64 {
+    if status < 500 {
+        -32600
+    } else {
+        -32603
+    }
+}
+
 #[derive(Serialize)]
 struct GeminiEnvelope<'a> {
     error: GeminiError<'a>,
@@ -111,6 +149,15 @@ impl ApiError {
             }),
             Dialect::Gemini => serde_json::to_vec(&GeminiEnvelope {
                 error: GeminiError { code: self.status, message: &self.message, status: gemini_status(self.status) },
+            }),
+            Dialect::JsonRpc => serde_json::to_vec(&JsonRpcEnvelope {
+                jsonrpc: "2.0",
+                id: None,
+                error: JsonRpcError {
+                    code: jsonrpc_code(self.status),
+                    message: &self.message,
+                    data: JsonRpcData { http_status: self.status, kind: self.kind },
+                },
             }),
         };
         // Serialising these plain structs cannot fail; fall back to the OpenAI body regardless.
@@ -138,6 +185,9 @@ mod tests {
             ("/v1beta/models/g:streamGenerateContent?alt=sse", Dialect::Gemini),
             ("/v1/chat/completions", Dialect::OpenAi),
             ("/v1/models/chat", Dialect::OpenAi),
+            ("/mcp/tools", Dialect::JsonRpc),
+            ("/mcp?x=1", Dialect::JsonRpc),
+            ("/mcpx", Dialect::OpenAi),
             ("/", Dialect::OpenAi),
             ("", Dialect::OpenAi),
         ] {
@@ -152,6 +202,21 @@ mod tests {
         let v = parse(&e.body_in(Dialect::OpenAi));
         assert_eq!(v["error"]["type"], "permission_error");
         assert_eq!(v["error"]["param"], "model");
+    }
+
+    #[test]
+    fn json_rpc_shape_carries_the_status_and_type() {
+        let body = parse(&ApiError::mcp_server_not_allowed("tools").body_in(Dialect::JsonRpc));
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["id"], Value::Null);
+        assert_eq!(body["error"]["code"], -32600);
+        assert_eq!(body["error"]["data"], json!({"http_status": 403, "type": "permission_error"}));
+        assert!(body["error"]["message"].as_str().unwrap().contains("`tools`"));
+        let down = parse(&ApiError::unavailable("no healthy upstream").body_in(Dialect::JsonRpc));
+        assert_eq!(
+            (down["error"]["code"].as_i64(), down["error"]["data"]["http_status"].as_u64()),
+            (Some(-32603), Some(503))
+        );
     }
 
     #[test]

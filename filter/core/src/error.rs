@@ -72,6 +72,26 @@ impl ApiError {
         Self::new(404, "invalid_request_error", Some("unknown_url"), format!("Invalid URL ({method} {path})"))
     }
 
+    /// 404 `mcp_server_not_found`: no MCP server of that name (for every caller alike).
+    pub fn mcp_server_not_found(server: &str) -> Self {
+        let message = format!("The MCP server `{server}` does not exist or you do not have access to it.");
+        Self::new(404, "invalid_request_error", Some("mcp_server_not_found"), message)
+    }
+
+    /// 403 `mcp_server_not_allowed`: the server exists but the key has no grant on it.
+    pub fn mcp_server_not_allowed(server: &str) -> Self {
+        let message = format!("This API key is not allowed to use the MCP server `{server}`.");
+        Self::new(403, "permission_error", Some("mcp_server_not_allowed"), message)
+    }
+
+    /// 501 where a host does not front MCP servers (the Traefik middleware).
+    pub fn mcp_unsupported() -> Self {
+        let message = "MCP servers are fronted by the proxy-wasm filter (Envoy, Istio, ferrogate serve); \
+                       this Traefik middleware does not serve /mcp paths"
+            .to_string();
+        Self::new(501, "invalid_request_error", Some("mcp_unsupported"), message)
+    }
+
     /// 405 for a known path with the wrong method.
     pub fn method_not_allowed(method: &str, path: &str) -> Self {
         let message = format!("Method {method} is not allowed for {path}");

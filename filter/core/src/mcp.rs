@@ -9,17 +9,22 @@
 //! - [`tools`]: [`filter_list`] and [`filter_list_sse`] rewrite a `tools/list` answer, as JSON
 //!   or as an event stream.
 //! - [`session`]: `Mcp-Session-Id` sealed to the key and server that opened the session.
+//! - [`sse`]: event streams rewritten event by event, the HTTP+SSE transport's endpoint.
+//! - [`refusal`]: a refused `tools/call` on the HTTP+SSE transport, answered on its GET stream.
 //! - [`path`]: [`upstream_path`], where a request to `/mcp/{server}…` goes on the server.
 
 pub mod glob;
 pub mod jsonrpc;
 pub mod path;
+pub mod refusal;
 pub mod session;
+pub mod sse;
 pub mod tools;
 
 pub use glob::glob_match;
 pub use jsonrpc::{error_body, scan, Kind, Message, ScanError};
 pub use path::upstream_path;
+pub use sse::{EventSplitter, SseError};
 pub use tools::{filter_list, filter_list_sse, FilterError, MAX_TOOLS};
 
 #[cfg(test)]

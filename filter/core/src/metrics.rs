@@ -191,6 +191,8 @@ pub fn model_label<'a>(config: &'a Config, requested: &'a str) -> Cow<'a, str> {
 
 /// The label value of anything the configuration does not name.
 pub const UNKNOWN: &str = "unknown";
+/// The `api` label of `/mcp/{server}` requests.
+pub const MCP: &str = "mcp";
 /// The `provider` label of a request that was not routed.
 pub const NO_PROVIDER: &str = "none";
 

@@ -162,6 +162,14 @@ pub enum Endpoint<'p> {
     Stored(crate::stored::Lifecycle<'p>),
     /// A Conversations API call, answered by the sidecar's store.
     Conversations(crate::stored::conversations::Call<'p>),
+    /// `/mcp/{server}[/rest]`: an MCP server's endpoint (`rest` empty), or another path of
+    /// its origin (`rest` starting with `/`, e.g. the HTTP+SSE transport's message endpoint).
+    Mcp {
+        /// The server's name as the path gives it (looked up by the filter).
+        server: &'p str,
+        /// What follows the name, query string excluded.
+        rest: &'p str,
+    },
     /// Answer locally with this error (unknown path, wrong method).
     Reject(ApiError),
 }
@@ -198,6 +206,12 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
     if bare == crate::stored::conversations::PATH || bare.starts_with("/v1/conversations/") {
         return crate::stored::conversations::classify(method, bare)
             .map_or_else(Endpoint::Reject, Endpoint::Conversations);
+    }
+    if let Some(tail) = bare.strip_prefix("/mcp/") {
+        let (server, rest) = tail.find('/').map_or((tail, ""), |i| tail.split_at(i));
+        if !server.is_empty() {
+            return Endpoint::Mcp { server, rest };
+        }
     }
     match Api::from_path(bare) {
         Some(api) if method == "POST" => Endpoint::Forward(api),

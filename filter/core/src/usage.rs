@@ -78,7 +78,7 @@ impl From<crate::dialect::Dialect> for UsageDialect {
     fn from(d: crate::dialect::Dialect) -> Self {
         use crate::dialect::Dialect;
         match d {
-            Dialect::OpenAi => Self::OpenAi,
+            Dialect::OpenAi | Dialect::JsonRpc => Self::OpenAi,
             Dialect::Anthropic => Self::Anthropic,
             Dialect::Gemini => Self::Gemini,
         }

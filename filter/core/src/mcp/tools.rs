@@ -97,103 +97,13 @@ fn splice(text: &str, part: &str, with: &str) -> Option<Vec<u8>> {
     Some([before, with, after].concat().into_bytes())
 }
 
-/// One line of an event stream: its text and its line ending (`\n`, `\r\n`, `\r`, or none at
-/// the end of the body).
-struct Line<'a> {
-    text: &'a [u8],
-    end: &'a [u8],
-}
-
-impl Line<'_> {
-    /// The value of a `data` field line (one leading space stripped; a bare `data` line has an
-    /// empty value), `None` for any other line.
-    fn data(&self) -> Option<&[u8]> {
-        let value = self.text.strip_prefix(b"data")?;
-        match value.first() {
-            None => Some(value),
-            Some(b':') => value.get(1..).map(|v| v.strip_prefix(b" ").unwrap_or(v)),
-            Some(_) => None,
-        }
-    }
-}
-
-/// The lines of an event stream, line endings kept.
-fn lines(mut body: &[u8]) -> impl Iterator<Item = Line<'_>> {
-    std::iter::from_fn(move || {
-        if body.is_empty() {
-            return None;
-        }
-        let at = body.iter().position(|&b| b == b'\n' || b == b'\r').unwrap_or(body.len());
-        let len = match body.get(at..) {
-            Some([b'\r', b'\n', ..]) => 2,
-            Some([]) | None => 0,
-            Some(_) => 1,
-        };
-        let (line, rest) = body.split_at_checked(at + len)?;
-        body = rest;
-        let (text, end) = line.split_at_checked(at)?;
-        Some(Line { text, end })
-    })
-}
-
 /// Same as [`filter_list`] over a `text/event-stream` body holding the whole response stream:
-/// each event's `data:` lines (joined with `\n` per the SSE spec) that hold a tools/list result
-/// are rewritten as one `data:` line, in place of the event's last data line; every other byte
-/// (`event:`, `id:`, `retry:`, comment lines, other events, line endings `\n`, `\r\n` or `\r`)
-/// passes through unchanged. An unterminated last event is filtered too. `Ok(None)` when
-/// nothing changed.
+/// each event whose data (its `data:` lines joined with `\n`, per the SSE spec) holds a
+/// tools/list result is rewritten ([`super::sse::map_events`]); every other byte passes through
+/// unchanged. `Ok(None)` when nothing changed.
 ///
 /// # Errors
 /// As [`filter_list`], for any event whose data is not blank.
 pub fn filter_list_sse(body: &[u8], allow: &dyn Fn(&str) -> bool) -> Result<Option<Vec<u8>>, FilterError> {
-    // A leading byte-order mark is dropped by SSE parsers before the first field name.
-    let bom = if body.starts_with("\u{feff}".as_bytes()) { 3 } else { 0 };
-    let (head, rest) = body.split_at_checked(bom).unwrap_or((&[], body));
-    let mut out = head.to_vec();
-    let mut event: Vec<Line<'_>> = Vec::new();
-    let mut changed = false;
-    for line in lines(rest) {
-        let blank = line.text.is_empty();
-        event.push(line);
-        if blank {
-            changed |= flush(&event, &mut out, allow)?;
-            event.clear();
-        }
-    }
-    changed |= flush(&event, &mut out, allow)?;
-    Ok(changed.then_some(out))
-}
-
-/// Writes one event (its lines up to and including its blank line) to `out`, rewritten when its
-/// data is a tools/list result with tools to hide; returns whether it was rewritten.
-fn flush(event: &[Line<'_>], out: &mut Vec<u8>, allow: &dyn Fn(&str) -> bool) -> Result<bool, FilterError> {
-    let data: Vec<&[u8]> = event.iter().filter_map(Line::data).collect();
-    let joined = data.join(&b'\n');
-    let blank = joined.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
-    let rewritten = if blank { None } else { filter_list(&joined, allow)? };
-    let Some(json) = rewritten else {
-        for line in event {
-            out.extend_from_slice(line.text);
-            out.extend_from_slice(line.end);
-        }
-        return Ok(false);
-    };
-    // The new data replaces the last data line, earlier ones are dropped: a dropped line is then
-    // always followed by a non-blank line, so a `\r` ending before it cannot merge with a
-    // following blank line's `\n` into one `\r\n` and lose the event's end.
-    let last = event.iter().rposition(|l| l.data().is_some());
-    for (i, line) in event.iter().enumerate() {
-        if Some(i) == last {
-            out.extend_from_slice(b"data: ");
-            // Newlines in the joined data lie between JSON tokens (JSON strings cannot hold
-            // them raw): spaces keep the JSON the same on one line.
-            out.extend(json.iter().map(|&b| if b == b'\n' { b' ' } else { b }));
-        } else if line.data().is_some() {
-            continue;
-        } else {
-            out.extend_from_slice(line.text);
-        }
-        out.extend_from_slice(line.end);
-    }
-    Ok(true)
+    super::sse::map_events(body, &mut |_, data| filter_list(data, allow))
 }

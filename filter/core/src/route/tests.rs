@@ -47,6 +47,12 @@ fn classify_paths_and_methods() {
     assert_eq!(classify("POST", "/v1/chat/completions"), Endpoint::Forward(Api::ChatCompletions));
     assert_eq!(classify("POST", "/v1/completions?a=b"), Endpoint::Forward(Api::Completions));
     assert_eq!(classify("POST", "/v1/embeddings"), Endpoint::Forward(Api::Embeddings));
+    assert_eq!(classify("POST", "/mcp/tools"), Endpoint::Mcp { server: "tools", rest: "" });
+    assert_eq!(classify("GET", "/mcp/tools?x=1"), Endpoint::Mcp { server: "tools", rest: "" });
+    assert_eq!(
+        classify("POST", "/mcp/old/messages/?session_id=1"),
+        Endpoint::Mcp { server: "old", rest: "/messages/" }
+    );
     let status = |m, p| match classify(m, p) {
         Endpoint::Reject(e) => e.status,
         other => panic!("{other:?}"),
@@ -56,6 +62,7 @@ fn classify_paths_and_methods() {
     assert_eq!(status("POST", "/v1/chat/completions/"), 404);
     assert_eq!(status("GET", "/"), 404);
     assert_eq!(status("GET", "/v1/models/"), 404);
+    assert_eq!(status("POST", "/mcp/"), 404);
 }
 
 #[test]
