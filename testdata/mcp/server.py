@@ -1,0 +1,182 @@
+"""A small MCP server built on the official `mcp` Python SDK, for the gateway's MCP tests.
+
+Runs under either SDK era (the SDK is detected at import):
+
+  * mcp 2.x (tests/python/requirements.txt, .venv): `mcp.server.mcpserver.MCPServer`; the app
+    factories take the transport options: `streamable_http_app(streamable_http_path=...)`,
+    `sse_app(sse_path=..., message_path=...)`. Its server also answers the 2026-07-28
+    `server/discover` probe of 2.x clients.
+  * mcp 1.x (tests/python/requirements-mcp1.txt, .venv-mcp1): `mcp.server.fastmcp.FastMCP`;
+    the same options are constructor settings and `streamable_http_app()` / `sse_app()` take
+    none. Initialize handshake only.
+
+    server.py [--port N] [--transport streamable-http|sse] --token T [--headers-log PATH] [--name NAME]
+
+Endpoints (the SDK defaults): streamable HTTP at `/mcp`; SSE as `GET /sse` (the event stream,
+whose first event names the message URL) plus `POST /messages/?session_id=...`.
+
+`--port 0` picks a free port. Once the server accepts connections it prints exactly one line,
+`LISTENING <port>`, to stdout (the SDK and uvicorn log to stderr).
+
+Every HTTP request must carry `Authorization: Bearer <T>`, else it gets 401 (checked by an ASGI
+middleware around the SDK's Starlette app, before the SDK sees the request). `--headers-log PATH`
+appends one JSON line per HTTP request, rejected ones included, before that check:
+{"method": ..., "path": ..., "query": ..., "headers": {lower-cased name: value}} (repeated
+headers joined with ", ").
+
+Host header: the server binds 127.0.0.1, for which both SDK eras switch on their DNS-rebinding
+protection by default: a request whose Host is not `127.0.0.1:<any port>`, `localhost:<any
+port>` or `[::1]:<any port>` gets 421 Misdirected Request, and one with an Origin header other
+than http:// on those hosts gets 403. A gateway forwarding `Host: 127.0.0.1:<port>` (or passing
+the client's Host through when that is one of the above) is accepted; the protection is kept on
+on purpose, so a test notices a gateway forwarding its own public Host.
+
+Tools: echo(text) -> text, add(a, b) -> a + b, delete_everything() (harmless; a tool the tests
+do not grant), slow(seconds) -> sleeps that long (for timeouts and cancellation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+from importlib.metadata import version
+
+import anyio
+import uvicorn
+
+SDK_VERSION = version("mcp")
+SDK_MAJOR = int(SDK_VERSION.split(".")[0])
+
+if SDK_MAJOR >= 2:
+    from mcp.server.mcpserver import MCPServer as _Server
+else:
+    from mcp.server.fastmcp import FastMCP as _Server
+
+
+def build_server(name: str, calls_log: str | None = None):
+    mcp = _Server(name)
+
+    def called(tool: str) -> None:
+        """Appends the tool's name to --calls-log: the proof of which calls reached the server."""
+        if calls_log:
+            with open(calls_log, "a", encoding="utf-8") as f:
+                f.write(tool + "\n")
+
+    @mcp.tool()
+    def echo(text: str) -> str:
+        """Returns the text unchanged."""
+        called("echo")
+        return text
+
+    @mcp.tool()
+    def add(a: int, b: int) -> int:
+        """Adds two integers."""
+        called("add")
+        return a + b
+
+    @mcp.tool()
+    def delete_everything() -> str:
+        """Pretends to delete everything (a tool a policy should not grant)."""
+        called("delete_everything")
+        return "deleted everything (not really)"
+
+    @mcp.tool()
+    async def slow(seconds: float) -> str:
+        """Sleeps for the given number of seconds, then answers."""
+        called("slow")
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    return mcp
+
+
+def starlette_app(mcp, transport: str):
+    """The SDK's Starlette app for the transport, at the SDK's default paths."""
+    if transport == "sse":
+        return mcp.sse_app()  # GET /sse + POST /messages/
+    return mcp.streamable_http_app()  # /mcp
+
+
+class BearerGate:
+    """ASGI middleware: logs every HTTP request's headers, then demands the bearer token."""
+
+    def __init__(self, app, token: str, headers_log: str | None):
+        self.app = app
+        self.expected = f"Bearer {token}"
+        self.headers_log = headers_log
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":  # lifespan (runs the streamable HTTP session manager)
+            await self.app(scope, receive, send)
+            return
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        if self.headers_log:
+            line = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "query": scope.get("query_string", b"").decode("latin-1"),
+                "headers": headers,
+            }
+            with open(self.headers_log, "a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+        if headers.get("authorization") != self.expected:
+            body = b'{"error":"unauthorized"}'
+            await send({
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="mcp-fixture"'),
+                ],
+            })
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+async def serve(app, sock: socket.socket) -> None:
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        print(f"LISTENING {sock.getsockname()[1]}", flush=True)
+
+    announcer = asyncio.create_task(announce())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        announcer.cancel()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
+    ap.add_argument("--transport", choices=("streamable-http", "sse"), default="streamable-http")
+    ap.add_argument("--token", required=True, help="the bearer token every request must carry")
+    ap.add_argument("--headers-log", help="append one JSON line per HTTP request to this file")
+    ap.add_argument("--name", default="ferrogate-mcp-fixture", help="the server's MCP name")
+    ap.add_argument("--calls-log", help="append each called tool's name to this file")
+    args = ap.parse_args()
+
+    app = BearerGate(starlette_app(build_server(args.name, args.calls_log), args.transport), args.token, args.headers_log)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    print(f"mcp {SDK_VERSION} {args.transport} server {args.name!r} on 127.0.0.1:{sock.getsockname()[1]}",
+          file=sys.stderr, flush=True)
+    asyncio.run(serve(app, sock))
+
+
+if __name__ == "__main__":
+    main()
