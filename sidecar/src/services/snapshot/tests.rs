@@ -87,11 +87,14 @@ fn the_cache_file_is_private_and_holds_no_key_in_clear() {
     let cache = dir.join("snapshot.json");
     let mut keyed = raw(KEYED);
     keyed.providers[1].api_key = Some("sk-secret-two".into()); // as resolved from its variable
+    let server = "{name: tools, url: 'http://127.0.0.1:9/mcp', api_key_env: FG_CACHE_TEST_MCP, api_key: sk-secret-mcp}";
+    keyed.mcp_servers = raw(&format!("mcp_servers: [{server}]")).mcp_servers;
     for master in [None, Some(master())] {
         let sealing = master.is_some();
         let snapshots = Snapshots::with_master(Some(cache.clone()), master);
         let served = snapshots.publish(keyed.clone()).unwrap();
         assert!(String::from_utf8_lossy(&served.body).contains("sk-secret-one"), "filters get the key");
+        assert!(String::from_utf8_lossy(&served.body).contains("sk-secret-mcp"), "and the MCP server's");
         let text = std::fs::read_to_string(&cache).unwrap();
         assert!(!text.contains("sk-secret"), "a key in clear in the cache: {text}");
         assert_eq!(text.contains("fgs1:"), sealing, "{text}");
