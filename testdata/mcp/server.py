@@ -10,7 +10,11 @@ Runs under either SDK era (the SDK is detected at import):
     the same options are constructor settings and `streamable_http_app()` / `sse_app()` take
     none. Initialize handshake only.
 
-    server.py [--port N] [--transport streamable-http|sse] --token T [--headers-log PATH] [--name NAME]
+    server.py [--port N] [--transport streamable-http|sse] --token T|--token-file PATH
+              [--headers-log PATH] [--calls-log PATH] [--name NAME]
+
+--token-file accepts any bearer token listed in the file (one per line, read on every request):
+what an OAuth resource server accepts from its authorization server.
 
 Endpoints (the SDK defaults): streamable HTTP at `/mcp`; SSE as `GET /sse` (the event stream,
 whose first event names the message URL) plus `POST /messages/?session_id=...`.
@@ -103,10 +107,18 @@ def starlette_app(mcp, transport: str):
 class BearerGate:
     """ASGI middleware: logs every HTTP request's headers, then demands the bearer token."""
 
-    def __init__(self, app, token: str, headers_log: str | None):
+    def __init__(self, app, token: str | None, headers_log: str | None, token_file: str | None = None):
         self.app = app
-        self.expected = f"Bearer {token}"
+        self.token = token
+        self.token_file = token_file
         self.headers_log = headers_log
+
+    def accepts(self, authorization: str | None) -> bool:
+        if self.token_file:
+            with open(self.token_file, encoding="utf-8") as f:
+                tokens = {line.strip() for line in f if line.strip()}
+            return authorization is not None and authorization.removeprefix("Bearer ") in tokens
+        return authorization == f"Bearer {self.token}"
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":  # lifespan (runs the streamable HTTP session manager)
@@ -125,7 +137,7 @@ class BearerGate:
             }
             with open(self.headers_log, "a", encoding="utf-8") as f:
                 f.write(json.dumps(line) + "\n")
-        if headers.get("authorization") != self.expected:
+        if not self.accepts(headers.get("authorization")):
             body = b'{"error":"unauthorized"}'
             await send({
                 "type": "http.response.start",
@@ -161,13 +173,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     ap.add_argument("--transport", choices=("streamable-http", "sse"), default="streamable-http")
-    ap.add_argument("--token", required=True, help="the bearer token every request must carry")
+    who = ap.add_mutually_exclusive_group(required=True)
+    who.add_argument("--token", help="the bearer token every request must carry")
+    who.add_argument("--token-file", help="accept any bearer token listed in this file")
     ap.add_argument("--headers-log", help="append one JSON line per HTTP request to this file")
     ap.add_argument("--name", default="ferrogate-mcp-fixture", help="the server's MCP name")
     ap.add_argument("--calls-log", help="append each called tool's name to this file")
     args = ap.parse_args()
 
-    app = BearerGate(starlette_app(build_server(args.name, args.calls_log), args.transport), args.token, args.headers_log)
+    app = BearerGate(starlette_app(build_server(args.name, args.calls_log), args.transport), args.token,
+                     args.headers_log, args.token_file)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))

@@ -57,12 +57,15 @@ class Server:
 
 
 @contextmanager
-def mcp_server(era: str, transport: str, token: str, work: Path, name: str) -> Iterator[Server]:
-    """server.py under `era`'s SDK on a free port, requiring `Bearer <token>`."""
+def mcp_server(era: str, transport: str, token: str, work: Path, name: str,
+               token_file: Path | None = None) -> Iterator[Server]:
+    """server.py under `era`'s SDK on a free port, requiring `Bearer <token>` (or any token
+    listed in `token_file` when given)."""
     srv = Server(era, transport, 0, work / "headers.jsonl", work / "calls.log", work / "server.stderr")
     with open(srv.stderr_log, "wb") as err:
         proc = subprocess.Popen(
-            [python(era), str(MCP_DIR / "server.py"), "--port", "0", "--transport", transport, "--token", token,
+            [python(era), str(MCP_DIR / "server.py"), "--port", "0", "--transport", transport,
+             *(["--token-file", str(token_file)] if token_file else ["--token", token]),
              "--headers-log", str(srv.headers_log), "--calls-log", str(srv.calls_log), "--name", name],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
             preexec_fn=_die_with_parent)

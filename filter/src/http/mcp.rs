@@ -91,6 +91,10 @@ impl Stream {
         if config.mcp_access(self.caller, index).is_none() {
             return self.reply_error(&ApiError::mcp_server_not_allowed(name));
         }
+        if server.oauth.is_some() && server.credential.is_none() {
+            let why = format!("no OAuth token for the MCP server `{name}` yet: the sidecar has not fetched one");
+            return self.reply_error(&ApiError::unavailable(why));
+        }
         if eos && head.method == "POST" {
             return self.reply(400, &wire::error_body(None, -32700, "parse error: the request body is empty"));
         }

@@ -79,6 +79,11 @@ pub struct Snapshots {
     dns: Mutex<DnsState>,
     /// Asks the resolver for a name with no answer yet.
     dns_wake: Notify,
+    /// OAuth tokens of MCP servers by server name ([`crate::services::mcp_oauth`]), put in
+    /// every publication as the servers' `api_key`.
+    oauth_tokens: Mutex<std::collections::BTreeMap<String, String>>,
+    /// Tells the token fetcher the OAuth servers may have changed.
+    oauth_wake: Notify,
     /// The ticket of the publication being served: publications build outside any lock (a
     /// DNS answer republishes while the store's publication may still be building), so one
     /// that took its configuration before the one served is dropped instead of overwriting it.
@@ -133,6 +138,8 @@ impl Snapshots {
             master,
             dns: Mutex::default(),
             dns_wake: Notify::new(),
+            oauth_tokens: Mutex::default(),
+            oauth_wake: Notify::new(),
             served_ticket: Mutex::new(0),
             #[cfg(test)]
             before_serving: Mutex::new(None),
@@ -200,25 +207,58 @@ impl Snapshots {
         self.replace(served);
     }
 
-    /// `raw` with its `endpoints_dns` names replaced by their last answers, and the
-    /// publication's ticket; `raw` itself is kept to publish again when an answer changes, and a
-    /// name not resolved yet wakes the resolver.
+    /// `raw` with its `endpoints_dns` names replaced by their last answers and its OAuth MCP
+    /// servers' tokens filled in, and the publication's ticket; `raw` itself is kept to publish
+    /// again when an answer or a token changes, and a name not resolved yet wakes the resolver.
     fn with_dns_endpoints(&self, raw: RawConfig) -> (RawConfig, u64) {
         let names = dns::names(&raw);
+        let oauth = raw.mcp_servers.iter().any(|s| s.oauth.is_some());
         let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         state.tickets += 1;
         let ticket = state.tickets;
         state.answers.retain(|name, _| names.contains(name));
-        if names.is_empty() {
+        if oauth {
+            self.oauth_wake.notify_one();
+        }
+        if names.is_empty() && !oauth {
             state.raw = None;
             return (raw, ticket);
         }
         if names.iter().any(|name| !state.answers.contains_key(name)) {
             self.dns_wake.notify_one();
         }
-        let expanded = dns::expand(raw.clone(), &state.answers);
+        let mut expanded = dns::expand(raw.clone(), &state.answers);
         state.raw = Some(raw);
+        drop(state);
+        let tokens = self.oauth_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for server in expanded.mcp_servers.iter_mut().filter(|s| s.oauth.is_some()) {
+            server.api_key = tokens.get(&server.name).cloned();
+        }
         (expanded, ticket)
+    }
+
+    /// The OAuth MCP servers of the configuration last published, each with the `resource` its
+    /// tokens are asked for (the server's `url` unless set).
+    pub fn oauth_wanted(&self) -> Vec<(String, ferrogate_core::config::mcp::RawMcpOauth)> {
+        let state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let servers = state.raw.iter().flat_map(|r| r.mcp_servers.iter());
+        let with = |s: &ferrogate_core::config::mcp::RawMcpServer| {
+            let mut oauth = s.oauth.clone()?;
+            oauth.resource.get_or_insert_with(|| s.url.clone());
+            Some((s.name.clone(), oauth))
+        };
+        servers.filter_map(with).collect()
+    }
+
+    /// Records server `name`'s new token; whether it changed (then [`Snapshots::republish`]).
+    pub fn set_oauth_token(&self, name: &str, token: String) -> bool {
+        let mut tokens = self.oauth_tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tokens.insert(name.to_string(), token.clone()) != Some(token)
+    }
+
+    /// Resolves when a publication names OAuth MCP servers (they may have changed).
+    pub async fn oauth_changed(&self) {
+        self.oauth_wake.notified().await;
     }
 
     /// The `endpoints_dns` names of the configuration last published.
@@ -238,12 +278,12 @@ impl Snapshots {
         true
     }
 
-    /// Publishes the last configuration again, with the current DNS answers.
+    /// Publishes the last configuration again, with the current DNS answers and OAuth tokens.
     pub fn republish(&self) {
         let raw = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner).raw.clone();
         if let Some(raw) = raw {
             if let Err(e) = self.publish(raw) {
-                tracing::warn!(error = %e, "endpoints_dns: the configuration with the new endpoints does not build");
+                tracing::warn!(error = %e, "the configuration with the new endpoints or tokens does not build");
             }
         }
     }

@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use super::syntax::{self, BaseUrl};
 use super::validate::Problems;
 
+mod oauth;
+pub use oauth::{McpOauth, RawMcpOauth};
+
 /// Default time the gateway waits for an MCP server's answer, ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// The prefix of an MCP server's upstream cluster name (`mcp:<name>`), apart from providers'.
@@ -39,7 +42,8 @@ pub struct RawMcpServer {
     /// `streamable_http` (default) or `sse` (the 2024-11-05 HTTP+SSE transport).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
-    /// How the server's credential is sent: `bearer` (default), `header` or `none`.
+    /// How the server's credential is sent: `bearer` (default), `header`, `none`, or
+    /// `oauth_client_credentials` (a bearer token the sidecar fetches, see `oauth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<String>,
     /// The header that carries the credential with `auth: header` (e.g. `x-api-key`).
@@ -55,6 +59,9 @@ pub struct RawMcpServer {
     /// Longest wait for the server's answer, ms (default 300000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Where tokens come from with `auth: oauth_client_credentials`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<RawMcpOauth>,
 }
 
 /// The MCP transport a server speaks.
@@ -99,6 +106,8 @@ pub struct McpServer {
     pub api_key_env: Option<String>,
     /// Longest wait for an answer, ms.
     pub timeout_ms: u64,
+    /// Where the sidecar fetches its tokens (`auth: oauth_client_credentials`).
+    pub oauth: Option<McpOauth>,
     /// The upstream cluster: `mcp:<name>`.
     pub cluster: String,
 }
@@ -156,6 +165,11 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
         p.check(at("api_key_env"), syntax::check_env_name(var));
     }
     let credential = credential(raw, &at, p);
+    let oauth_auth = raw.auth.as_deref() == Some("oauth_client_credentials");
+    let oauth = oauth::validate(raw.oauth.as_ref(), oauth_auth, &raw.url, &at, p);
+    if oauth_auth && raw.api_key_env.is_some() {
+        p.add(at("api_key_env"), "is not read with auth: oauth_client_credentials (the sidecar fetches the tokens)");
+    }
     let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     if timeout_ms == 0 {
         p.add(at("timeout_ms"), "must be at least 1");
@@ -169,6 +183,7 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
         credential,
         api_key_env: raw.api_key_env.clone(),
         timeout_ms,
+        oauth,
         cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
     })
 }
@@ -176,7 +191,7 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
 /// The credential header, from `auth`, `auth_header` and the resolved `api_key`.
 fn credential(raw: &RawMcpServer, at: &dyn Fn(&str) -> String, p: &mut Problems) -> Option<McpCredential> {
     let name = match (raw.auth.as_deref(), raw.auth_header.as_deref()) {
-        (None | Some("bearer"), None) => Some("authorization".to_string()),
+        (None | Some("bearer" | "oauth_client_credentials"), None) => Some("authorization".to_string()),
         (Some("none"), None) => None,
         (Some("header"), Some(h)) => p.check(at("auth_header"), header_name(h)),
         (Some("header"), None) => {
@@ -188,7 +203,8 @@ fn credential(raw: &RawMcpServer, at: &dyn Fn(&str) -> String, p: &mut Problems)
             None
         }
         (Some(other), None) => {
-            p.add(at("auth"), format!("unknown auth {other:?} (expected bearer, header or none)"));
+            let expected = "expected bearer, header, none or oauth_client_credentials";
+            p.add(at("auth"), format!("unknown auth {other:?} ({expected})"));
             None
         }
     };

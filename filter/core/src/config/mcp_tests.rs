@@ -110,3 +110,46 @@ fn api_key_env_fills_the_credential() {
     let cred = c.mcp.servers[0].credential.clone().unwrap();
     assert_eq!(cred.value, "Bearer from-env");
 }
+
+#[test]
+fn oauth_servers_need_their_block_and_keep_the_secret_out() {
+    let yaml = "
+mcp_servers:
+  - name: s
+    url: 'http://h:9/mcp'
+    auth: oauth_client_credentials
+    oauth: {token_url: 'http://idp:8/token', client_id: gw, client_secret_env: S_SECRET, scope: 'a b'}
+";
+    let c = config(yaml).unwrap();
+    let oauth = c.mcp.servers[0].oauth.clone().unwrap();
+    assert_eq!((oauth.resource.as_str(), oauth.scope.as_deref()), ("http://h:9/mcp", Some("a b")));
+    assert!(c.mcp.servers[0].credential.is_none(), "no token fetched yet");
+    let mut raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
+    raw.mcp_servers[0].api_key = Some("tok-1".into());
+    let c = Config::try_from(raw).unwrap();
+    assert_eq!(c.mcp.servers[0].credential.clone().unwrap().value, "Bearer tok-1", "the fetched token is sent");
+    let bad = "
+mcp_servers:
+  - {name: a, url: 'http://h/mcp', auth: oauth_client_credentials}
+  - {name: b, url: 'http://h/mcp', oauth: {token_url: 'http://i/t', client_id: c, client_secret_env: S}}
+  - name: c
+    url: 'http://h/mcp'
+    auth: oauth_client_credentials
+    api_key_env: K
+    oauth: {token_url: 'idp/token', client_id: '', client_secret_env: 'bad var'}
+";
+    let problems = config(bad).unwrap_err();
+    let paths: Vec<&str> = problems.iter().map(|p| p.split(": ").next().unwrap()).collect();
+    assert_eq!(
+        paths,
+        [
+            "mcp_servers[0].oauth",
+            "mcp_servers[1].oauth",
+            "mcp_servers[2].oauth.token_url",
+            "mcp_servers[2].oauth.client_secret_env",
+            "mcp_servers[2].oauth.client_id",
+            "mcp_servers[2].api_key_env",
+        ],
+        "{problems:#?}"
+    );
+}

@@ -173,8 +173,9 @@ impl Prober {
     }
 }
 
-/// HTTP and HTTPS (native roots; without any, HTTPS targets fail their probes).
-fn connector(timeout: Duration) -> Option<HttpsConnector<HttpConnector>> {
+/// HTTP and HTTPS (native roots; without any, HTTPS targets fail their probes, and HTTPS token
+/// endpoints their fetches).
+pub(crate) fn connector(timeout: Duration) -> Option<HttpsConnector<HttpConnector>> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(Some(timeout));
