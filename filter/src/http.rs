@@ -11,6 +11,7 @@
 //! only from callbacks that run while the headers are paused, and untrusted values are read
 //! with the `_bytes` variants (the `String` ones panic on non-UTF-8).
 
+mod a2a;
 mod admission;
 mod balance;
 mod chain;
@@ -207,6 +208,8 @@ pub(crate) struct Stream {
     conversation: Option<Box<conversations::Pending>>,
     /// An MCP request ([`mcp`]).
     mcp: Option<Box<mcp::McpState>>,
+    /// An A2A request ([`a2a`]).
+    a2a: Option<Box<a2a::A2aState>>,
 }
 
 impl Stream {
@@ -269,6 +272,7 @@ impl Stream {
             chain: None,
             conversation: None,
             mcp: None,
+            a2a: None,
         }
     }
 
@@ -344,6 +348,7 @@ impl Stream {
             }
             Endpoint::Stored(_) | Endpoint::Conversations(_) => Api::Responses.label(),
             Endpoint::Mcp { .. } => ferrogate_core::metrics::MCP,
+            Endpoint::A2a { .. } => ferrogate_core::metrics::A2A,
             Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
         };
         // With keys, every call needs one, even to a path that does not exist: an
@@ -359,6 +364,7 @@ impl Stream {
             },
             Endpoint::Reject(e) => self.reply_error(&e),
             Endpoint::Mcp { server, rest } => self.start_mcp(config, server, rest, &head, &map, end_of_stream),
+            Endpoint::A2a { agent, rest } => self.start_a2a(config, agent, rest, &head, end_of_stream),
             Endpoint::Stored(call) => self.start_lifecycle(config, call, head.method, head.path),
             Endpoint::Conversations(call) => self.start_conversations(call, head.method, head.path, end_of_stream),
             Endpoint::Forward(_) if end_of_stream => {
@@ -398,6 +404,9 @@ impl Stream {
             return action;
         }
         if let Some(action) = self.mcp_body(body_size, end_of_stream, plugin.max_body_bytes) {
+            return action;
+        }
+        if let Some(action) = self.a2a_body(body_size, end_of_stream, plugin.max_body_bytes) {
             return action;
         }
         if self.api.is_none() {
@@ -444,6 +453,9 @@ impl HttpContext for Stream {
         };
         if self.mcp_awaits_body() {
             return self.timed(Self::mcp_body_end);
+        }
+        if self.a2a_awaits_body() {
+            return self.timed(Self::a2a_body_end);
         }
         self.timed(|s| s.finish(&plugin))
     }

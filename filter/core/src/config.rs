@@ -6,6 +6,7 @@
 //! builds the lookup indexes. Core only parses JSON ([`Config::from_json_slice`]); YAML is
 //! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
+pub mod a2a;
 pub mod mcp;
 mod raw;
 pub mod responses;
@@ -243,6 +244,8 @@ pub struct Group {
     pub priority: Option<i32>,
     /// MCP grant patterns ([`mcp`]).
     pub mcp: Vec<String>,
+    /// A2A grant patterns ([`a2a`]).
+    pub a2a: Vec<String>,
 }
 
 /// A validated virtual key.
@@ -267,6 +270,8 @@ pub struct Key {
     pub priority: i32,
     /// The key's own MCP grant patterns ([`mcp`]).
     pub mcp: Vec<String>,
+    /// The key's own A2A grant patterns ([`a2a`]).
+    pub a2a: Vec<String>,
 }
 
 /// Prices in USD per million tokens.
@@ -334,6 +339,10 @@ pub struct Config {
     pub mcp: mcp::McpServers,
     /// Flattened MCP grants per key, parallel to `keys`.
     pub(crate) mcp_grants: Vec<mcp::McpGrants>,
+    /// `a2a_agents:`, fronted at `/a2a/{agent}`.
+    pub a2a: a2a::A2aAgents,
+    /// Flattened A2A grants per key, parallel to `keys`.
+    pub(crate) a2a_grants: Vec<a2a::A2aGrants>,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.
@@ -383,6 +392,17 @@ impl Config {
         match caller {
             crate::auth::Caller::Open => self.keys.is_empty().then_some(mcp::ToolAccess::ALL),
             crate::auth::Caller::Key(i) => self.mcp_grants.get(i)?.server(server),
+        }
+    }
+
+    /// Whether `caller` may reach A2A agent `agent` ([`Caller::Open`] only while the
+    /// configuration has no keys).
+    ///
+    /// [`Caller::Open`]: crate::auth::Caller::Open
+    pub fn a2a_allows(&self, caller: crate::auth::Caller, agent: usize) -> bool {
+        match caller {
+            crate::auth::Caller::Open => self.keys.is_empty(),
+            crate::auth::Caller::Key(i) => self.a2a_grants.get(i).is_some_and(|g| g.allows(agent)),
         }
     }
 

@@ -20,7 +20,8 @@ pub enum Dialect {
     Anthropic,
     /// Google Gemini (`/v1beta/...`, e.g. `/v1beta/models/{m}:generateContent`).
     Gemini,
-    /// JSON-RPC 2.0, as MCP speaks it (`/mcp/{server}`): errors are JSON-RPC error responses.
+    /// JSON-RPC 2.0, as MCP and A2A speak it (`/mcp/{server}`, `/a2a/{agent}`): errors are
+    /// JSON-RPC error responses.
     JsonRpc,
 }
 
@@ -37,7 +38,7 @@ impl Dialect {
         if bare.starts_with("/v1beta/") {
             return Self::Gemini;
         }
-        if bare == "/mcp" || bare.starts_with("/mcp/") {
+        if bare == "/mcp" || bare.starts_with("/mcp/") || bare.starts_with("/a2a/") {
             return Self::JsonRpc;
         }
         Self::OpenAi
@@ -188,6 +189,7 @@ mod tests {
             ("/mcp/tools", Dialect::JsonRpc),
             ("/mcp?x=1", Dialect::JsonRpc),
             ("/mcpx", Dialect::OpenAi),
+            ("/a2a/echo", Dialect::JsonRpc),
             ("/", Dialect::OpenAi),
             ("", Dialect::OpenAi),
         ] {

@@ -84,12 +84,24 @@ impl ApiError {
         Self::new(403, "permission_error", Some("mcp_server_not_allowed"), message)
     }
 
-    /// 501 where a host does not front MCP servers (the Traefik middleware).
-    pub fn mcp_unsupported() -> Self {
-        let message = "MCP servers are fronted by the proxy-wasm filter (Envoy, Istio, ferrogate serve); \
-                       this Traefik middleware does not serve /mcp paths"
+    /// 501 where a host does not front MCP servers and A2A agents (the Traefik middleware).
+    pub fn agent_paths_unsupported() -> Self {
+        let message = "MCP servers and A2A agents are fronted by the proxy-wasm filter (Envoy, Istio, \
+                       ferrogate serve); this Traefik middleware does not serve /mcp and /a2a paths"
             .to_string();
-        Self::new(501, "invalid_request_error", Some("mcp_unsupported"), message)
+        Self::new(501, "invalid_request_error", Some("agent_paths_unsupported"), message)
+    }
+
+    /// 404 `a2a_agent_not_found`: no A2A agent of that name (for every caller alike).
+    pub fn a2a_agent_not_found(agent: &str) -> Self {
+        let message = format!("The A2A agent `{agent}` does not exist or you do not have access to it.");
+        Self::new(404, "invalid_request_error", Some("a2a_agent_not_found"), message)
+    }
+
+    /// 403 `a2a_agent_not_allowed`: the agent exists but the key has no grant on it.
+    pub fn a2a_agent_not_allowed(agent: &str) -> Self {
+        let message = format!("This API key is not allowed to use the A2A agent `{agent}`.");
+        Self::new(403, "permission_error", Some("a2a_agent_not_allowed"), message)
     }
 
     /// 405 for a known path with the wrong method.

@@ -2,6 +2,7 @@
 //! the sidecar. No I/O, no clock, no randomness: time, counters and configuration are passed
 //! in, so everything here is unit-testable natively and builds for `wasm32-unknown-unknown`.
 
+pub mod a2a;
 pub mod auth;
 pub mod backoff;
 pub mod balance;

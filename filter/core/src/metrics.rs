@@ -193,6 +193,8 @@ pub fn model_label<'a>(config: &'a Config, requested: &'a str) -> Cow<'a, str> {
 pub const UNKNOWN: &str = "unknown";
 /// The `api` label of `/mcp/{server}` requests.
 pub const MCP: &str = "mcp";
+/// The `api` label of `/a2a/{agent}` requests.
+pub const A2A: &str = "a2a";
 /// The `provider` label of a request that was not routed.
 pub const NO_PROVIDER: &str = "none";
 

@@ -170,6 +170,14 @@ pub enum Endpoint<'p> {
         /// What follows the name, query string excluded.
         rest: &'p str,
     },
+    /// `/a2a/{agent}[/rest]`: an A2A agent's JSON-RPC endpoint (`rest` empty), or another
+    /// path of its origin (its card at `/.well-known/agent-card.json`, REST routes).
+    A2a {
+        /// The agent's name as the path gives it.
+        agent: &'p str,
+        /// What follows the name, query string excluded.
+        rest: &'p str,
+    },
     /// Answer locally with this error (unknown path, wrong method).
     Reject(ApiError),
 }
@@ -211,6 +219,12 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
         let (server, rest) = tail.find('/').map_or((tail, ""), |i| tail.split_at(i));
         if !server.is_empty() {
             return Endpoint::Mcp { server, rest };
+        }
+    }
+    if let Some(tail) = bare.strip_prefix("/a2a/") {
+        let (agent, rest) = tail.find('/').map_or((tail, ""), |i| tail.split_at(i));
+        if !agent.is_empty() {
+            return Endpoint::A2a { agent, rest };
         }
     }
     match Api::from_path(bare) {

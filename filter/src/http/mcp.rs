@@ -9,7 +9,7 @@
 //! the answer to a `tools/list` is held to drop the tools the key may not see. Everything else
 //! (notifications, server streams, GET and DELETE) flows through untouched.
 
-use ferrogate_core::config::mcp::{McpServer, Transport};
+use ferrogate_core::config::mcp::{McpCredential, McpServer, Transport};
 use ferrogate_core::config::Config;
 use ferrogate_core::mcp::{self as wire, session, Kind};
 use ferrogate_core::openai::ApiError;
@@ -49,6 +49,13 @@ pub(super) struct McpState {
     stream: Option<wire::EventSplitter>,
     /// The stream could not be checked: nothing more of it goes to the client.
     withheld: bool,
+}
+
+/// Where an MCP or A2A request goes.
+pub(super) struct Upstream<'a> {
+    pub(super) cluster: &'a str,
+    pub(super) authority: &'a str,
+    pub(super) path: &'a str,
 }
 
 /// The MCP headers of a request, read only on MCP paths (the model APIs never pay for them).
@@ -140,6 +147,14 @@ impl Stream {
 
     /// The caller's credential out, the server's in, and the request pointed at its cluster.
     fn route_mcp(&mut self, server: &McpServer, rest: &str, head: &Head, query: Option<&str>) {
+        let path = wire::upstream_path(&server.url.path_prefix, rest, query);
+        let to = Upstream { cluster: &server.cluster, authority: &server.authority, path: &path };
+        self.route_upstream(head, server.credential.as_ref(), &to);
+    }
+
+    /// The caller's credential out, `credential` in, and the request pointed at `to` (an MCP
+    /// server or an A2A agent).
+    pub(super) fn route_upstream(&mut self, head: &Head, credential: Option<&McpCredential>, to: &Upstream<'_>) {
         let p = head.present;
         for (name, present) in
             headers::CLIENT_CREDENTIALS.into_iter().zip([p.authorization, p.x_api_key, p.x_goog_api_key])
@@ -148,13 +163,13 @@ impl Stream {
                 self.set_http_request_header(name, None);
             }
         }
-        if let Some(cred) = &server.credential {
+        if let Some(cred) = credential {
             self.set_http_request_header(&cred.name, Some(&cred.value));
         }
         let cluster = self.shared.plugin.as_ref().map(|p| p.cluster_header.clone()).unwrap_or_default();
-        self.set_http_request_header(&cluster, Some(&server.cluster));
-        self.set_http_request_header(":authority", Some(&server.authority));
-        self.set_http_request_header(":path", Some(&wire::upstream_path(&server.url.path_prefix, rest, query)));
+        self.set_http_request_header(&cluster, Some(to.cluster));
+        self.set_http_request_header(":authority", Some(to.authority));
+        self.set_http_request_header(":path", Some(to.path));
         if self.request_id_generated {
             if let Some(id) = &self.request_id {
                 self.set_http_request_header(headers::REQUEST_ID, Some(id));

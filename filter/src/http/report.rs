@@ -110,7 +110,7 @@ impl Stream {
     /// The stream's usage record, borrowing its strings from the stream and the config.
     fn record<'a>(&'a self, config: Option<&'a Config>, usage: &Usage, status: u16, now_ns: u64) -> RecordView<'a> {
         let key = config.and_then(|c| c.key(self.caller));
-        let (provider, upstream_model) = match self.mcp_target(config) {
+        let (provider, upstream_model) = match self.mcp_target(config).or_else(|| self.a2a_target(config)) {
             Some(mcp) => mcp,
             None => (self.provider_name(), self.routed.as_ref().map_or("", |r| r.upstream_model.as_str())),
         };

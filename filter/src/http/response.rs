@@ -19,6 +19,9 @@ impl Stream {
         if let Some(action) = self.mcp_response_headers(end_of_stream) {
             return action;
         }
+        if let Some(action) = self.a2a_response_headers(end_of_stream) {
+            return action;
+        }
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
         let (mut abandoned, mut retry_after, mut plain) = (false, None, false);
@@ -95,6 +98,9 @@ impl Stream {
 
     pub(super) fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if let Some(action) = self.mcp_response_body(body_size, end_of_stream) {
+            return action;
+        }
+        if let Some(action) = self.a2a_response_body(body_size, end_of_stream) {
             return action;
         }
         if end_of_stream {

@@ -164,7 +164,11 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
     if let Some(var) = &raw.api_key_env {
         p.check(at("api_key_env"), syntax::check_env_name(var));
     }
-    let credential = credential(raw, &at, p);
+    let credential = credential(
+        Auth { auth: raw.auth.as_deref(), header: raw.auth_header.as_deref(), key: raw.api_key.as_deref() },
+        &at,
+        p,
+    );
     let oauth_auth = raw.auth.as_deref() == Some("oauth_client_credentials");
     let oauth = oauth::validate(raw.oauth.as_ref(), oauth_auth, &raw.url, &at, p);
     if oauth_auth && raw.api_key_env.is_some() {
@@ -188,9 +192,16 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
     })
 }
 
-/// The credential header, from `auth`, `auth_header` and the resolved `api_key`.
-fn credential(raw: &RawMcpServer, at: &dyn Fn(&str) -> String, p: &mut Problems) -> Option<McpCredential> {
-    let name = match (raw.auth.as_deref(), raw.auth_header.as_deref()) {
+/// An upstream's `auth`, `auth_header` and resolved `api_key`, as written.
+pub(super) struct Auth<'a> {
+    pub(super) auth: Option<&'a str>,
+    pub(super) header: Option<&'a str>,
+    pub(super) key: Option<&'a str>,
+}
+
+/// The credential header of an MCP server or an A2A agent.
+pub(super) fn credential(raw: Auth<'_>, at: &dyn Fn(&str) -> String, p: &mut Problems) -> Option<McpCredential> {
+    let name = match (raw.auth, raw.header) {
         (None | Some("bearer" | "oauth_client_credentials"), None) => Some("authorization".to_string()),
         (Some("none"), None) => None,
         (Some("header"), Some(h)) => p.check(at("auth_header"), header_name(h)),
@@ -208,7 +219,7 @@ fn credential(raw: &RawMcpServer, at: &dyn Fn(&str) -> String, p: &mut Problems)
             None
         }
     };
-    let key = raw.api_key.as_deref()?;
+    let key = raw.key?;
     if key.is_empty() || key.bytes().any(|b| b.is_ascii_control() || b == b' ') {
         p.add(at("api_key"), "key is empty or contains spaces or control characters");
         return None;

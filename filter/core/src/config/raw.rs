@@ -47,6 +47,9 @@ pub struct RawConfig {
     /// MCP servers fronted at `/mcp/{server}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<super::mcp::RawMcpServer>,
+    /// A2A agents fronted at `/a2a/{agent}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub a2a_agents: Vec<super::a2a::RawA2aAgent>,
     /// What a USD budget does with a model that has no price: `ignore`, `warn` (default:
     /// served, logged once per model) or `block` (402).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -309,6 +312,9 @@ pub struct RawGroup {
     /// MCP grants: `*`, `server`, `server/*` or `server/<tool glob>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<String>,
+    /// A2A grants: `*` or an agent's name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub a2a: Vec<String>,
 }
 
 /// A virtual key.
@@ -337,6 +343,9 @@ pub struct RawKey {
     /// MCP grants of the key itself, same syntax as a group's `mcp`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<String>,
+    /// A2A grants of the key itself, same syntax as a group's `a2a`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub a2a: Vec<String>,
 }
 
 /// Request, token and cost limits; every field is optional (absent = unlimited).
@@ -425,6 +434,11 @@ impl RawConfig {
         for server in &mut self.mcp_servers {
             if let (None, Some(var)) = (&server.api_key, &server.api_key_env) {
                 server.api_key = lookup(var);
+            }
+        }
+        for agent in &mut self.a2a_agents {
+            if let (None, Some(var)) = (&agent.api_key, &agent.api_key_env) {
+                agent.api_key = lookup(var);
             }
         }
         for provider in &mut self.providers {

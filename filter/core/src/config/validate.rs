@@ -77,6 +77,7 @@ impl TryFrom<RawConfig> for Config {
         let store = store(&raw, &mut p);
         let responses = super::responses::validate(raw.responses.as_ref(), &mut p);
         let mcp = mcp_section(&raw, &mut p);
+        let a2a = a2a_section(&raw, &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -99,6 +100,8 @@ impl TryFrom<RawConfig> for Config {
             responses,
             mcp,
             mcp_grants: Vec::new(),
+            a2a,
+            a2a_grants: Vec::new(),
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),
@@ -110,6 +113,7 @@ impl TryFrom<RawConfig> for Config {
         // Derived indexes need the validated, cross-referenced config, so they come last.
         config.grants = crate::grants::flatten(&config);
         config.mcp_grants = mcp_grants(&config);
+        config.a2a_grants = a2a_grants(&config);
         config.limit_plans = crate::limits::build_plans(&config);
         Ok(config)
     }
@@ -125,6 +129,27 @@ fn mcp_section(raw: &RawConfig, p: &mut Problems) -> super::mcp::McpServers {
         super::mcp::check_grants(&format!("keys[{i}].mcp"), &k.mcp, &servers, p);
     }
     servers
+}
+
+/// `a2a_agents:` and the `a2a` grants that name them.
+fn a2a_section(raw: &RawConfig, p: &mut Problems) -> super::a2a::A2aAgents {
+    let agents = super::a2a::validate(&raw.a2a_agents, p);
+    for (i, g) in raw.groups.iter().enumerate() {
+        super::a2a::check_grants(&format!("groups[{i}].a2a"), &g.a2a, &agents, p);
+    }
+    for (i, k) in raw.keys.iter().enumerate() {
+        super::a2a::check_grants(&format!("keys[{i}].a2a"), &k.a2a, &agents, p);
+    }
+    agents
+}
+
+/// Each key's A2A grants: its own patterns and its groups'.
+fn a2a_grants(config: &Config) -> Vec<super::a2a::A2aGrants> {
+    let flatten = |k: &Key| {
+        let groups = k.groups.iter().filter_map(|&g| config.groups.get(g)).flat_map(|g| g.a2a.iter());
+        super::a2a::A2aGrants::flatten(&config.a2a, k.a2a.iter().chain(groups))
+    };
+    config.keys.iter().map(flatten).collect()
 }
 
 /// Each key's MCP grants: its own patterns and its groups'.
@@ -330,6 +355,7 @@ fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
         limits: shared_limits(&format!("groups[{i}].limits"), raw.limits.as_ref(), p),
         priority: raw.priority,
         mcp: raw.mcp.clone(),
+        a2a: raw.a2a.clone(),
     }
 }
 
@@ -389,6 +415,6 @@ fn key(
         Some(l) => limits(&format!("keys[{i}].limits"), Some(l), p),
     };
     // The priority is resolved once every group is known (`flow::priorities`).
-    let (name, digest, mcp) = (k.name.clone(), k.digest.clone(), k.mcp.clone());
-    Key { name, digest, groups, group_names, models, expires_at, limits, priority: 0, mcp }
+    let (name, digest, mcp, a2a) = (k.name.clone(), k.digest.clone(), k.mcp.clone(), k.a2a.clone());
+    Key { name, digest, groups, group_names, models, expires_at, limits, priority: 0, mcp, a2a }
 }

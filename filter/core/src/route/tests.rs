@@ -53,6 +53,9 @@ fn classify_paths_and_methods() {
         classify("POST", "/mcp/old/messages/?session_id=1"),
         Endpoint::Mcp { server: "old", rest: "/messages/" }
     );
+    let card = Endpoint::A2a { agent: "echo", rest: "/.well-known/agent-card.json" };
+    assert_eq!(classify("GET", "/a2a/echo/.well-known/agent-card.json"), card);
+    assert_eq!(classify("POST", "/a2a/echo"), Endpoint::A2a { agent: "echo", rest: "" });
     let status = |m, p| match classify(m, p) {
         Endpoint::Reject(e) => e.status,
         other => panic!("{other:?}"),

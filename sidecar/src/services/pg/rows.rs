@@ -203,6 +203,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             limits: limits(r.get(2)),
             priority: r.get(3),
             mcp: Vec::new(),
+            a2a: Vec::new(),
         });
     }
     let keys = "SELECT name, digest, groups, models, expires_at, limits, priority FROM fg_keys ORDER BY name";
@@ -216,6 +217,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             limits: limits(r.get(5)),
             priority: r.get(6),
             mcp: Vec::new(),
+            a2a: Vec::new(),
         });
     }
     for r in c

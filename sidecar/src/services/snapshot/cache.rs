@@ -4,7 +4,7 @@
 //! `FERROGATE_MASTER_KEY` (as the Postgres store seals it: `fgs1:...`, bound to the provider's
 //! name) or, without a master key, left out: a provider that names `api_key_env` gets its key
 //! from the environment again when the cache is read. MCP servers' credentials are always left
-//! out: read from `api_key_env` again, or fetched again for OAuth servers. It is written as the snapshot file is
+//! out, and A2A agents': read from `api_key_env` again, or fetched again for OAuth servers. It is written as the snapshot file is
 //! ([`super::file::write_atomically`]): to a sibling file created with mode 0600, flushed, then
 //! renamed over the cache, so a crash never leaves a torn cache and no other local user can
 //! read it.
@@ -39,6 +39,9 @@ pub(super) fn write(path: &Path, doc: &Snapshot, master: Option<&MasterKey>) -> 
     }
     for server in &mut doc.config.mcp_servers {
         server.api_key = None;
+    }
+    for agent in &mut doc.config.a2a_agents {
+        agent.api_key = None;
     }
     let text = serde_json::to_vec(&doc).map_err(|e| CacheError::Format(e.to_string()))?;
     super::file::write_atomically(path, &text)?;
@@ -80,6 +83,9 @@ pub(super) fn read(
     }
     for server in &mut config.mcp_servers {
         server.api_key = server.api_key_env.as_deref().and_then(&env);
+    }
+    for agent in &mut config.a2a_agents {
+        agent.api_key = agent.api_key_env.as_deref().and_then(&env);
     }
     Ok(config)
 }

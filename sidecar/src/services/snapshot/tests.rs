@@ -89,6 +89,7 @@ fn the_cache_file_is_private_and_holds_no_key_in_clear() {
     keyed.providers[1].api_key = Some("sk-secret-two".into()); // as resolved from its variable
     let server = "{name: tools, url: 'http://127.0.0.1:9/mcp', api_key_env: FG_CACHE_TEST_MCP, api_key: sk-secret-mcp}";
     keyed.mcp_servers = raw(&format!("mcp_servers: [{server}]")).mcp_servers;
+    keyed.a2a_agents = raw("a2a_agents: [{name: echo, url: 'http://127.0.0.1:9/', api_key: sk-secret-a2a}]").a2a_agents;
     for master in [None, Some(master())] {
         let sealing = master.is_some();
         let snapshots = Snapshots::with_master(Some(cache.clone()), master);

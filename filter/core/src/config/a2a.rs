@@ -1,0 +1,209 @@
+//! The `a2a_agents:` block and the `a2a` grants of keys and groups: which A2A agents the
+//! gateway fronts at `/a2a/{agent}`, with which credential, and which keys may reach them.
+//! Indexed here on its own, like `mcp_servers:` ([`super::mcp`]), whose credential rules it
+//! shares.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::mcp::{credential, Auth, McpCredential, DEFAULT_TIMEOUT_MS};
+use super::syntax::{self, BaseUrl};
+use super::validate::Problems;
+
+/// The prefix of an agent's upstream cluster name (`a2a:<name>`).
+pub const CLUSTER_PREFIX: &str = "a2a:";
+
+/// One entry of `a2a_agents:` as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawA2aAgent {
+    /// Slug: the `{agent}` of `/a2a/{agent}`.
+    pub name: String,
+    /// The agent's JSON-RPC endpoint, `scheme://host[:port][/path]`; its card is read at
+    /// `/.well-known/agent-card.json` on the same origin.
+    pub url: String,
+    /// How the agent's credential is sent: `bearer` (default), `header` or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+    /// The header of `auth: header`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_header: Option<String>,
+    /// Name of the environment variable holding the agent's credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The credential, filled in from `api_key_env` by the sidecar; never written in a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Longest wait for the agent's answer, ms (default 300000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A validated A2A agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct A2aAgent {
+    /// Name.
+    pub name: String,
+    /// Its JSON-RPC endpoint; `path_prefix` is the endpoint's path.
+    pub url: BaseUrl,
+    /// `:authority` to send.
+    pub authority: String,
+    /// The credential sent in place of the caller's.
+    pub credential: Option<McpCredential>,
+    /// Environment variable the credential comes from.
+    pub api_key_env: Option<String>,
+    /// Longest wait for an answer, ms.
+    pub timeout_ms: u64,
+    /// The upstream cluster: `a2a:<name>`.
+    pub cluster: String,
+}
+
+/// Every A2A agent, indexed by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct A2aAgents {
+    /// Agents in file order.
+    pub agents: Vec<A2aAgent>,
+    index: BTreeMap<String, usize>,
+}
+
+impl A2aAgents {
+    /// The agent named `name` and its index.
+    pub fn get(&self, name: &str) -> Option<(usize, &A2aAgent)> {
+        let i = *self.index.get(name)?;
+        Some((i, self.agents.get(i)?))
+    }
+}
+
+/// Checks `a2a_agents:`.
+pub(super) fn validate(raw: &[RawA2aAgent], p: &mut Problems) -> A2aAgents {
+    let mut out = A2aAgents::default();
+    for (i, r) in raw.iter().enumerate() {
+        if out.index.contains_key(&r.name) {
+            p.add(format!("a2a_agents[{i}].name"), format!("duplicate name {:?}", r.name));
+            continue;
+        }
+        if let Some(agent) = agent(i, r, p) {
+            out.index.insert(r.name.clone(), out.agents.len());
+            out.agents.push(agent);
+        }
+    }
+    out
+}
+
+fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {
+    let at = |field: &str| format!("a2a_agents[{i}].{field}");
+    p.check(at("name"), syntax::check_slug(&raw.name));
+    let url = p.check(at("url"), syntax::parse_base_url(&raw.url));
+    if let Some(var) = &raw.api_key_env {
+        p.check(at("api_key_env"), syntax::check_env_name(var));
+    }
+    if raw.auth.as_deref() == Some("oauth_client_credentials") {
+        p.add(at("auth"), "unknown auth \"oauth_client_credentials\" (expected bearer, header or none)");
+    }
+    let auth = Auth { auth: raw.auth.as_deref(), header: raw.auth_header.as_deref(), key: raw.api_key.as_deref() };
+    let credential = credential(auth, &at, p);
+    let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if timeout_ms == 0 {
+        p.add(at("timeout_ms"), "must be at least 1");
+    }
+    let url = url?;
+    Some(A2aAgent {
+        name: raw.name.clone(),
+        authority: url.authority(),
+        url,
+        credential,
+        api_key_env: raw.api_key_env.clone(),
+        timeout_ms,
+        cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
+    })
+}
+
+/// Which agents one key may reach.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct A2aGrants {
+    all: bool,
+    agents: BTreeSet<usize>,
+}
+
+impl A2aGrants {
+    /// True when agent `i` may be reached.
+    pub fn allows(&self, i: usize) -> bool {
+        self.all || self.agents.contains(&i)
+    }
+
+    /// Flattens validated patterns (`*` or an agent's name).
+    pub fn flatten<'a>(agents: &A2aAgents, patterns: impl Iterator<Item = &'a String>) -> Self {
+        let mut g = Self::default();
+        for pattern in patterns {
+            match agents.get(pattern) {
+                _ if pattern == "*" => g.all = true,
+                Some((i, _)) => {
+                    g.agents.insert(i);
+                }
+                None => {}
+            }
+        }
+        g
+    }
+}
+
+/// Checks the `a2a` patterns at `section` against the configured agents.
+pub(super) fn check_grants(section: &str, patterns: &[String], agents: &A2aAgents, p: &mut Problems) {
+    for (j, pattern) in patterns.iter().enumerate() {
+        if pattern != "*" && agents.get(pattern).is_none() {
+            p.add(format!("{section}[{j}]"), format!("unknown A2A agent {pattern:?}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::auth::Caller;
+    use crate::config::{Config, RawConfig};
+
+    fn config(yaml: &str) -> Result<Config, Vec<String>> {
+        let raw: RawConfig = serde_saphyr::from_str(yaml).map_err(|e| vec![e.to_string()])?;
+        Config::try_from(raw).map_err(|e| e.problems.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn agents_are_indexed_and_granted_by_name() {
+        let c = config(
+            "
+a2a_agents:
+  - {name: echo, url: 'http://127.0.0.1:9999/', api_key: t}
+  - {name: open, url: 'https://agents.example/rpc', auth: none}
+groups: [{name: g, a2a: [open]}]
+keys:
+  - {name: a, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000001', a2a: [echo]}
+  - {name: b, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000002', groups: [g]}
+  - {name: c, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000003', a2a: ['*']}
+",
+        )
+        .unwrap();
+        let (i, echo) = c.a2a.get("echo").unwrap();
+        assert_eq!((i, echo.cluster.as_str(), echo.url.path_prefix.as_str()), (0, "a2a:echo", ""));
+        assert_eq!(echo.credential.clone().unwrap().value, "Bearer t");
+        assert!(c.a2a_allows(Caller::Key(0), 0) && !c.a2a_allows(Caller::Key(0), 1));
+        assert!(c.a2a_allows(Caller::Key(1), 1) && !c.a2a_allows(Caller::Key(1), 0));
+        assert!(c.a2a_allows(Caller::Key(2), 0) && c.a2a_allows(Caller::Key(2), 1));
+        assert!(!c.a2a_allows(Caller::Open, 0));
+    }
+
+    #[test]
+    fn bad_agents_and_grants_are_reported() {
+        let problems = config(
+            "
+a2a_agents:
+  - {name: e, url: 'ws://h'}
+  - {name: f, url: 'http://h', auth: oauth_client_credentials}
+keys:
+  - {name: a, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000001', a2a: [ghost]}
+",
+        )
+        .unwrap_err();
+        let paths: Vec<&str> = problems.iter().map(|p| p.split(": ").next().unwrap()).collect();
+        assert_eq!(paths, ["a2a_agents[0].url", "a2a_agents[1].auth", "keys[0].a2a[0]"], "{problems:#?}");
+    }
+}
