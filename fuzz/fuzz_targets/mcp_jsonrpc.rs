@@ -1,9 +1,11 @@
 //! MCP wire logic (`ferrogate_core::mcp`): any bytes give a message or a refusal, never a panic;
 //! the error answer built for any id is valid JSON echoing that id; and a rewritten tools/list
-//! answer is valid JSON (or a valid stream) that filtering again leaves alone.
+//! answer is valid JSON (or a valid stream) that filtering again leaves alone. The stream
+//! splitter gives back every byte, whatever the chunking; endpoint events, refusal stand-ins and
+//! A2A cards never panic, and a rewritten card is JSON naming the gateway.
 #![no_main]
 
-use ferrogate_core::mcp::{error_body, filter_list, filter_list_sse, scan};
+use ferrogate_core::mcp::{error_body, filter_list, filter_list_sse, refusal, scan, sse, EventSplitter};
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 
@@ -36,5 +38,22 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(Some(out)) = filter_list_sse(data, &allow) {
         assert_eq!(filter_list_sse(&out, &allow), Ok(None), "filtering a stream twice changes more");
+    }
+    let mut splitter = EventSplitter::default();
+    let cut = data.first().map_or(0, |&b| usize::from(b) % (data.len() + 1));
+    let mut whole = splitter.push(&data[..cut], usize::MAX).expect("unbounded");
+    whole.extend(splitter.push(&data[cut..], usize::MAX).expect("unbounded"));
+    whole.extend(splitter.finish());
+    assert_eq!(whole, data, "the splitter lost or changed bytes");
+    if let Ok(path) = sse::gateway_endpoint("s", data, &|id| Some(format!("{id}.t"))) {
+        assert!(path.starts_with("/mcp/s/"), "{path}");
+    }
+    let _ = sse::open_query(&String::from_utf8_lossy(data), &|id| Ok::<_, ()>(id.to_string()));
+    if let Some(refusal) = refusal::restore(data) {
+        assert!(valid(&refusal), "a restored refusal is JSON");
+    }
+    if let Ok(card) = ferrogate_core::a2a::rewrite_card(data, "http://gw/a2a/x") {
+        let card: serde_json::Value = serde_json::from_slice(&card).expect("a rewritten card is JSON");
+        assert!(card.get("signatures").is_none(), "signatures left in");
     }
 });
