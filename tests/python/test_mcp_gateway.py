@@ -57,6 +57,7 @@ def env(tmp_path_factory):
         servers = {"tools": a, "legacy": b, "old": c}
         for name, token in TOKENS.items():
             os.environ[f"FG_MCP_{name.upper()}_TOKEN"] = token
+        os.environ["FG_MCP_WRONG_TOKEN"] = "not-the-servers-token"
 
         def config(base: dict) -> dict:
             base["mcp_servers"] = [
@@ -64,6 +65,8 @@ def env(tmp_path_factory):
                    "transport": TRANSPORTS[n].replace("-", "_")} for n, s in servers.items()),
                 # Nothing listens there: the gateway must say so as a JSON-RPC error.
                 {"name": "down", "url": f"http://127.0.0.1:{_free_port()}/mcp", "auth": "none"},
+                # The tools server with a credential it refuses.
+                {"name": "miscredentialed", "url": servers["tools"].url, "api_key_env": "FG_MCP_WRONG_TOKEN"},
             ]
             keys = {k["name"]: k for k in base["keys"]}
             keys["alice"]["mcp"] = ["tools/echo", "tools/add", "legacy/add", "old/add", "old/e*"]
@@ -205,3 +208,25 @@ def test_an_sse_session_belongs_to_the_key_that_opened_it(env: Env):
         assert r.status_code == 404 and r.json()["error"]["code"] == -32600, (key, r.text)
     seen = [q["query"] for q in env.servers["old"].requests() if q["path"] == "/messages/"]
     assert f"session_id={upstream}" not in seen, "a refused session reached the server"
+
+
+def test_a_server_refusing_the_gateways_credential_is_the_gateways_502(env: Env):
+    """The client's credential (the virtual key) was accepted; the server's 401 is about the
+    gateway's own, so it must neither reach the client as a 401 nor send it to the server's
+    authorization server (WWW-Authenticate)."""
+    r = env.post("miscredentialed", json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}), key="carol")
+    assert r.status_code == 502 and "www-authenticate" not in r.headers, (r.status_code, r.headers)
+    body = r.json()
+    assert body["id"] == 9 and body["error"]["code"] == -32603, body
+    assert "refused the gateway's credential" in body["error"]["message"], body
+    assert not any(env.gw.keys["carol"] in json.dumps(q) for q in env.servers["tools"].requests())
+
+
+def test_a_browsers_origin_does_not_reach_the_server(env: Env):
+    """MCP servers refuse a foreign Origin (DNS-rebinding protection): the gateway is the
+    server's client, so it does not pass one on."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    r = env.post("legacy", json.dumps(init), key="carol", origin="https://app.example")
+    assert r.status_code == 200, r.text
+    assert "origin" not in env.servers["legacy"].requests()[-1]["headers"]

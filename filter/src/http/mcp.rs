@@ -49,6 +49,8 @@ pub(super) struct McpState {
     stream: Option<wire::EventSplitter>,
     /// The stream could not be checked: nothing more of it goes to the client.
     withheld: bool,
+    /// The server refused the gateway's credential (401): its answer becomes the gateway's 502.
+    refused: bool,
 }
 
 /// Where an MCP or A2A request goes.
@@ -166,6 +168,9 @@ impl Stream {
         if let Some(cred) = credential {
             self.set_http_request_header(&cred.name, Some(&cred.value));
         }
+        // The gateway, not a browser page, is the server's client now: a browser's Origin would
+        // only trip the server's DNS-rebinding protection (MCP servers answer a foreign one 403).
+        self.set_http_request_header("origin", None);
         let cluster = self.shared.plugin.as_ref().map(|p| p.cluster_header.clone()).unwrap_or_default();
         self.set_http_request_header(&cluster, Some(to.cluster));
         self.set_http_request_header(":authority", Some(to.authority));

@@ -40,6 +40,9 @@ impl Stream {
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
         }
+        if self.status == 401 {
+            return Some(self.credential_refused(end_of_stream));
+        }
         if plain && self.status >= 500 && !end_of_stream {
             // The proxy's own text (server down, timeout) becomes a JSON-RPC error.
             self.proxy_error = true;
@@ -121,6 +124,26 @@ impl Stream {
         Some((server, state.tool.as_deref().unwrap_or(&self.model_requested)))
     }
 
+    /// The server refused the gateway's credential: the client's own credential was the
+    /// virtual key, which the gateway accepted, so this is the gateway's failure (502), and the
+    /// server's `WWW-Authenticate` must not send the client to the server's authorization server.
+    fn credential_refused(&mut self, end_of_stream: bool) -> Action {
+        self.status = 502;
+        self.reason = Some("mcp_credential_refused");
+        self.set_http_response_header(":status", Some("502"));
+        self.set_http_response_header("www-authenticate", None);
+        self.set_http_response_header("content-type", Some("application/json"));
+        self.set_http_response_header("content-length", None);
+        if let Some(state) = self.mcp.as_mut() {
+            state.refused = true;
+        }
+        if end_of_stream {
+            Action::Continue
+        } else {
+            Action::Pause
+        }
+    }
+
     /// The server's session id goes to the client sealed for this key and server.
     fn seal_session(&mut self, upstream: &[u8]) {
         let (Some(config), Some(state)) = (self.config.as_deref(), self.mcp.as_ref()) else { return };
@@ -138,6 +161,19 @@ impl Stream {
         }
         if self.proxy_error {
             return Some(self.rewrite_proxy_error(body_size, end_of_stream));
+        }
+        if state.refused {
+            if !end_of_stream {
+                return Some(Action::Pause);
+            }
+            let name =
+                self.config.as_deref().and_then(|c| c.mcp.servers.get(state.server)).map_or("", |s| s.name.as_str());
+            let text = format!(
+                "the MCP server `{name}` refused the gateway's credential (HTTP 401): check its api_key_env or oauth settings"
+            );
+            let body = wire::error_body(state.id.as_deref(), -32603, &text);
+            self.set_http_response_body(0, body_size, &body);
+            return Some(Action::Continue);
         }
         if state.withheld {
             self.set_http_response_body(0, body_size, &[]);
