@@ -403,10 +403,7 @@ impl Stream {
         if let Some(action) = self.conversation_body(body_size, end_of_stream) {
             return action;
         }
-        if let Some(action) = self.mcp_body(body_size, end_of_stream, plugin.max_body_bytes) {
-            return action;
-        }
-        if let Some(action) = self.a2a_body(body_size, end_of_stream, plugin.max_body_bytes) {
+        if let Some(action) = self.agent_body(body_size, end_of_stream, plugin.max_body_bytes) {
             return action;
         }
         if self.api.is_none() {
@@ -451,11 +448,8 @@ impl HttpContext for Stream {
         let Some(plugin) = self.shared.plugin.clone() else {
             return Action::Continue;
         };
-        if self.mcp_awaits_body() {
-            return self.timed(Self::mcp_body_end);
-        }
-        if self.a2a_awaits_body() {
-            return self.timed(Self::a2a_body_end);
+        if self.agent_awaits_body() {
+            return self.timed(Self::agent_body_end);
         }
         self.timed(|s| s.finish(&plugin))
     }

@@ -41,13 +41,11 @@ headers joined with ", ").
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import socket
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
-import uvicorn
 from starlette.applications import Starlette
 
 from a2a.helpers import new_task_from_user_message, new_text_message, new_text_part
@@ -67,6 +65,9 @@ from a2a.types import (
     StringList,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import listen  # noqa: E402  (testdata/listen.py: serve and announce the port)
 
 SDK_VERSION = version("a2a-sdk")
 STREAMING_METHODS = {"SendStreamingMessage", "message/stream"}  # 1.0 and 0.3 names
@@ -171,22 +172,6 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
-async def serve(app, sock: socket.socket) -> None:
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-
-    async def announce() -> None:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        print(f"LISTENING {sock.getsockname()[1]}", flush=True)
-
-    announcer = asyncio.create_task(announce())
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        announcer.cancel()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
@@ -197,16 +182,12 @@ def main() -> None:
     ap.add_argument("--name", default="ferrogate-a2a-fixture", help="the agent's name on its card")
     args = ap.parse_args()
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    sock.set_inheritable(True)
+    sock = listen.bind(args.port)
     port = sock.getsockname()[1]
     card = build_card(args.name, args.public_url or f"http://127.0.0.1:{port}/", args.sign)
     app = BearerGate(starlette_app(card), args.token, args.headers_log)
     print(f"a2a-sdk {SDK_VERSION} agent {args.name!r} on 127.0.0.1:{port}", file=sys.stderr, flush=True)
-    asyncio.run(serve(app, sock))
+    listen.serve(app, sock)
 
 
 if __name__ == "__main__":

@@ -42,14 +42,15 @@ do not grant), slow(seconds) -> sleeps that long (for timeouts and cancellation)
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import socket
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import anyio
-import uvicorn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import listen  # noqa: E402  (testdata/listen.py: serve and announce the port)
 
 SDK_VERSION = version("mcp")
 SDK_MAJOR = int(SDK_VERSION.split(".")[0])
@@ -153,22 +154,6 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
-async def serve(app, sock: socket.socket) -> None:
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-
-    async def announce() -> None:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        print(f"LISTENING {sock.getsockname()[1]}", flush=True)
-
-    announcer = asyncio.create_task(announce())
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        announcer.cancel()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
@@ -183,14 +168,10 @@ def main() -> None:
 
     app = BearerGate(starlette_app(build_server(args.name, args.calls_log), args.transport), args.token,
                      args.headers_log, args.token_file)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    sock.listen(128)
-    sock.set_inheritable(True)
+    sock = listen.bind(args.port)
     print(f"mcp {SDK_VERSION} {args.transport} server {args.name!r} on 127.0.0.1:{sock.getsockname()[1]}",
           file=sys.stderr, flush=True)
-    asyncio.run(serve(app, sock))
+    listen.serve(app, sock)
 
 
 if __name__ == "__main__":

@@ -57,18 +57,12 @@ class Server:
 
 
 @contextmanager
-def mcp_server(era: str, transport: str, token: str, work: Path, name: str,
-               token_file: Path | None = None) -> Iterator[Server]:
-    """server.py under `era`'s SDK on a free port, requiring `Bearer <token>` (or any token
-    listed in `token_file` when given)."""
-    srv = Server(era, transport, 0, work / "headers.jsonl", work / "calls.log", work / "server.stderr")
-    with open(srv.stderr_log, "wb") as err:
-        proc = subprocess.Popen(
-            [python(era), str(MCP_DIR / "server.py"), "--port", "0", "--transport", transport,
-             *(["--token-file", str(token_file)] if token_file else ["--token", token]),
-             "--headers-log", str(srv.headers_log), "--calls-log", str(srv.calls_log), "--name", name],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
-            preexec_fn=_die_with_parent)
+def listening(argv: list[str], stderr_log: Path, what: str) -> Iterator[int]:
+    """Runs `argv` (a fixture server of testdata/) and yields the port of its `LISTENING <port>`
+    line; the process is killed on the way out."""
+    with open(stderr_log, "wb") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
+                                preexec_fn=_die_with_parent)
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:  # every stdout line, then None at EOF
@@ -84,15 +78,27 @@ def mcp_server(era: str, transport: str, token: str, work: Path, name: str,
         except queue.Empty:
             line = None
         if not line or not line.startswith("LISTENING "):
-            pytest.fail(f"server.py ({era}, {transport}) did not announce its port: {line!r}\n"
-                        + read_log(srv.stderr_log))
-        srv.port = int(line.split()[1])
-        yield srv
+            pytest.fail(f"{what} did not announce its port: {line!r}\n" + read_log(stderr_log))
+        yield int(line.split()[1])
     finally:
         proc.kill()
         proc.wait(timeout=10)
         pumper.join(timeout=5)
         proc.stdout.close()
+
+
+@contextmanager
+def mcp_server(era: str, transport: str, token: str, work: Path, name: str,
+               token_file: Path | None = None) -> Iterator[Server]:
+    """server.py under `era`'s SDK on a free port, requiring `Bearer <token>` (or any token
+    listed in `token_file` when given)."""
+    srv = Server(era, transport, 0, work / "headers.jsonl", work / "calls.log", work / "server.stderr")
+    argv = [python(era), str(MCP_DIR / "server.py"), "--port", "0", "--transport", transport,
+            *(["--token-file", str(token_file)] if token_file else ["--token", token]),
+            "--headers-log", str(srv.headers_log), "--calls-log", str(srv.calls_log), "--name", name]
+    with listening(argv, srv.stderr_log, f"server.py ({era}, {transport})") as port:
+        srv.port = port
+        yield srv
 
 
 def run_client(era: str, url: str, transport: str, token: str, *args: str) -> subprocess.CompletedProcess:

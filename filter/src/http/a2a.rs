@@ -73,23 +73,7 @@ impl Stream {
         }
     }
 
-    /// A body: read whole, then checked. `None` when the stream is not A2A's.
-    pub(super) fn a2a_body(&mut self, body_size: usize, end_of_stream: bool, max: usize) -> Option<Action> {
-        let state = self.a2a.as_mut()?;
-        if !state.awaiting_body {
-            return Some(Action::Continue);
-        }
-        if body_size > max {
-            return Some(self.reply_error(&ApiError::payload_too_large(max)));
-        }
-        self.body_size = body_size;
-        if !end_of_stream {
-            return Some(Action::Pause);
-        }
-        Some(self.a2a_body_end())
-    }
-
-    /// Whether the stream is an A2A one still waiting for its body (trailers end it too).
+    /// Whether the stream is an A2A one still waiting for its body.
     pub(super) fn a2a_awaits_body(&self) -> bool {
         self.a2a.as_ref().is_some_and(|s| s.awaiting_body)
     }
@@ -112,27 +96,8 @@ impl Stream {
     /// The answer's head on an A2A stream. `None` when the stream is not A2A's.
     pub(super) fn a2a_response_headers(&mut self, end_of_stream: bool) -> Option<Action> {
         let card = self.a2a.as_ref()?.card.is_some();
-        let (mut plain, mut sse) = (false, false);
-        let map = crate::raw::header_map(MapType::HttpResponseHeaders);
-        for (name, value) in header_map::pairs(&map) {
-            match name {
-                b":status" => self.status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()).unwrap_or(0),
-                b"content-type" => {
-                    sse = value.starts_with(b"text/event-stream");
-                    plain = value.starts_with(b"text/plain");
-                }
-                _ => {}
-            }
-        }
-        self.response_complete = end_of_stream;
-        self.streamed = sse;
-        if let Some(id) = &self.request_id {
-            self.set_http_response_header(ferrogate_core::headers::REQUEST_ID, Some(id));
-        }
-        if plain && self.status >= 500 && !end_of_stream {
-            self.proxy_error = true;
-            self.set_http_response_header("content-type", Some("application/json"));
-            self.set_http_response_header("content-length", None);
+        let plain = self.answer_head(end_of_stream).plain;
+        if self.hold_agent_proxy_error(plain, end_of_stream) {
             return Some(Action::Pause);
         }
         if card && self.status == 200 && !end_of_stream {

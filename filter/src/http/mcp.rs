@@ -183,10 +183,13 @@ impl Stream {
         let _ = proxy_wasm::hostcalls::call_foreign_function("clear_route_cache", None);
     }
 
-    /// A POST's body: read once whole, then checked. `None` when the stream is not MCP's.
-    pub(super) fn mcp_body(&mut self, body_size: usize, end_of_stream: bool, max: usize) -> Option<Action> {
-        let state = self.mcp.as_mut()?;
-        if !state.awaiting_body {
+    /// A body on an MCP or A2A stream: held whole (within `max`), then checked. `None` when
+    /// the stream is neither.
+    pub(super) fn agent_body(&mut self, body_size: usize, end_of_stream: bool, max: usize) -> Option<Action> {
+        if self.mcp.is_none() && self.a2a.is_none() {
+            return None;
+        }
+        if !self.agent_awaits_body() {
             return Some(Action::Continue);
         }
         if body_size > max {
@@ -196,21 +199,30 @@ impl Stream {
         if !end_of_stream {
             return Some(Action::Pause);
         }
-        Some(self.mcp_body_end())
+        Some(self.agent_body_end())
     }
 
-    /// The whole body is in (its last chunk, or the trailers): read and check it.
-    pub(super) fn mcp_body_end(&mut self) -> Action {
+    /// Whether the stream is an MCP or A2A one still waiting for its body (trailers end it too).
+    pub(super) fn agent_awaits_body(&self) -> bool {
+        self.mcp.as_ref().is_some_and(|s| s.awaiting_body) || self.a2a_awaits_body()
+    }
+
+    /// The whole body of an MCP or A2A request is in (its last chunk, or the trailers).
+    pub(super) fn agent_body_end(&mut self) -> Action {
+        if self.mcp.is_some() {
+            self.mcp_body_end()
+        } else {
+            self.a2a_body_end()
+        }
+    }
+
+    /// The whole body is in: read and check it.
+    fn mcp_body_end(&mut self) -> Action {
         if let Some(state) = self.mcp.as_mut() {
             state.awaiting_body = false;
         }
         let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
         self.check_mcp_message(&body)
-    }
-
-    /// Whether the stream is an MCP one still waiting for its body (trailers end it too).
-    pub(super) fn mcp_awaits_body(&self) -> bool {
-        self.mcp.as_ref().is_some_and(|s| s.awaiting_body)
     }
 
     fn check_mcp_message(&mut self, body: &[u8]) -> Action {

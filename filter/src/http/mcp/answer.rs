@@ -10,44 +10,71 @@ use proxy_wasm::types::Action;
 
 use super::super::Stream;
 
+/// What an MCP or A2A answer's head says.
+pub(in crate::http) struct AnswerHead {
+    /// `text/event-stream`.
+    pub(in crate::http) sse: bool,
+    /// `text/plain` (the proxy's own error replies).
+    pub(in crate::http) plain: bool,
+    /// `application/json`.
+    pub(in crate::http) json: bool,
+    /// `Mcp-Session-Id`, as the server sent it.
+    pub(in crate::http) session: Option<Vec<u8>>,
+}
+
 impl Stream {
-    /// The answer's head on an MCP stream. `None` when the stream is not MCP's.
-    pub(in crate::http) fn mcp_response_headers(&mut self, end_of_stream: bool) -> Option<Action> {
-        let state = self.mcp.as_ref()?;
-        let (mut session, mut sse, mut plain, mut json) = (None, false, false, false);
+    /// Whether the answer is the proxy's own text error (server down, timeout), held to become
+    /// a JSON-RPC error ([`Stream::rewrite_proxy_error`], in the stream's JSON-RPC dialect).
+    pub(in crate::http) fn hold_agent_proxy_error(&mut self, plain: bool, end_of_stream: bool) -> bool {
+        if !plain || self.status < 500 || end_of_stream {
+            return false;
+        }
+        self.proxy_error = true;
+        self.set_http_response_header("content-type", Some("application/json"));
+        self.set_http_response_header("content-length", None);
+        true
+    }
+
+    /// Reads the answer's head with one hostcall: its status into the stream, and our request
+    /// id onto it.
+    pub(in crate::http) fn answer_head(&mut self, end_of_stream: bool) -> AnswerHead {
+        let mut head = AnswerHead { sse: false, plain: false, json: false, session: None };
         let map = crate::raw::header_map(proxy_wasm::types::MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
                 b":status" => self.status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()).unwrap_or(0),
                 b"content-type" => {
-                    sse = value.starts_with(b"text/event-stream");
-                    plain = value.starts_with(b"text/plain");
-                    json = value.starts_with(b"application/json");
+                    head.sse = value.starts_with(b"text/event-stream");
+                    head.plain = value.starts_with(b"text/plain");
+                    head.json = value.starts_with(b"application/json");
                 }
-                b"mcp-session-id" => session = Some(value),
+                b"mcp-session-id" => head.session = Some(value.to_vec()),
                 _ => {}
             }
         }
         self.response_complete = end_of_stream;
-        self.streamed = sse;
-        // Only a 200 holds a result (an HTTP+SSE server answers a POST with 202 and sends the
-        // result on its GET stream, rewritten as it flows).
-        let filter = state.filter_list && self.status == 200 && (json || sse) && !end_of_stream;
-        let stream = sse && self.status == 200 && self.mcp_server_is_sse();
-        if let Some(upstream) = session {
-            self.seal_session(upstream);
-        }
+        self.streamed = head.sse;
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
+        }
+        head
+    }
+
+    /// The answer's head on an MCP stream. `None` when the stream is not MCP's.
+    pub(in crate::http) fn mcp_response_headers(&mut self, end_of_stream: bool) -> Option<Action> {
+        let filter_list = self.mcp.as_ref()?.filter_list;
+        let AnswerHead { sse, plain, json, session } = self.answer_head(end_of_stream);
+        // Only a 200 holds a result (an HTTP+SSE server answers a POST with 202 and sends the
+        // result on its GET stream, rewritten as it flows).
+        let filter = filter_list && self.status == 200 && (json || sse) && !end_of_stream;
+        let stream = sse && self.status == 200 && self.mcp_server_is_sse();
+        if let Some(upstream) = session {
+            self.seal_session(&upstream);
         }
         if self.status == 401 {
             return Some(self.credential_refused(end_of_stream));
         }
-        if plain && self.status >= 500 && !end_of_stream {
-            // The proxy's own text (server down, timeout) becomes a JSON-RPC error.
-            self.proxy_error = true;
-            self.set_http_response_header("content-type", Some("application/json"));
-            self.set_http_response_header("content-length", None);
+        if self.hold_agent_proxy_error(plain, end_of_stream) {
             return Some(Action::Pause);
         }
         if stream {
