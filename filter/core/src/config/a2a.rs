@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::mcp::{credential, Auth, McpCredential, DEFAULT_TIMEOUT_MS};
+use super::mcp::{credential, Auth, McpCredential};
 use super::syntax::{self, BaseUrl};
 use super::validate::Problems;
 
@@ -35,9 +35,6 @@ pub struct RawA2aAgent {
     /// The credential, filled in from `api_key_env` by the sidecar; never written in a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
-    /// Longest wait for the agent's answer, ms (default 300000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
 }
 
 /// A validated A2A agent.
@@ -53,8 +50,6 @@ pub struct A2aAgent {
     pub credential: Option<McpCredential>,
     /// Environment variable the credential comes from.
     pub api_key_env: Option<String>,
-    /// Longest wait for an answer, ms.
-    pub timeout_ms: u64,
     /// The upstream cluster: `a2a:<name>`.
     pub cluster: String,
 }
@@ -103,10 +98,6 @@ fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {
     }
     let auth = Auth { auth: raw.auth.as_deref(), header: raw.auth_header.as_deref(), key: raw.api_key.as_deref() };
     let credential = credential(auth, &at, p);
-    let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-    if timeout_ms == 0 {
-        p.add(at("timeout_ms"), "must be at least 1");
-    }
     let url = url?;
     Some(A2aAgent {
         name: raw.name.clone(),
@@ -114,7 +105,6 @@ fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {
         url,
         credential,
         api_key_env: raw.api_key_env.clone(),
-        timeout_ms,
         cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
     })
 }

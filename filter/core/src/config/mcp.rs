@@ -26,8 +26,6 @@ use super::validate::Problems;
 mod oauth;
 pub use oauth::{McpOauth, RawMcpOauth};
 
-/// Default time the gateway waits for an MCP server's answer, ms.
-pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// The prefix of an MCP server's upstream cluster name (`mcp:<name>`), apart from providers'.
 pub const CLUSTER_PREFIX: &str = "mcp:";
 
@@ -56,9 +54,6 @@ pub struct RawMcpServer {
     /// never written in a config file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
-    /// Longest wait for the server's answer, ms (default 300000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
     /// Where tokens come from with `auth: oauth_client_credentials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<RawMcpOauth>,
@@ -104,8 +99,6 @@ pub struct McpServer {
     pub credential: Option<McpCredential>,
     /// Environment variable the credential comes from.
     pub api_key_env: Option<String>,
-    /// Longest wait for an answer, ms.
-    pub timeout_ms: u64,
     /// Where the sidecar fetches its tokens (`auth: oauth_client_credentials`).
     pub oauth: Option<McpOauth>,
     /// The upstream cluster: `mcp:<name>`.
@@ -174,10 +167,6 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
     if oauth_auth && raw.api_key_env.is_some() {
         p.add(at("api_key_env"), "is not read with auth: oauth_client_credentials (the sidecar fetches the tokens)");
     }
-    let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-    if timeout_ms == 0 {
-        p.add(at("timeout_ms"), "must be at least 1");
-    }
     let url = url?;
     Some(McpServer {
         name: raw.name.clone(),
@@ -186,7 +175,6 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
         transport,
         credential,
         api_key_env: raw.api_key_env.clone(),
-        timeout_ms,
         oauth,
         cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
     })

@@ -10,7 +10,7 @@ const SERVERS: &str = "
 mcp_servers:
   - {name: tools, url: 'http://127.0.0.1:9100/mcp', api_key: tok}
   - {name: files, url: 'https://files.example:8443/v1/mcp', auth: header, auth_header: X-Api-Key, api_key: k2}
-  - {name: open, url: 'http://10.0.0.1/mcp', auth: none, transport: sse, timeout_ms: 5}
+  - {name: open, url: 'http://10.0.0.1/mcp', auth: none, transport: sse}
 groups:
   - {name: team, mcp: ['files']}
 keys:
@@ -34,7 +34,7 @@ fn servers_are_indexed_with_their_credentials() {
     let cred = files.credential.clone().unwrap();
     assert_eq!((cred.name.as_str(), cred.value.as_str()), ("x-api-key", "k2"));
     let (_, open) = c.mcp.get("open").unwrap();
-    assert_eq!((open.credential.is_none(), open.transport, open.timeout_ms), (true, super::Transport::Sse, 5));
+    assert_eq!((open.credential.is_none(), open.transport), (true, super::Transport::Sse));
     assert!(!format!("{c:?}").contains("Bearer tok"), "Debug must redact credentials");
     assert!(c.mcp.get("nope").is_none());
 }
@@ -66,7 +66,7 @@ mcp_servers:
   - {name: ok, url: 'http://h/mcp'}
   - {name: h, url: 'http://h/mcp', auth: header}
   - {name: i, url: 'http://h/mcp', auth: header, auth_header: 'mcp-session-id'}
-  - {name: j, url: 'http://h/mcp', auth_header: x-key, api_key_env: 'NOT A VAR', timeout_ms: 0}
+  - {name: j, url: 'http://h/mcp', auth_header: x-key, api_key_env: 'NOT A VAR'}
   - {name: k, url: 'http://h/mcp', api_key: 'has space'}
 keys:
   - {name: a, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000001', mcp: ['ghost', 'ok/']}
@@ -85,7 +85,6 @@ keys:
             "mcp_servers[4].auth_header",
             "mcp_servers[5].api_key_env",
             "mcp_servers[5].auth_header",
-            "mcp_servers[5].timeout_ms",
             "mcp_servers[6].api_key",
             "keys[0].mcp[0]",
             "keys[0].mcp[1]",
