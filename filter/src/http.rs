@@ -364,7 +364,7 @@ impl Stream {
             },
             Endpoint::Reject(e) => self.reply_error(&e),
             Endpoint::Mcp { server, rest } => self.start_mcp(config, server, rest, &head, &map, end_of_stream),
-            Endpoint::A2a { agent, rest } => self.start_a2a(config, agent, rest, &head, end_of_stream),
+            Endpoint::A2a { agent, rest } => self.start_a2a(config, agent, rest, &head, &map, end_of_stream),
             Endpoint::Stored(call) => self.start_lifecycle(config, call, head.method, head.path),
             Endpoint::Conversations(call) => self.start_conversations(call, head.method, head.path, end_of_stream),
             Endpoint::Forward(_) if end_of_stream => {

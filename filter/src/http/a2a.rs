@@ -13,7 +13,7 @@ use ferrogate_core::header_map;
 use ferrogate_core::mcp as wire;
 use ferrogate_core::openai::ApiError;
 use proxy_wasm::traits::HttpContext;
-use proxy_wasm::types::{Action, MapType};
+use proxy_wasm::types::Action;
 
 use super::head::Head;
 use super::mcp::Upstream;
@@ -52,15 +52,22 @@ fn gateway_url(map: &[u8], name: &str) -> String {
 
 impl Stream {
     /// The request head of `/a2a/{name}{rest}`: checks, credential swap and routing.
-    pub(super) fn start_a2a(&mut self, config: &Config, name: &str, rest: &str, head: &Head, eos: bool) -> Action {
+    pub(super) fn start_a2a(
+        &mut self,
+        config: &Config,
+        name: &str,
+        rest: &str,
+        head: &Head,
+        map: &[u8],
+        eos: bool,
+    ) -> Action {
         let Some((index, agent)) = config.a2a.get(name) else {
             return self.reply_error(&ApiError::a2a_agent_not_found(name));
         };
         if !config.a2a_allows(self.caller, index) {
             return self.reply_error(&ApiError::a2a_agent_not_allowed(name));
         }
-        let map = crate::raw::header_map(MapType::HttpRequestHeaders);
-        let card = (head.method == "GET" && CARD_PATHS.contains(&rest)).then(|| gateway_url(&map, name));
+        let card = (head.method == "GET" && CARD_PATHS.contains(&rest)).then(|| gateway_url(map, name));
         let (_, query) = ferrogate_core::route::split_query(head.path);
         let path = wire::upstream_path(&agent.url.path_prefix, rest, query);
         let to = Upstream { cluster: &agent.cluster, authority: &agent.authority, path: &path };
