@@ -8,7 +8,7 @@
 //! one row per conversation, its items a JSON array): create, get, update under the row's
 //! lock (so two turns appended at once both land), delete.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
@@ -42,11 +42,13 @@ impl Conversation {
 /// Conversations in memory (the file store's; lost on restart like its responses).
 #[derive(Debug, Default)]
 pub struct MemoryConversations {
-    map: Mutex<HashMap<(String, String), Conversation>>,
+    /// Ordered by owner first, so one owner's conversations are one range (counted without
+    /// scanning everyone's).
+    map: Mutex<BTreeMap<(String, String), Conversation>>,
 }
 
 impl MemoryConversations {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Conversation>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Conversation>> {
         self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
@@ -107,7 +109,11 @@ impl ResponseStore {
     /// The database is not connected or failed.
     pub async fn count_conversations(&self, owner: &str) -> Result<u64, ResponsesError> {
         match self {
-            ResponseStore::Memory(m) => Ok(m.conversations.lock().keys().filter(|(o, _)| o == owner).count() as u64),
+            ResponseStore::Memory(m) => {
+                let map = m.conversations.lock();
+                let mine = map.range((owner.to_string(), String::new())..).take_while(|((o, _), _)| o == owner);
+                Ok(mine.count() as u64)
+            }
             ResponseStore::Postgres(db, _) => Ok(Self::db(db)?.store.count_conversations(owner).await?),
         }
     }
