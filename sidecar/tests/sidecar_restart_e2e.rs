@@ -3,38 +3,23 @@
 //! down the filter keeps routing on its last snapshot; once a new sidecar answers on the same
 //! address, the edit made meanwhile reaches the filter without a restart of the proxy.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use ferrogate_host::{Headers, HttpCallResponse, Runtime, StreamEvent, Vm};
-use ferrogate_sidecar::standalone::{Sidecar, SidecarArgs};
+use ferrogate_host::{Headers, Runtime, StreamEvent, Vm};
+use sidecar_link::{carry, start_sidecar};
 
+#[path = "common/sidecar_link.rs"]
+mod sidecar_link;
 #[path = "common/wasm.rs"]
 mod wasm;
 
 const TOKEN: &str = "t0k-restart";
-
-#[derive(Parser)]
-struct SidecarCli {
-    #[command(flatten)]
-    args: SidecarArgs,
-}
 
 fn config(model: &str) -> String {
     format!(
         "providers: [{{ name: local, kind: openai_compatible, base_url: 'http://127.0.0.1:9' }}]\n\
          models: [{{ name: {model}, targets: [{{ provider: local, model: up-{model} }}] }}]\n"
     )
-}
-
-async fn start_sidecar(config: &Path, listen: &str) -> Sidecar {
-    let argv = ["sidecar", "--config", config.to_str().unwrap(), "--sidecar-listen", listen];
-    let mut args =
-        SidecarCli::parse_from(argv.iter().chain(&["--admin-listen", "127.0.0.1:0", "--poll-interval-ms", "100"])).args;
-    args.internal_token = Some(TOKEN.into());
-    args.admin_token = None;
-    Sidecar::start(&args).await.expect("sidecar starts")
 }
 
 /// The filter VM, polling the `ferrogate_sidecar` cluster every 100 ms.
@@ -49,28 +34,7 @@ fn filter() -> (Runtime, Vm) {
 async fn tick(vm: &mut Vm, sidecar: &str) {
     vm.on_tick().unwrap();
     for call in vm.take_http_calls() {
-        let path = call.headers.get_str(":path").unwrap_or("/").to_string();
-        let method = call.headers.get_str(":method").unwrap_or("GET").to_string();
-        let mut req = reqwest::Client::new().request(method.parse().unwrap(), format!("http://{sidecar}{path}"));
-        for (name, value) in call.headers.iter().filter(|(n, _)| !n.starts_with(':')) {
-            req = req.header(name, value);
-        }
-        let answer = match req.body(call.body.clone()).timeout(Duration::from_secs(2)).send().await {
-            Ok(resp) => {
-                let status = resp.status().as_u16().to_string();
-                let mut headers = vec![(":status".to_string(), status)];
-                for (k, v) in resp.headers() {
-                    headers.push((k.to_string(), v.to_str().unwrap_or_default().to_string()));
-                }
-                let body = resp.bytes().await.unwrap_or_default().to_vec();
-                HttpCallResponse { headers: Headers::from_pairs(headers), body, trailers: Headers::new() }
-            }
-            Err(_) => HttpCallResponse {
-                headers: Headers::from_pairs([(":status", "503")]),
-                body: b"upstream connect error".to_vec(),
-                trailers: Headers::new(),
-            },
-        };
+        let answer = carry(sidecar, &call.headers, call.body.clone()).await;
         vm.http_call_response(call.token, Some(answer)).unwrap();
     }
 }
@@ -119,7 +83,7 @@ async fn traffic_flows_on_the_last_snapshot_while_the_sidecar_restarts() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("config.yaml");
     std::fs::write(&file, config("chat")).unwrap();
-    let first = start_sidecar(&file, "127.0.0.1:0").await;
+    let first = start_sidecar(&file, "127.0.0.1:0", TOKEN).await;
     let addr = first.sidecar_addr.to_string();
     let (_rt, mut vm) = filter();
     assert_eq!(route(&mut vm, "chat"), Err("503".into()), "no snapshot yet");
@@ -137,7 +101,7 @@ async fn traffic_flows_on_the_last_snapshot_while_the_sidecar_restarts() {
     assert_eq!(route(&mut vm, "chat2"), Err("404".into()), "the edit is not known yet");
 
     // A new sidecar on the same address: the edit arrives.
-    let second = start_sidecar(&file, &addr).await;
+    let second = start_sidecar(&file, &addr, TOKEN).await;
     until_routed(&mut vm, &addr, "chat2").await;
     assert_eq!(route(&mut vm, "chat"), Err("404".into()), "the edit replaced the model");
     second.shutdown();

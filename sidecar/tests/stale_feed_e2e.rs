@@ -11,13 +11,13 @@
 //! held request goes as soon as the fresh figures show room.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
-use ferrogate_host::{Headers, HttpCallResponse, LogLevel, Runtime, StreamEvent, StreamId, Vm};
-use ferrogate_sidecar::standalone::{Sidecar, SidecarArgs};
+use ferrogate_host::{Headers, LogLevel, Runtime, StreamEvent, StreamId, Vm};
+use sidecar_link::{carry, start_sidecar};
 
+#[path = "common/sidecar_link.rs"]
+mod sidecar_link;
 #[path = "common/sim.rs"]
 mod sim_helper;
 #[path = "common/wasm.rs"]
@@ -32,27 +32,12 @@ const BUSY_MS: u64 = 12_000;
 const STALE_LINE: &str = "targets feed stale";
 const CURRENT_LINE: &str = "targets feed current again";
 
-#[derive(Parser)]
-struct SidecarCli {
-    #[command(flatten)]
-    args: SidecarArgs,
-}
-
 fn config(sim: SocketAddr) -> String {
     format!(
         "providers: [{{ name: pool, kind: openai_compatible, base_url: 'http://{sim}', endpoints: ['{sim}'] }}]\n\
          models:\n  - name: chat\n    targets: [{{ provider: pool, model: sim-small }}]\n    \
          flow_control: {{ max_running: 2, queue_ttl_ms: 600000 }}\n"
     )
-}
-
-async fn start_sidecar(config: &Path, listen: &str) -> Sidecar {
-    let argv = ["sidecar", "--config", config.to_str().unwrap(), "--sidecar-listen", listen];
-    let mut args =
-        SidecarCli::parse_from(argv.iter().chain(&["--admin-listen", "127.0.0.1:0", "--poll-interval-ms", "100"])).args;
-    args.internal_token = Some(TOKEN.into());
-    args.admin_token = None;
-    Sidecar::start(&args).await.expect("sidecar starts")
 }
 
 /// The filter VM, its snapshot polled every 100 ms, engine figures usable for [`MAX_AGE_MS`].
@@ -202,31 +187,6 @@ impl Proxy {
     }
 }
 
-/// One callout answered by the sidecar at `sidecar`, or 503 when nothing answers there.
-async fn carry(sidecar: &str, headers: &Headers, body: Vec<u8>) -> HttpCallResponse {
-    let path = headers.get_str(":path").unwrap_or("/").to_string();
-    let method = headers.get_str(":method").unwrap_or("GET").to_string();
-    let mut req = reqwest::Client::new().request(method.parse().unwrap(), format!("http://{sidecar}{path}"));
-    for (name, value) in headers.iter().filter(|(n, _)| !n.starts_with(':')) {
-        req = req.header(name, value);
-    }
-    match req.body(body).timeout(Duration::from_secs(2)).send().await {
-        Ok(resp) => {
-            let mut head = vec![(":status".to_string(), resp.status().as_u16().to_string())];
-            for (k, v) in resp.headers() {
-                head.push((k.to_string(), v.to_str().unwrap_or_default().to_string()));
-            }
-            let body = resp.bytes().await.unwrap_or_default().to_vec();
-            HttpCallResponse { headers: Headers::from_pairs(head), body, trailers: Headers::new() }
-        }
-        Err(_) => HttpCallResponse {
-            headers: Headers::from_pairs([(":status", "503")]),
-            body: b"upstream connect error".to_vec(),
-            trailers: Headers::new(),
-        },
-    }
-}
-
 /// The most requests the sim held at once (running plus waiting), from its own `/metrics`.
 async fn peak(sim: SocketAddr) -> u64 {
     let text = reqwest::get(format!("http://{sim}/metrics")).await.unwrap().text().await.unwrap();
@@ -248,7 +208,7 @@ async fn stale_engine_figures_hold_traffic_until_the_sidecar_is_back() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("config.yaml");
     std::fs::write(&file, config(sim)).unwrap();
-    let first = start_sidecar(&file, "127.0.0.1:0").await;
+    let first = start_sidecar(&file, "127.0.0.1:0", TOKEN).await;
     let (rt, vm) = filter();
     let mut p = Proxy { rt, vm, sidecar: first.sidecar_addr.to_string(), sim, logs: Vec::new() };
 
@@ -306,7 +266,7 @@ async fn stale_engine_figures_hold_traffic_until_the_sidecar_is_back() {
 
     // A new sidecar on the same address: the feed is current again (reported once), and the
     // held request goes once the fresh figures show room (the busy requests end).
-    let second = start_sidecar(&file, &p.sidecar).await;
+    let second = start_sidecar(&file, &p.sidecar, TOKEN).await;
     p.until("the feed to be current again", |p| p.stale_gauge() == Some(0)).await;
     assert_eq!(p.logged(LogLevel::Info, CURRENT_LINE), recovered + 1, "{:?}", p.logs);
     let deadline = Instant::now() + Duration::from_secs(60);
