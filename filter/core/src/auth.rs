@@ -107,31 +107,16 @@ fn bearer(v: &[u8]) -> Option<&[u8]> {
 
 /// The `sha256:<hex>` digest of a plaintext key, as written in the config's `keys[].digest`.
 pub fn key_digest(key: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
-    for b in Sha256::digest(key) {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
+    crate::hex::encode_into(&mut out, &Sha256::digest(key));
     out
 }
 
 /// Decodes a validated `sha256:<64 lower-case hex>` digest.
 pub(crate) fn parse_digest(digest: &str) -> Option<[u8; 32]> {
-    let hex = digest.strip_prefix("sha256:")?.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
     let mut out = [0u8; 32];
-    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
-    }
+    crate::hex::decode_into(digest.strip_prefix("sha256:")?.as_bytes(), &mut out)?;
     Some(out)
 }
 

@@ -17,6 +17,7 @@ pub mod gen_ai;
 pub mod grants;
 pub mod header_map;
 pub mod headers;
+pub mod hex;
 pub mod kv;
 pub mod limits;
 pub mod mcp;

@@ -14,25 +14,20 @@ const PREFIX: &str = "ferrogate-refused:";
 /// JSON-RPC code of a refused tool (MCP's code for an unknown tool).
 pub const UNKNOWN_TOOL: i64 = -32602;
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::hex;
 
 fn unhex(text: &str) -> Option<String> {
-    let digits = text.as_bytes();
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    let value = |d: u8| char::from(d).to_digit(16);
-    let bytes: Option<Vec<u8>> =
-        digits.chunks_exact(2).map(|p| Some((value(*p.first()?)? * 16 + value(*p.get(1)?)?) as u8)).collect();
-    String::from_utf8(bytes?).ok()
+    String::from_utf8(hex::decode(text.as_bytes())?).ok()
 }
 
 /// The message a refused `tools/call` (id text `id`, tool `tool`) is replaced with.
 pub fn stand_in(id: &str, tool: &str) -> Vec<u8> {
-    format!(r#"{{"jsonrpc":"2.0","id":"{PREFIX}{}:{}","method":"ping"}}"#, hex(id.as_bytes()), hex(tool.as_bytes()))
-        .into_bytes()
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"{PREFIX}{}:{}","method":"ping"}}"#,
+        hex::encode(id.as_bytes()),
+        hex::encode(tool.as_bytes())
+    )
+    .into_bytes()
 }
 
 /// The refusal for a server's answer to a stand-in; `None` for any other message.

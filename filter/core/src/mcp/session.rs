@@ -24,26 +24,13 @@ pub enum SessionError {
     Malformed,
 }
 
-fn tag(key_digest: &str, server: &str, upstream: &[u8]) -> [u8; TAG_HEX] {
+fn tag(key_digest: &str, server: &str, upstream: &[u8]) -> String {
     let mut h = Sha256::new();
     for part in [b"ferrogate-mcp-session".as_slice(), key_digest.as_bytes(), server.as_bytes(), upstream] {
         h.update((part.len() as u64).to_be_bytes());
         h.update(part);
     }
-    let digest = h.finalize();
-    let mut out = [0u8; TAG_HEX];
-    for (pair, byte) in out.chunks_exact_mut(2).zip(digest.iter()) {
-        pair.copy_from_slice(&[hex(byte >> 4), hex(byte & 15)]);
-    }
-    out
-}
-
-fn hex(n: u8) -> u8 {
-    if n < 10 {
-        b'0' + n
-    } else {
-        b'a' + n - 10
-    }
+    crate::hex::encode(h.finalize().get(..TAG_HEX / 2).unwrap_or_default())
 }
 
 fn visible(b: &[u8]) -> bool {
@@ -59,7 +46,7 @@ pub fn seal(key_digest: &str, server: &str, upstream: &[u8]) -> Option<Vec<u8>> 
     let mut out = Vec::with_capacity(upstream.len() + 1 + TAG_HEX);
     out.extend_from_slice(upstream);
     out.push(b'.');
-    out.extend_from_slice(&tag(key_digest, server, upstream));
+    out.extend_from_slice(tag(key_digest, server, upstream).as_bytes());
     Some(out)
 }
 
@@ -76,7 +63,7 @@ pub fn open<'a>(key_digest: &str, server: &str, presented: &'a [u8]) -> Result<&
     let (upstream, given) = (presented.get(..dot).unwrap_or_default(), presented.get(dot + 1..).unwrap_or_default());
     let want = tag(key_digest, server, upstream);
     // Compared in full whatever differs first: the time taken tells nothing about the tag.
-    let same = given.len() == TAG_HEX && given.iter().zip(want.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+    let same = given.len() == TAG_HEX && given.iter().zip(want.as_bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
     if same && !upstream.is_empty() {
         Ok(upstream)
     } else {
@@ -110,7 +97,7 @@ mod tests {
         assert_eq!(seal("k", "s", b"has space"), None);
         assert_eq!(open("k", "s", b"bad\x01id"), Err(SessionError::Malformed));
         assert_eq!(open("k", "s", &[b'a'; 2000]), Err(SessionError::Malformed));
-        let empty_upstream = [b".".as_slice(), &tag("k", "s", b"")].concat();
+        let empty_upstream = [b".".as_slice(), tag("k", "s", b"").as_bytes()].concat();
         assert_eq!(open("k", "s", &empty_upstream), Err(SessionError::Foreign));
     }
 }
