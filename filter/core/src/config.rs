@@ -8,6 +8,7 @@
 
 pub mod a2a;
 pub mod mcp;
+pub mod named;
 mod raw;
 pub mod responses;
 pub mod syntax;

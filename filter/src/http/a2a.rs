@@ -148,7 +148,7 @@ impl Stream {
     /// A2A's.
     pub(super) fn a2a_target<'a>(&'a self, config: Option<&'a Config>) -> Option<(&'a str, &'a str)> {
         let state = self.a2a.as_ref()?;
-        let agent = config.and_then(|c| c.a2a.agents.get(state.agent)).map_or("", |a| a.cluster.as_str());
+        let agent = config.and_then(|c| c.a2a.items.get(state.agent)).map_or("", |a| a.cluster.as_str());
         Some((agent, &self.model_requested))
     }
 }

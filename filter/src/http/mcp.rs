@@ -284,7 +284,7 @@ impl Stream {
     }
 
     fn mcp_server_is_sse_in(&self, config: &Config) -> bool {
-        let server = self.mcp.as_ref().and_then(|s| config.mcp.servers.get(s.server));
+        let server = self.mcp.as_ref().and_then(|s| config.mcp.items.get(s.server));
         server.is_some_and(|s| s.transport == Transport::Sse)
     }
 }

@@ -160,12 +160,12 @@ pub fn plugin_configuration(
 /// One cluster per provider: its pool when it has one, else its base URL's host and port;
 /// and one per MCP server (`mcp:<name>`) and A2A agent (`a2a:<name>`), its URL's host and port.
 pub fn clusters_of(config: &Config) -> Result<Vec<Cluster>, ClusterError> {
-    let mut clusters = Vec::with_capacity(config.providers.len() + config.mcp.servers.len());
-    for s in &config.mcp.servers {
+    let mut clusters = Vec::with_capacity(config.providers.len() + config.mcp.items.len());
+    for s in &config.mcp.items {
         let endpoint = format!("{}:{}", bracket(&s.url.host), s.url.port);
         clusters.push(Cluster::new(&s.cluster, s.url.scheme.as_str(), vec![endpoint])?);
     }
-    for a in &config.a2a.agents {
+    for a in &config.a2a.items {
         let endpoint = format!("{}:{}", bracket(&a.url.host), a.url.port);
         clusters.push(Cluster::new(&a.cluster, a.url.scheme.as_str(), vec![endpoint])?);
     }

@@ -3,7 +3,7 @@
 //! Indexed here on its own, like `mcp_servers:` ([`super::mcp`]), whose credential rules it
 //! shares.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -55,35 +55,11 @@ pub struct A2aAgent {
 }
 
 /// Every A2A agent, indexed by name.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct A2aAgents {
-    /// Agents in file order.
-    pub agents: Vec<A2aAgent>,
-    index: BTreeMap<String, usize>,
-}
-
-impl A2aAgents {
-    /// The agent named `name` and its index.
-    pub fn get(&self, name: &str) -> Option<(usize, &A2aAgent)> {
-        let i = *self.index.get(name)?;
-        Some((i, self.agents.get(i)?))
-    }
-}
+pub type A2aAgents = super::named::Named<A2aAgent>;
 
 /// Checks `a2a_agents:`.
 pub(super) fn validate(raw: &[RawA2aAgent], p: &mut Problems) -> A2aAgents {
-    let mut out = A2aAgents::default();
-    for (i, r) in raw.iter().enumerate() {
-        if out.index.contains_key(&r.name) {
-            p.add(format!("a2a_agents[{i}].name"), format!("duplicate name {:?}", r.name));
-            continue;
-        }
-        if let Some(agent) = agent(i, r, p) {
-            out.index.insert(r.name.clone(), out.agents.len());
-            out.agents.push(agent);
-        }
-    }
-    out
+    A2aAgents::validate("a2a_agents", raw, |r| r.name.as_str(), agent, p)
 }
 
 fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {

@@ -106,40 +106,11 @@ pub struct McpServer {
 }
 
 /// Every MCP server, indexed by name.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct McpServers {
-    /// Servers in file order.
-    pub servers: Vec<McpServer>,
-    index: BTreeMap<String, usize>,
-}
-
-impl McpServers {
-    /// The server named `name` and its index.
-    pub fn get(&self, name: &str) -> Option<(usize, &McpServer)> {
-        let i = *self.index.get(name)?;
-        Some((i, self.servers.get(i)?))
-    }
-
-    /// True when no server is configured.
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
-    }
-}
+pub type McpServers = super::named::Named<McpServer>;
 
 /// Checks `mcp_servers:`.
 pub(super) fn validate(raw: &[RawMcpServer], p: &mut Problems) -> McpServers {
-    let mut out = McpServers::default();
-    for (i, r) in raw.iter().enumerate() {
-        if out.index.contains_key(&r.name) {
-            p.add(format!("mcp_servers[{i}].name"), format!("duplicate name {:?}", r.name));
-            continue;
-        }
-        if let Some(server) = server(i, r, p) {
-            out.index.insert(r.name.clone(), out.servers.len());
-            out.servers.push(server);
-        }
-    }
-    out
+    McpServers::validate("mcp_servers", raw, |r| r.name.as_str(), server, p)
 }
 
 fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {

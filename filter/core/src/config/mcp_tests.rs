@@ -106,7 +106,7 @@ fn api_key_env_fills_the_credential() {
         serde_saphyr::from_str("mcp_servers: [{name: s, url: 'http://h/mcp', api_key_env: T}]").unwrap();
     raw.resolve_api_keys(|var| (var == "T").then(|| "from-env".to_string()));
     let c = Config::try_from(raw).unwrap();
-    let cred = c.mcp.servers[0].credential.clone().unwrap();
+    let cred = c.mcp.items[0].credential.clone().unwrap();
     assert_eq!(cred.value, "Bearer from-env");
 }
 
@@ -120,13 +120,13 @@ mcp_servers:
     oauth: {token_url: 'http://idp:8/token', client_id: gw, client_secret_env: S_SECRET, scope: 'a b'}
 ";
     let c = config(yaml).unwrap();
-    let oauth = c.mcp.servers[0].oauth.clone().unwrap();
+    let oauth = c.mcp.items[0].oauth.clone().unwrap();
     assert_eq!((oauth.resource.as_str(), oauth.scope.as_deref()), ("http://h:9/mcp", Some("a b")));
-    assert!(c.mcp.servers[0].credential.is_none(), "no token fetched yet");
+    assert!(c.mcp.items[0].credential.is_none(), "no token fetched yet");
     let mut raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
     raw.mcp_servers[0].api_key = Some("tok-1".into());
     let c = Config::try_from(raw).unwrap();
-    assert_eq!(c.mcp.servers[0].credential.clone().unwrap().value, "Bearer tok-1", "the fetched token is sent");
+    assert_eq!(c.mcp.items[0].credential.clone().unwrap().value, "Bearer tok-1", "the fetched token is sent");
     let bad = "
 mcp_servers:
   - {name: a, url: 'http://h/mcp', auth: oauth_client_credentials}

@@ -126,7 +126,7 @@ impl Stream {
     }
 
     fn rewrite_events(&self, config: &Config, server: usize, events: &[u8]) -> Result<Vec<u8>, wire::SseError> {
-        let (Some(s), Some(access)) = (config.mcp.servers.get(server), config.mcp_access(self.caller, server)) else {
+        let (Some(s), Some(access)) = (config.mcp.items.get(server), config.mcp_access(self.caller, server)) else {
             return Ok(Vec::new());
         };
         let digest = config.key(self.caller).map_or("", |k| k.digest.as_str());
@@ -147,7 +147,7 @@ impl Stream {
     /// record's provider) and the tool (its model). `None` when the stream is not MCP's.
     pub(in crate::http) fn mcp_target<'a>(&'a self, config: Option<&'a Config>) -> Option<(&'a str, &'a str)> {
         let state = self.mcp.as_ref()?;
-        let server = config.and_then(|c| c.mcp.servers.get(state.server)).map_or("", |s| s.cluster.as_str());
+        let server = config.and_then(|c| c.mcp.items.get(state.server)).map_or("", |s| s.cluster.as_str());
         Some((server, state.tool.as_deref().unwrap_or(&self.model_requested)))
     }
 
@@ -175,7 +175,7 @@ impl Stream {
     fn seal_session(&mut self, upstream: &[u8]) {
         let (Some(config), Some(state)) = (self.config.as_deref(), self.mcp.as_ref()) else { return };
         let digest = config.key(self.caller).map_or("", |k| k.digest.as_str());
-        let name = config.mcp.servers.get(state.server).map_or("", |s| s.name.as_str());
+        let name = config.mcp.items.get(state.server).map_or("", |s| s.name.as_str());
         let sealed = session::seal(digest, name, upstream);
         self.set_http_response_header_bytes("mcp-session-id", sealed.as_deref());
     }
@@ -194,7 +194,7 @@ impl Stream {
                 return Some(Action::Pause);
             }
             let name =
-                self.config.as_deref().and_then(|c| c.mcp.servers.get(state.server)).map_or("", |s| s.name.as_str());
+                self.config.as_deref().and_then(|c| c.mcp.items.get(state.server)).map_or("", |s| s.name.as_str());
             let text = format!(
                 "the MCP server `{name}` refused the gateway's credential (HTTP 401): check its api_key_env or oauth settings"
             );
