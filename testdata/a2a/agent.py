@@ -41,7 +41,6 @@ headers joined with ", ").
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -129,47 +128,12 @@ def starlette_app(card: AgentCard) -> Starlette:
     ])
 
 
-class BearerGate:
-    """ASGI middleware: logs every HTTP request's headers, then demands the bearer token (the
-    agent card excepted)."""
-
-    def __init__(self, app, token: str, headers_log: str | None):
-        self.app = app
-        self.token = token
-        self.headers_log = headers_log
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in scope["headers"]:
-            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        if self.headers_log:
-            line = {
-                "method": scope["method"],
-                "path": scope["path"],
-                "query": scope.get("query_string", b"").decode("latin-1"),
-                "headers": headers,
-            }
-            with open(self.headers_log, "a", encoding="utf-8") as f:
-                f.write(json.dumps(line) + "\n")
+def accepting(token: str):
+    """What the gate accepts: `Bearer <token>`, and anyone reading the card (it is public)."""
+    def accepts(scope, authorization: str | None) -> bool:
         public = scope["method"] in ("GET", "HEAD") and scope["path"] == AGENT_CARD_WELL_KNOWN_PATH
-        if not public and headers.get("authorization") != f"Bearer {self.token}":
-            body = b'{"error":"unauthorized"}'
-            await send({
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="a2a-fixture"'),
-                ],
-            })
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, receive, send)
+        return public or authorization == f"Bearer {token}"
+    return accepts
 
 
 def main() -> None:
@@ -185,7 +149,7 @@ def main() -> None:
     sock = listen.bind(args.port)
     port = sock.getsockname()[1]
     card = build_card(args.name, args.public_url or f"http://127.0.0.1:{port}/", args.sign)
-    app = BearerGate(starlette_app(card), args.token, args.headers_log)
+    app = listen.BearerGate(starlette_app(card), accepting(args.token), args.headers_log, "a2a-fixture")
     print(f"a2a-sdk {SDK_VERSION} agent {args.name!r} on 127.0.0.1:{port}", file=sys.stderr, flush=True)
     listen.serve(app, sock)
 

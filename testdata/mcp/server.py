@@ -42,7 +42,6 @@ do not grant), slow(seconds) -> sleeps that long (for timeouts and cancellation)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -105,53 +104,16 @@ def starlette_app(mcp, transport: str):
     return mcp.streamable_http_app()  # /mcp
 
 
-class BearerGate:
-    """ASGI middleware: logs every HTTP request's headers, then demands the bearer token."""
-
-    def __init__(self, app, token: str | None, headers_log: str | None, token_file: str | None = None):
-        self.app = app
-        self.token = token
-        self.token_file = token_file
-        self.headers_log = headers_log
-
-    def accepts(self, authorization: str | None) -> bool:
-        if self.token_file:
-            with open(self.token_file, encoding="utf-8") as f:
+def accepting(token: str | None, token_file: str | None):
+    """What the gate accepts: `Bearer <token>`, or any bearer token listed in `token_file`
+    (read on every request)."""
+    def accepts(_scope, authorization: str | None) -> bool:
+        if token_file:
+            with open(token_file, encoding="utf-8") as f:
                 tokens = {line.strip() for line in f if line.strip()}
             return authorization is not None and authorization.removeprefix("Bearer ") in tokens
-        return authorization == f"Bearer {self.token}"
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":  # lifespan (runs the streamable HTTP session manager)
-            await self.app(scope, receive, send)
-            return
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in scope["headers"]:
-            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        if self.headers_log:
-            line = {
-                "method": scope["method"],
-                "path": scope["path"],
-                "query": scope.get("query_string", b"").decode("latin-1"),
-                "headers": headers,
-            }
-            with open(self.headers_log, "a", encoding="utf-8") as f:
-                f.write(json.dumps(line) + "\n")
-        if not self.accepts(headers.get("authorization")):
-            body = b'{"error":"unauthorized"}'
-            await send({
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="mcp-fixture"'),
-                ],
-            })
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, receive, send)
+        return authorization == f"Bearer {token}"
+    return accepts
 
 
 def main() -> None:
@@ -166,8 +128,8 @@ def main() -> None:
     ap.add_argument("--calls-log", help="append each called tool's name to this file")
     args = ap.parse_args()
 
-    app = BearerGate(starlette_app(build_server(args.name, args.calls_log), args.transport), args.token,
-                     args.headers_log, args.token_file)
+    app = listen.BearerGate(starlette_app(build_server(args.name, args.calls_log), args.transport),
+                            accepting(args.token, args.token_file), args.headers_log, "mcp-fixture")
     sock = listen.bind(args.port)
     print(f"mcp {SDK_VERSION} {args.transport} server {args.name!r} on 127.0.0.1:{sock.getsockname()[1]}",
           file=sys.stderr, flush=True)
