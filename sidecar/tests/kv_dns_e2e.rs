@@ -9,13 +9,16 @@
 //! resynced from its replay socket. Engines are warmed behind the gateway's back, so only their
 //! events can tell it where a prefix is; routing is observed with probes the engines refuse
 //! before touching their caches (`x-sim-status: 400`), each naming the engine that answered.
-//! Every probe of a warmed prefix must reach its holder: with static endpoints the gateway
-//! would not know the added engine, and `cache_aware` would guess.
+//! Every probe of a warmed prefix must reach its holder.
+//!
+//! Negative controls ([`controls`]), in the same gateway at the same moment: the same pool
+//! routed by `cache_aware` (model [`GUESS`]), and `precise_cache_aware` over static endpoints
+//! naming engines 0 and 1 only (model [`STATIC`]); both must miss where [`PRECISE`] hits.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
+use ferrogate_sidecar::sim::{ENDPOINT_HEADER, PREFIX_HIT_HEADER, STATUS_HEADER};
 use serde_json::Value;
 
 #[path = "common/gateway.rs"]
@@ -32,14 +35,25 @@ const NAME: &str = "vllm-pool.llm.test";
 const HOSTS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 /// Probes per prefix once routing has settled: every one must reach the holder.
 const PROBES: usize = 10;
-/// Prefixes warmed per phase: with three, a guess (cache_aware) is right for all of them by
-/// chance about once in eight runs at best.
+/// Prefixes warmed per phase (four blocks each).
 const PREFIXES: usize = 3;
+/// The model under test: `precise_cache_aware` over the DNS pool.
+const PRECISE: &str = "kv";
+/// Negative control: the DNS pool routed by `cache_aware`, which reads no KV events.
+const GUESS: &str = "kv-guess";
+/// Negative control: `precise_cache_aware` over static `endpoints` naming engines 0 and 1,
+/// as the pool was configured before it scaled: engine 2 is never subscribed to nor picked.
+const STATIC: &str = "kv-static";
+/// One-block control prefixes warmed on each of the three engines (see [`controls`]).
+const CONTROL_PER_ENGINE: usize = 8;
+/// Probes per control prefix: each probe takes a new connection, which the gateway hands to
+/// its two worker VMs in turn, so two probes ask both.
+const CONTROL_PROBES: usize = 2;
 
 use kv_sim::words;
 
-fn chat(prompt: &str) -> Value {
-    kv_sim::chat_for("kv", prompt)
+fn chat(model: &str, prompt: &str) -> Value {
+    kv_sim::chat_for(model, prompt)
 }
 
 fn free(host: &str) -> u16 {
@@ -67,6 +81,28 @@ async fn engines() -> (Vec<KvSim>, u16, u16, u16) {
     panic!("no free ports common to {HOSTS:?}");
 }
 
+/// The providers (the DNS pool `pool` first, then `fixed`: static endpoints 0 and 1 with their
+/// event sockets) and the three models over them.
+fn config(sims: &[KvSim], http: u16, events: u16, replay: u16) -> ([String; 2], String) {
+    let pool = format!(
+        "{{ name: pool, kind: openai_compatible, base_url: 'http://{NAME}:{http}', endpoints_dns: '{NAME}:{http}', \
+         kv_events_port: {events}, kv_replay_port: {replay}, kv_block_size: 16, kv_tokenize: true }}"
+    );
+    let fixed = format!(
+        "{{ name: fixed, kind: openai_compatible, base_url: 'http://fixed.internal', kv_block_size: 16, \
+         endpoints: [{}, {}] }}",
+        sims[0].endpoint_entry(),
+        sims[1].endpoint_entry()
+    );
+    let model = |name: &str, strategy: &str, provider: &str| {
+        format!("  - {{ name: {name}, strategy: {strategy}, targets: [{{ provider: {provider}, model: kv }}] }}\n")
+    };
+    let models = model(PRECISE, "precise_cache_aware", "pool")
+        + &model(GUESS, "cache_aware", "pool")
+        + &model(STATIC, "precise_cache_aware", "fixed");
+    ([pool, fixed], models)
+}
+
 struct Pool {
     client: reqwest::Client,
     gateway: Setup,
@@ -76,21 +112,20 @@ struct Pool {
 }
 
 impl Pool {
-    async fn start(strategy: &str) -> Pool {
+    async fn start() -> Pool {
         if std::env::var_os("KV_E2E_LOG").is_some() {
             std::mem::forget(ferrogate_sidecar::telemetry::init(false));
         }
         let (sims, http, events, replay) = engines().await;
         let dns = Dnsmasq::start(NAME, &HOSTS[..2]).await;
-        let provider = format!(
-            "{{ name: pool, kind: openai_compatible, base_url: 'http://{NAME}:{http}', endpoints_dns: '{NAME}:{http}', \
-             kv_events_port: {events}, kv_replay_port: {replay}, kv_block_size: 16, kv_tokenize: true }}"
-        );
-        let models = format!("  - {{ name: kv, strategy: {strategy}, targets: [{{ provider: pool, model: kv }}] }}\n");
+        let (providers, models) = config(&sims, http, events, replay);
         let server = dns.addr.to_string();
         let flags = ["--dns-server", server.as_str(), "--dns-refresh-ms", "200"];
-        let gateway = gateway_flags(&[provider], &models, "", 2, &flags).await;
-        Pool { client: reqwest::Client::new(), gateway, dns, sims, http }
+        let gateway = gateway_flags(&providers, &models, "", 2, &flags).await;
+        // No idle connections kept: every probe is a new connection, and the gateway's acceptor
+        // spreads new connections over its worker VMs, so probes ask both VMs, not one.
+        let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        Pool { client, gateway, dns, sims, http }
     }
 
     fn address(&self, i: usize) -> String {
@@ -112,43 +147,64 @@ impl Pool {
         .await;
     }
 
+    /// The admin view of the DNS pool's endpoints (`GET /api/v1/kv` lists `fixed` too).
+    async fn kv(&self) -> Vec<Value> {
+        let url = format!("http://{}/api/v1/kv", self.gateway.gateway.admin_addr());
+        let body: Value = self.client.get(url).send().await.unwrap().json().await.unwrap();
+        let pools = body["providers"].as_array().cloned().unwrap_or_default();
+        let pool = pools.into_iter().find(|p| p["provider"] == "pool");
+        pool.and_then(|p| p["endpoints"].as_array().cloned()).unwrap_or_default()
+    }
+
+    /// Polls [`Pool::kv`] until `f` holds, for at most a minute; the last view.
     async fn until(&self, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        kv_sim::kv_until(&self.client, self.gateway.gateway.admin_addr(), what, Duration::from_secs(60), f).await
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let kv = self.kv().await;
+            if f(&kv) {
+                return kv;
+            }
+            assert!(Instant::now() < deadline, "waited for {what}: {kv:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
     }
 
-    /// The admin view's entry for engine `i`.
-    fn entry<'a>(&self, kv: &'a [Value], i: usize) -> Option<&'a Value> {
-        kv.iter().find(|e| e["endpoint"] == self.address(i).as_str())
+    /// Blocks the KV service holds for engine `i` in `kv` (0 when it is not in the pool).
+    fn blocks(&self, kv: &[Value], i: usize) -> u64 {
+        kv.iter().find(|e| e["endpoint"] == self.address(i).as_str()).map_or(0, |e| e["blocks"].as_u64().unwrap_or(0))
     }
 
-    /// Warms engine `i` with `prompts` directly and waits until the KV service holds blocks
-    /// of them for it.
+    /// Warms engine `i` with `prompts` directly (the gateway sees none of it) and waits until
+    /// the KV service holds every block they stored (the engine's `x-sim-prefix-hit`).
     async fn warm(&self, i: usize, prompts: &[String]) {
-        let before = self.until("the view", |_| true).await;
-        let had = self.entry(&before, i).map_or(0, |e| e["blocks"].as_u64().unwrap_or(0));
+        let had = self.blocks(&self.kv().await, i);
+        let mut stored = 0;
         for prompt in prompts {
             let url = format!("http://{}/v1/chat/completions", self.sims[i].addr);
-            assert_eq!(self.client.post(url).json(&chat(prompt)).send().await.unwrap().status(), 200);
+            let response = self.client.post(url).json(&chat(PRECISE, prompt)).send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let hit = response.headers()[PREFIX_HIT_HEADER].to_str().unwrap().to_string();
+            let (hit, full) = hit.split_once('/').unwrap();
+            stored += full.parse::<u64>().unwrap() - hit.parse::<u64>().unwrap();
         }
-        self.until(&format!("blocks of engine {i}"), |kv| {
-            self.entry(kv, i).is_some_and(|e| e["blocks"].as_u64().unwrap_or(0) > had)
-        })
-        .await;
+        let want = had + stored;
+        self.until(&format!("{want} blocks of engine {i}"), |kv| self.blocks(kv, i) >= want).await;
     }
 
     /// The engine's own token ids for `prompt`.
     async fn tokens(&self, prompt: &str) -> String {
         let url = format!("http://{}/tokenize", self.sims[0].addr);
-        let body: Value = self.client.post(url).json(&chat(prompt)).send().await.unwrap().json().await.unwrap();
+        let body: Value =
+            self.client.post(url).json(&chat(PRECISE, prompt)).send().await.unwrap().json().await.unwrap();
         body["tokens"].as_array().unwrap().iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
     }
 
-    /// Which engine the gateway picks for `prompt` (sent with its token ids).
-    async fn probe(&self, prompt: &str) -> String {
+    /// The engine the gateway picks for `prompt` (sent with its token ids) as `model`.
+    async fn probe(&self, model: &str, prompt: &str) -> String {
         let response = self
             .client
             .post(format!("{}/v1/chat/completions", self.gateway.base))
-            .json(&chat(prompt))
+            .json(&chat(model, prompt))
             .header(STATUS_HEADER, "400")
             .header("x-ferrogate-token-ids", self.tokens(prompt).await)
             .send()
@@ -158,50 +214,68 @@ impl Pool {
         response.headers()[ENDPOINT_HEADER].to_str().unwrap().to_string()
     }
 
-    /// For each prompt: once the worker VMs have read a feed holding its blocks (it reaches
-    /// engine `i` [`PROBES`] times in a row, within a minute), every one of [`PROBES`] more
-    /// probes reaches it. Settled prompt by prompt: the engine's blocks arrive in one event per
-    /// prompt, and a VM may have read a feed holding the first prompt's blocks but not yet the
-    /// next one's (seen on a loaded machine).
+    /// How many of `n` probes of `prompt` as `model` reach engine `i`.
+    async fn landed(&self, model: &str, prompt: &str, i: usize, n: usize) -> usize {
+        let mut hits = 0;
+        for _ in 0..n {
+            hits += usize::from(self.probe(model, prompt).await == self.address(i));
+        }
+        hits
+    }
+
+    /// Every one of [`PROBES`] probes of each prompt reaches engine `i`, once settled.
     async fn every_probe_reaches(&self, i: usize, prompts: &[String]) {
         self.settled(i, prompts, true).await;
     }
 
-    /// For each prompt: once the worker VMs have read the feed without engine `i` (a run of
-    /// [`PROBES`] probes elsewhere, within a minute), no probe of [`PROBES`] more reaches it.
+    /// None of [`PROBES`] probes of each prompt reaches engine `i`, once settled.
     async fn no_probe_reaches(&self, i: usize, prompts: &[String]) {
         self.settled(i, prompts, false).await;
     }
 
-    /// Probes each prompt until [`PROBES`] in a row reach engine `i` (`to: true`) or avoid it,
-    /// then asserts that [`PROBES`] more do the same.
+    /// For each prompt: [`Pool::settle`], then every one of [`PROBES`] more probes reaches
+    /// engine `i` (`to: true`) or none does (`to: false`); no miss is tolerated after settling.
     async fn settled(&self, i: usize, prompts: &[String], to: bool) {
-        let engine = self.address(i);
         for prompt in prompts {
-            let (deadline, mut streak) = (Instant::now() + Duration::from_secs(60), 0);
-            while streak < PROBES {
-                streak = if (self.probe(prompt).await == engine) == to { streak + 1 } else { 0 };
-                assert!(
-                    Instant::now() < deadline,
-                    "{prompt:.20}… never settled (engine {i}, {to}): {:?}",
-                    self.kv().await
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            for n in 0..PROBES {
-                let got = self.probe(prompt).await;
-                assert_eq!(
-                    got == engine,
-                    to,
-                    "probe {n} of {prompt:.20}… (engine {i}, {to}): {got} {:?}",
-                    self.kv().await
-                );
-            }
+            self.settle(prompt, i, to).await;
+            let hits = self.landed(PRECISE, prompt, i, PROBES).await;
+            let want = if to { PROBES } else { 0 };
+            assert_eq!(hits, want, "{prompt:.20}… reached engine {i} {hits} times of {PROBES}: {:?}", self.kv().await);
         }
     }
 
-    async fn kv(&self) -> Vec<Value> {
-        kv_sim::kv_view(&self.client, self.gateway.gateway.admin_addr()).await
+    /// Probes `prompt` until [`PROBES`] in a row reach engine `i` (`to: true`) or avoid it,
+    /// within a minute. Why wait at all: the KV service holding the blocks (what [`Pool::warm`]
+    /// and [`Pool::scale`] wait for) is not yet the worker VMs holding them. Each VM polls the
+    /// sidecar's KV feed every 100 ms and the DNS answer reaches it with the targets feed, and
+    /// neither feed shows how far a VM has read, so the test waits on what it tests: the
+    /// routing. Blocks arrive in one event per prompt, so a VM may hold one prompt's and not
+    /// yet the next one's (seen on a loaded machine): settled prompt by prompt. A miss here is
+    /// a VM on an older feed; after the streak none is tolerated ([`Pool::settled`]).
+    async fn settle(&self, prompt: &str, i: usize, to: bool) {
+        let (deadline, mut streak) = (Instant::now() + Duration::from_secs(60), 0);
+        while streak < PROBES {
+            if (self.probe(PRECISE, prompt).await == self.address(i)) == to {
+                streak += 1;
+                continue;
+            }
+            streak = 0;
+            assert!(Instant::now() < deadline, "{prompt:.20}… never settled (engine {i}, {to}): {:?}", self.kv().await);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// `ferrogate_kv_index_blocks` of the DNS pool, from the admin `/metrics`.
+    async fn indexed_blocks(&self) -> u64 {
+        let url = format!("http://{}/metrics", self.gateway.gateway.admin_addr());
+        let metrics = self.client.get(url).send().await.unwrap().text().await.unwrap();
+        metrics
+            .lines()
+            .find(|l| l.starts_with("ferrogate_kv_index_blocks{") && l.contains("provider=\"pool\""))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|v| v as u64)
+            .expect("ferrogate_kv_index_blocks of the pool")
     }
 }
 
@@ -209,9 +283,52 @@ fn prompts(tag: &str) -> Vec<String> {
     (0..PREFIXES).map(|c| words(&format!("{tag}{c}w"), 63)).collect()
 }
 
+/// The negative controls, on the pool of three: [`CONTROL_PER_ENGINE`] one-block prefixes
+/// warmed on each engine directly, first probed as [`PRECISE`], which must reach the holder
+/// every time once settled (so every worker VM holds their blocks: a control's misses are its
+/// strategy's, not a VM lagging), then as [`GUESS`] and [`STATIC`]. Neither control model has
+/// routed them before, and no model learns from another's picks (each keeps its own prefix
+/// record), so `cache_aware` cannot know where they are.
+///
+/// Odds of a chance pass. `cache_aware` reads no KV events: a prefix it never routed goes to
+/// its home, a hash of its opening on a ring over the endpoints' names (new ports every run),
+/// and every later probe follows that first pick. With ring shares s0 + s1 + s2 = 1, every one
+/// of the 24 homes is the holder with probability (s0·s1·s2)^8 ≤ (1/27)^8 = 3^-24 ≈ 3.5e-12,
+/// whatever the ring. `fixed` has no endpoint for engine 2: its probes never reach it.
+async fn controls(pool: &Pool) {
+    let held: Vec<(String, usize)> =
+        (0..3 * CONTROL_PER_ENGINE).map(|k| (words(&format!("ctl{k}w"), 15), k % 3)).collect();
+    for i in 0..3 {
+        let mine: Vec<String> = held.iter().filter(|(_, h)| *h == i).map(|(p, _)| p.clone()).collect();
+        pool.warm(i, &mine).await;
+        pool.every_probe_reaches(i, &mine).await;
+    }
+    let (mut guessed, mut pinned) = (0, 0);
+    for (prompt, i) in &held {
+        guessed += pool.landed(GUESS, prompt, *i, CONTROL_PROBES).await;
+        if *i == 2 {
+            pinned += pool.landed(STATIC, prompt, 2, CONTROL_PROBES).await;
+        }
+    }
+    let total = held.len() * CONTROL_PROBES;
+    eprintln!("controls: cache_aware reached the holder {guessed} times of {total}; static endpoints {pinned}");
+    assert!(guessed < total, "cache_aware reached the holder every time: the test cannot tell it from precise");
+    assert_eq!(pinned, 0, "static endpoints reached an engine they do not name");
+}
+
+/// Engine 0 leaves the name: its blocks leave the index (only the other engines' remain) and
+/// no probe of the A prefixes reaches it.
+async fn scale_down(pool: &mut Pool, a: &[String]) {
+    let view = pool.kv().await;
+    let held_by_others = pool.blocks(&view, 1) + pool.blocks(&view, 2);
+    pool.scale(&[1, 2]).await;
+    assert_eq!(pool.indexed_blocks().await, held_by_others, "only the remaining engines' blocks are indexed");
+    pool.no_probe_reaches(0, a).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_routing_follows_a_pool_that_scales_through_dns() {
-    let mut pool = Pool::start("precise_cache_aware").await;
+    let mut pool = Pool::start().await;
     pool.scale(&[0, 1]).await;
 
     // Engine 0 holds the A prefixes: every probe of them goes there.
@@ -226,31 +343,16 @@ async fn kv_routing_follows_a_pool_that_scales_through_dns() {
     pool.warm(2, &b).await;
     pool.every_probe_reaches(2, &b).await;
     pool.every_probe_reaches(0, &a).await;
+    controls(&pool).await;
 
-    // Scaled down: engine 0 leaves; its blocks pin nothing (they leave the index) and the A
-    // prefixes go to the engines that are left.
-    let view = pool.kv().await;
-    let held_by_others: u64 =
-        [1, 2].iter().filter_map(|&i| pool.entry(&view, i)).map(|e| e["blocks"].as_u64().unwrap()).sum();
-    pool.scale(&[1, 2]).await;
-    let metrics =
-        pool.client.get(format!("http://{}/metrics", pool.gateway.gateway.admin_addr())).send().await.unwrap();
-    let metrics = metrics.text().await.unwrap();
-    let indexed: u64 = metrics
-        .lines()
-        .find(|l| l.starts_with("ferrogate_kv_index_blocks{") && l.contains("provider=\"pool\""))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .expect("ferrogate_kv_index_blocks of the pool");
-    assert_eq!(indexed, held_by_others, "only the remaining engines' blocks are indexed");
-    pool.no_probe_reaches(0, &a).await;
+    // Scaled down: engine 0's blocks pin nothing; the A prefixes go to the engines left.
+    let had = pool.blocks(&pool.kv().await, 0);
+    scale_down(&mut pool, &a).await;
 
-    // Engine 0 comes back at the same address: resynced from its replay socket (it still holds
-    // the A prefixes), it steers them again.
+    // Engine 0 comes back at the same address: resynced from its replay socket (every block it
+    // still holds, A prefixes among them), it steers them again.
     pool.scale(&[0, 1, 2]).await;
-    pool.until("engine 0 resynced", |kv| pool.entry(kv, 0).is_some_and(|e| e["blocks"].as_u64().unwrap_or(0) > 0))
-        .await;
+    pool.until(&format!("engine 0 resynced to {had} blocks"), |kv| pool.blocks(kv, 0) >= had).await;
     pool.every_probe_reaches(0, &a).await;
     pool.gateway.gateway.shutdown().await;
 }
