@@ -10,13 +10,58 @@ use super::Built;
 /// shallow (provider → model → alias or fallback → ...).
 const MAX_ROUNDS: usize = 16;
 
+/// The sections that are lists of rows (addressed `section[i]` in problem paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum List {
+    Providers,
+    Models,
+    Groups,
+    Keys,
+    McpServers,
+    A2aAgents,
+}
+
+impl List {
+    const ALL: [List; 6] = [List::Providers, List::Models, List::Groups, List::Keys, List::McpServers, List::A2aAgents];
+
+    fn name(self) -> &'static str {
+        match self {
+            List::Providers => "providers",
+            List::Models => "models",
+            List::Groups => "groups",
+            List::Keys => "keys",
+            List::McpServers => "mcp_servers",
+            List::A2aAgents => "a2a_agents",
+        }
+    }
+
+    fn len(self, raw: &RawConfig) -> usize {
+        match self {
+            List::Providers => raw.providers.len(),
+            List::Models => raw.models.len(),
+            List::Groups => raw.groups.len(),
+            List::Keys => raw.keys.len(),
+            List::McpServers => raw.mcp_servers.len(),
+            List::A2aAgents => raw.a2a_agents.len(),
+        }
+    }
+
+    fn remove(self, raw: &mut RawConfig, i: usize) {
+        match self {
+            List::Providers => drop(raw.providers.remove(i)),
+            List::Models => drop(raw.models.remove(i)),
+            List::Groups => drop(raw.groups.remove(i)),
+            List::Keys => drop(raw.keys.remove(i)),
+            List::McpServers => drop(raw.mcp_servers.remove(i)),
+            List::A2aAgents => drop(raw.a2a_agents.remove(i)),
+        }
+    }
+}
+
 /// A row of the document: list sections by index, map sections by name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Row {
-    Providers(usize),
-    Models(usize),
-    Groups(usize),
-    Keys(usize),
+    Listed(List, usize),
     Aliases(String),
     Pricing(String),
 }
@@ -71,17 +116,10 @@ fn row_of(path: &str, raw: &RawConfig) -> Option<Row> {
             .max_by_key(|n| n.len())
             .cloned()
     };
-    if let Some(i) = indexed("providers") {
-        return (i < raw.providers.len()).then_some(Row::Providers(i));
-    }
-    if let Some(i) = indexed("models") {
-        return (i < raw.models.len()).then_some(Row::Models(i));
-    }
-    if let Some(i) = indexed("groups") {
-        return (i < raw.groups.len()).then_some(Row::Groups(i));
-    }
-    if let Some(i) = indexed("keys") {
-        return (i < raw.keys.len()).then_some(Row::Keys(i));
+    for list in List::ALL {
+        if let Some(i) = indexed(list.name()) {
+            return (i < list.len(raw)).then_some(Row::Listed(list, i));
+        }
     }
     if let Some(n) = named("aliases", &mut raw.aliases.keys()) {
         return Some(Row::Aliases(n));
@@ -91,41 +129,25 @@ fn row_of(path: &str, raw: &RawConfig) -> Option<Row> {
 
 fn remove(raw: &mut RawConfig, row: &Row) {
     match row {
-        Row::Providers(i) => drop(raw.providers.remove(*i)),
-        Row::Models(i) => drop(raw.models.remove(*i)),
-        Row::Groups(i) => drop(raw.groups.remove(*i)),
-        Row::Keys(i) => drop(raw.keys.remove(*i)),
+        Row::Listed(list, i) => list.remove(raw, *i),
         Row::Aliases(n) => drop(raw.aliases.remove(n)),
         Row::Pricing(n) => drop(raw.pricing.remove(n)),
     }
 }
 
-/// For each list section, the original index of every row still present.
-struct Origins {
-    providers: Vec<usize>,
-    models: Vec<usize>,
-    groups: Vec<usize>,
-    keys: Vec<usize>,
-}
+/// For each list section (in [`List::ALL`]'s order), the original index of every row still
+/// present.
+struct Origins([Vec<usize>; 6]);
 
 impl Origins {
     fn of(raw: &RawConfig) -> Self {
-        Origins {
-            providers: (0..raw.providers.len()).collect(),
-            models: (0..raw.models.len()).collect(),
-            groups: (0..raw.groups.len()).collect(),
-            keys: (0..raw.keys.len()).collect(),
-        }
+        Origins(List::ALL.map(|list| (0..list.len(raw)).collect()))
     }
 
     fn section(&mut self, row: &Row) -> Option<(&'static str, &mut Vec<usize>, usize)> {
-        match *row {
-            Row::Providers(i) => Some(("providers", &mut self.providers, i)),
-            Row::Models(i) => Some(("models", &mut self.models, i)),
-            Row::Groups(i) => Some(("groups", &mut self.groups, i)),
-            Row::Keys(i) => Some(("keys", &mut self.keys, i)),
-            Row::Aliases(_) | Row::Pricing(_) => None,
-        }
+        let Row::Listed(list, i) = *row else { return None };
+        let at = List::ALL.iter().position(|l| *l == list)?;
+        Some((list.name(), self.0.get_mut(at)?, i))
     }
 
     /// `path` with the current row index replaced by the original one.

@@ -80,6 +80,32 @@ pricing:
 }
 
 #[test]
+fn an_unservable_mcp_server_or_a2a_agent_is_a_row_and_takes_the_keys_granting_it() {
+    let doc = raw(&format!(
+        r#"
+mcp_servers:
+  - {{ name: tools, url: "http://127.0.0.1:9000/mcp", auth: none }}
+  - {{ name: broken, url: "ftp://127.0.0.1/mcp", auth: none }}
+a2a_agents:
+  - {{ name: helper, url: "http://127.0.0.1:9001/", auth: none }}
+  - {{ name: helper, url: "http://127.0.0.1:9002/", auth: none }}
+keys:
+  - {{ name: a, digest: "{DIGEST_A}", mcp: ["broken/*"] }}
+  - {{ name: b, digest: "{DIGEST_B}", mcp: ["tools/*"], a2a: [helper] }}
+"#
+    ));
+    let built = build(doc).unwrap();
+    let servers: Vec<&str> = built.raw.mcp_servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(servers, ["tools"]);
+    assert_eq!(built.raw.a2a_agents.len(), 1, "the second helper is a duplicate");
+    assert_eq!(built.raw.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["b"]);
+    let paths: Vec<&str> = built.problems.iter().map(|p| p.path.as_str()).collect();
+    for want in ["mcp_servers[1].url", "a2a_agents[1].name", "keys[0].mcp[0]"] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+}
+
+#[test]
 fn a_problem_outside_the_rows_fails_the_build() {
     let doc = raw(r#"
 providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }]
