@@ -1,9 +1,11 @@
-//! Admin CRUD over the configuration (`/api/v1/{providers,models,aliases,groups,keys,pricing}`),
+//! Admin CRUD over the configuration (`/api/v1/{providers,models,aliases,groups,keys,pricing,
+//! mcp_servers,a2a_agents}`),
 //! for the `postgres` store. Bodies have the shape of the config file's entries; unknown fields
 //! are refused with their name. Writes answer `{"version": n}` once committed; the new
 //! snapshot is published here at once and on other sidecars through Redis (or their poll).
 //!
-//! - `GET /api/v1/{section}`: the rows (provider keys never shown; `api_key_set` instead).
+//! - `GET /api/v1/{section}`: the rows (credentials of providers, MCP servers and A2A agents
+//!   never shown; `api_key_set` instead).
 //! - `POST /api/v1/{section}`: create; an existing name is 409. `POST /api/v1/keys` without a
 //!   `digest` generates the key and returns its plaintext once (only the digest is stored).
 //! - `PUT /api/v1/{section}/{name}`: create or replace (the path names the row).
@@ -17,6 +19,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ferrogate_core::config::a2a::RawA2aAgent;
+use ferrogate_core::config::mcp::RawMcpServer;
 use ferrogate_core::config::{RawGroup, RawKey, RawModel, RawPrice, RawProvider};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -196,47 +200,58 @@ fn store_error(e: &StoreError) -> Response {
 /// The body as a resource named `path_name` when given; a generated key's plaintext for
 /// `POST /keys` without a digest.
 fn parse(section: Section, body: &[u8], path_name: Option<&str>) -> Result<(Resource, Option<String>), Reject> {
-    let bad = |e: serde_json::Error| Reject(StatusCode::BAD_REQUEST, json!({"error": format!("body: {e}")}));
-    let name_or = |given: String| path_name.map_or(given, String::from);
-    let mut plaintext = None;
+    let named = |given: &mut String| {
+        if let Some(n) = path_name {
+            *given = n.to_string();
+        }
+    };
     let resource = match section {
-        Section::Providers => {
-            let p: RawProvider = serde_json::from_slice(body).map_err(bad)?;
-            Resource::Provider(RawProvider { name: name_or(p.name.clone()), ..p })
-        }
-        Section::Models => {
-            let m: RawModel = serde_json::from_slice(body).map_err(bad)?;
-            Resource::Model(RawModel { name: name_or(m.name.clone()), ..m })
-        }
-        Section::Groups => {
-            let g: RawGroup = serde_json::from_slice(body).map_err(bad)?;
-            Resource::Group(RawGroup { name: name_or(g.name.clone()), ..g })
-        }
+        Section::Providers => entry(body, |p: &mut RawProvider| named(&mut p.name)).map(Resource::Provider)?,
+        Section::Models => entry(body, |m: &mut RawModel| named(&mut m.name)).map(Resource::Model)?,
+        Section::Groups => entry(body, |g: &mut RawGroup| named(&mut g.name)).map(Resource::Group)?,
+        Section::McpServers => entry(body, |m: &mut RawMcpServer| named(&mut m.name)).map(Resource::McpServer)?,
+        Section::A2aAgents => entry(body, |a: &mut RawA2aAgent| named(&mut a.name)).map(Resource::A2aAgent)?,
         Section::Aliases => {
-            let a: AliasBody = serde_json::from_slice(body).map_err(bad)?;
-            Resource::Alias { name: name_or(a.name), model: a.model }
+            let mut a: AliasBody = entry(body, |a: &mut AliasBody| named(&mut a.name))?;
+            Resource::Alias { name: std::mem::take(&mut a.name), model: a.model }
         }
         Section::Pricing => {
-            let p: PriceBody = serde_json::from_slice(body).map_err(bad)?;
+            let p: PriceBody = entry(body, |p: &mut PriceBody| named(&mut p.model))?;
             let price = RawPrice {
                 input_per_mtok: p.input_per_mtok,
                 output_per_mtok: p.output_per_mtok,
                 cached_input_per_mtok: p.cached_input_per_mtok,
             };
-            Resource::Price { model: name_or(p.model), price }
+            Resource::Price { model: p.model, price }
         }
-        Section::Keys => {
-            let mut v: Value = serde_json::from_slice(body).map_err(bad)?;
-            if v.get("digest").is_none() {
-                let (key, digest) = crate::cli::new_key();
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("digest".into(), digest.into());
-                }
-                plaintext = Some(key);
-            }
-            let k: RawKey = serde_json::from_value(v).map_err(bad)?;
-            Resource::Key(RawKey { name: name_or(k.name.clone()), ..k })
-        }
+        Section::Keys => return key(body, named),
     };
-    Ok((resource, plaintext))
+    Ok((resource, None))
+}
+
+/// The body as a `T`, then `name` applied to it (the path's name wins over the body's).
+fn entry<T: serde::de::DeserializeOwned>(body: &[u8], name: impl FnOnce(&mut T)) -> Result<T, Reject> {
+    let mut t: T = serde_json::from_slice(body).map_err(bad_body)?;
+    name(&mut t);
+    Ok(t)
+}
+
+fn bad_body(e: serde_json::Error) -> Reject {
+    Reject(StatusCode::BAD_REQUEST, json!({"error": format!("body: {e}")}))
+}
+
+/// A key's body; without a `digest` the key is generated and its plaintext returned once.
+fn key(body: &[u8], named: impl FnOnce(&mut String)) -> Result<(Resource, Option<String>), Reject> {
+    let mut v: Value = serde_json::from_slice(body).map_err(bad_body)?;
+    let mut plaintext = None;
+    if v.get("digest").is_none() {
+        let (key, digest) = crate::cli::new_key();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("digest".into(), digest.into());
+        }
+        plaintext = Some(key);
+    }
+    let mut k: RawKey = serde_json::from_value(v).map_err(bad_body)?;
+    named(&mut k.name);
+    Ok((Resource::Key(k), plaintext))
 }

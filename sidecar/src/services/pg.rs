@@ -40,6 +40,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (8, include_str!("pg/0008_usage_retries.sql")),
     (9, include_str!("pg/0009_responses.sql")),
     (10, include_str!("pg/0010_conversations.sql")),
+    (11, include_str!("pg/0011_agents.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
@@ -66,13 +67,21 @@ pub enum StoreError {
     /// The pool could not be built from the URL.
     #[error("database url: {0}")]
     Url(String),
-    /// A sealed provider key could not be opened.
-    #[error("provider {provider:?} key: {source}")]
+    /// A sealed credential could not be opened (or sealed).
+    #[error("{row} credential: {source}")]
     Secret {
-        /// Whose key.
-        provider: String,
+        /// Whose credential: `providers/<name>`, `mcp_servers/<name>` or `a2a_agents/<name>`.
+        row: String,
         /// Why.
         source: SecretError,
+    },
+    /// A stored row this build cannot read (written by a newer one?).
+    #[error("{row}: the stored row cannot be read: {message}")]
+    Unreadable {
+        /// The row, `section/name`.
+        row: String,
+        /// The parser's complaint.
+        message: String,
     },
 }
 
@@ -208,38 +217,45 @@ impl PgStore {
     }
 
     fn seal(&self, change: Change) -> Result<Change, StoreError> {
-        change.seal_with(|provider, key| {
+        change.seal_with(|row, key| {
             let master = self.master.as_ref().ok_or(StoreError::NoMasterKey)?;
             master
-                .seal(key.as_bytes(), &secret_aad(provider))
-                .map_err(|source| StoreError::Secret { provider: provider.to_string(), source })
+                .seal(key.as_bytes(), &secret_aad(row))
+                .map_err(|source| StoreError::Secret { row: row.to_string(), source })
         })
     }
 
     fn open_keys(&self, raw: &mut RawConfig) -> Result<(), StoreError> {
-        for p in &mut raw.providers {
-            let Some(sealed) = p.api_key.take() else { continue };
+        for (row, key) in rows::credentials(raw) {
+            let Some(sealed) = key.take() else { continue };
             let master = self.master.as_ref().ok_or(StoreError::NoMasterKey)?;
-            let opened = master.open(&sealed, &secret_aad(&p.name));
-            let key = opened.map_err(|source| StoreError::Secret { provider: p.name.clone(), source })?;
-            p.api_key = Some(String::from_utf8_lossy(&key).into_owned());
+            let opened = master.open(&sealed, &secret_aad(&row));
+            let plain = opened.map_err(|source| StoreError::Secret { row: row.clone(), source })?;
+            *key = Some(String::from_utf8_lossy(&plain).into_owned());
         }
         Ok(())
     }
 }
 
-/// `raw` without the keys its providers take from the environment (`api_key_env`).
+/// `raw` without the credentials its rows take from the environment (`api_key_env`).
 fn without_env_keys(raw: &RawConfig) -> RawConfig {
     let mut raw = raw.clone();
     for p in raw.providers.iter_mut().filter(|p| p.api_key_env.is_some()) {
         p.api_key = None;
     }
+    for s in raw.mcp_servers.iter_mut().filter(|s| s.api_key_env.is_some()) {
+        s.api_key = None;
+    }
+    for a in raw.a2a_agents.iter_mut().filter(|a| a.api_key_env.is_some()) {
+        a.api_key = None;
+    }
     raw
 }
 
-/// Associated data binding a sealed key to its provider row.
-fn secret_aad(provider: &str) -> String {
-    format!("providers/{provider}/api_key")
+/// Associated data binding a sealed credential to its row (`providers/<name>`, ...): a sealed
+/// key copied into another row does not open.
+fn secret_aad(row: &str) -> String {
+    format!("{row}/api_key")
 }
 
 /// The rows (section, name) a configuration serves once unservable rows are dropped.

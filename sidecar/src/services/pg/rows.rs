@@ -4,12 +4,16 @@
 use std::collections::BTreeSet;
 
 use deadpool_postgres::GenericClient;
+use ferrogate_core::config::a2a::RawA2aAgent;
+use ferrogate_core::config::mcp::RawMcpServer;
 use ferrogate_core::config::{
     Problem, RawConfig, RawEndpoint, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawTarget,
 };
 use serde_json::Value;
 
 use super::StoreError;
+
+mod agents;
 
 /// A section of the configuration, i.e. a resource collection of the admin API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,12 +30,24 @@ pub enum Section {
     Keys,
     /// `pricing`
     Pricing,
+    /// `mcp_servers`
+    McpServers,
+    /// `a2a_agents`
+    A2aAgents,
 }
 
 impl Section {
     /// Every section, in document order.
-    pub const ALL: [Section; 6] =
-        [Section::Providers, Section::Models, Section::Aliases, Section::Groups, Section::Keys, Section::Pricing];
+    pub const ALL: [Section; 8] = [
+        Section::Providers,
+        Section::Models,
+        Section::Aliases,
+        Section::Groups,
+        Section::Keys,
+        Section::Pricing,
+        Section::McpServers,
+        Section::A2aAgents,
+    ];
 
     /// Its name in the document and in the admin API's paths.
     pub fn as_str(self) -> &'static str {
@@ -42,6 +58,8 @@ impl Section {
             Section::Groups => "groups",
             Section::Keys => "keys",
             Section::Pricing => "pricing",
+            Section::McpServers => "mcp_servers",
+            Section::A2aAgents => "a2a_agents",
         }
     }
 }
@@ -71,6 +89,10 @@ pub enum Resource {
         /// Its prices.
         price: RawPrice,
     },
+    /// An MCP server (its `api_key`, when given, is sealed before it is stored).
+    McpServer(RawMcpServer),
+    /// An A2A agent (its `api_key`, when given, is sealed before it is stored).
+    A2aAgent(RawA2aAgent),
 }
 
 impl Resource {
@@ -82,6 +104,8 @@ impl Resource {
             Resource::Group(g) => (Section::Groups, g.name.clone()),
             Resource::Key(k) => (Section::Keys, k.name.clone()),
             Resource::Price { model, .. } => (Section::Pricing, model.clone()),
+            Resource::McpServer(s) => (Section::McpServers, s.name.clone()),
+            Resource::A2aAgent(a) => (Section::A2aAgents, a.name.clone()),
         }
     }
 }
@@ -117,23 +141,46 @@ impl Change {
         !matches!(self, Change::Delete(..))
     }
 
-    /// The change with a provider's plaintext key replaced by `seal(provider, key)`.
+    /// The change with a row's plaintext credential replaced by `seal(row, key)`, where `row`
+    /// is `section/name` (providers, MCP servers and A2A agents hold one).
     pub(super) fn seal_with(
         self,
         seal: impl Fn(&str, &str) -> Result<String, StoreError>,
     ) -> Result<Change, StoreError> {
-        let sealed = |mut p: RawProvider| -> Result<Resource, StoreError> {
-            if let Some(key) = p.api_key.take() {
-                p.api_key = Some(seal(&p.name, &key)?);
+        let sealed = |resource: Resource| -> Result<Resource, StoreError> {
+            let (section, name) = resource.row();
+            let mut resource = resource;
+            if let Some(key) = credential(&mut resource) {
+                if let Some(plain) = key.take() {
+                    *key = Some(seal(&format!("{}/{name}", section.as_str()), &plain)?);
+                }
             }
-            Ok(Resource::Provider(p))
+            Ok(resource)
         };
         Ok(match self {
-            Change::Create(Resource::Provider(p)) => Change::Create(sealed(p)?),
-            Change::Replace(Resource::Provider(p)) => Change::Replace(sealed(p)?),
+            Change::Create(r) => Change::Create(sealed(r)?),
+            Change::Replace(r) => Change::Replace(sealed(r)?),
             other => other,
         })
     }
+}
+
+/// The credential a row holds, if its section has one.
+fn credential(resource: &mut Resource) -> Option<&mut Option<String>> {
+    match resource {
+        Resource::Provider(p) => Some(&mut p.api_key),
+        Resource::McpServer(s) => Some(&mut s.api_key),
+        Resource::A2aAgent(a) => Some(&mut a.api_key),
+        _ => None,
+    }
+}
+
+/// Every credential of `raw` with its row (`section/name`), sealed as stored or opened.
+pub(super) fn credentials(raw: &mut RawConfig) -> impl Iterator<Item = (String, &mut Option<String>)> {
+    let providers = raw.providers.iter_mut().map(|p| (format!("providers/{}", p.name), &mut p.api_key));
+    let servers = raw.mcp_servers.iter_mut().map(|s| (format!("mcp_servers/{}", s.name), &mut s.api_key));
+    let agents = raw.a2a_agents.iter_mut().map(|a| (format!("a2a_agents/{}", a.name), &mut a.api_key));
+    providers.chain(servers).chain(agents)
 }
 
 /// Every row of `raw` as a replace (seeding a database from a file).
@@ -147,6 +194,8 @@ pub(super) fn changes_of(raw: &RawConfig) -> Vec<Change> {
     out.extend(
         raw.pricing.iter().map(|(m, p)| Change::Replace(Resource::Price { model: m.clone(), price: p.clone() })),
     );
+    out.extend(raw.mcp_servers.iter().cloned().map(|s| Change::Replace(Resource::McpServer(s))));
+    out.extend(raw.a2a_agents.iter().cloned().map(|a| Change::Replace(Resource::A2aAgent(a))));
     out
 }
 
@@ -196,17 +245,17 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     for r in c.query("SELECT name, model FROM fg_aliases ORDER BY name", &[]).await? {
         raw.aliases.insert(r.get(0), r.get(1));
     }
-    for r in c.query("SELECT name, models, limits, priority FROM fg_groups ORDER BY name", &[]).await? {
+    for r in c.query("SELECT name, models, limits, priority, mcp, a2a FROM fg_groups ORDER BY name", &[]).await? {
         raw.groups.push(RawGroup {
             name: r.get(0),
             models: r.get(1),
             limits: limits(r.get(2)),
             priority: r.get(3),
-            mcp: Vec::new(),
-            a2a: Vec::new(),
+            mcp: r.get(4),
+            a2a: r.get(5),
         });
     }
-    let keys = "SELECT name, digest, groups, models, expires_at, limits, priority FROM fg_keys ORDER BY name";
+    let keys = "SELECT name, digest, groups, models, expires_at, limits, priority, mcp, a2a FROM fg_keys ORDER BY name";
     for r in c.query(keys, &[]).await? {
         raw.keys.push(RawKey {
             name: r.get(0),
@@ -216,8 +265,8 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             expires_at: r.get(4),
             limits: limits(r.get(5)),
             priority: r.get(6),
-            mcp: Vec::new(),
-            a2a: Vec::new(),
+            mcp: r.get(7),
+            a2a: r.get(8),
         });
     }
     for r in c
@@ -230,6 +279,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
         let price = RawPrice { input_per_mtok: r.get(1), output_per_mtok: r.get(2), cached_input_per_mtok: r.get(3) };
         raw.pricing.insert(r.get(0), price);
     }
+    agents::read(c, &mut raw).await?;
     Ok(raw)
 }
 
@@ -322,16 +372,16 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         Resource::Group(g) => {
             let limits = limits_json(g.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_groups (name, models, limits, priority) VALUES ($1, $2, $3, $4)",
-                &[&g.name, &g.models, &limits, &g.priority],
+                "INSERT INTO fg_groups (name, models, limits, priority, mcp, a2a) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&g.name, &g.models, &limits, &g.priority, &g.mcp, &g.a2a],
             )
             .await?;
         }
         Resource::Key(k) => {
             let limits = limits_json(k.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[&k.name, &k.digest, &k.groups, &k.models, &k.expires_at, &limits, &k.priority],
+                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority, mcp, a2a) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[&k.name, &k.digest, &k.groups, &k.models, &k.expires_at, &limits, &k.priority, &k.mcp, &k.a2a],
             )
             .await?;
         }
@@ -342,6 +392,8 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
             )
             .await?;
         }
+        Resource::McpServer(s) => agents::insert_mcp(c, s).await?,
+        Resource::A2aAgent(a) => agents::insert_a2a(c, a).await?,
     }
     Ok(())
 }
@@ -355,6 +407,8 @@ pub(super) fn names(raw: &RawConfig) -> BTreeSet<(Section, String)> {
     out.extend(raw.groups.iter().map(|g| (Section::Groups, g.name.clone())));
     out.extend(raw.keys.iter().map(|k| (Section::Keys, k.name.clone())));
     out.extend(raw.pricing.keys().map(|m| (Section::Pricing, m.clone())));
+    out.extend(raw.mcp_servers.iter().map(|s| (Section::McpServers, s.name.clone())));
+    out.extend(raw.a2a_agents.iter().map(|a| (Section::A2aAgents, a.name.clone())));
     out
 }
 
@@ -366,6 +420,8 @@ pub(super) fn problems_of(problems: &[Problem], raw: &RawConfig, row: &(Section,
         Section::Models => raw.models.iter().position(|m| &m.name == name),
         Section::Groups => raw.groups.iter().position(|g| &g.name == name),
         Section::Keys => raw.keys.iter().position(|k| &k.name == name),
+        Section::McpServers => raw.mcp_servers.iter().position(|s| &s.name == name),
+        Section::A2aAgents => raw.a2a_agents.iter().position(|a| &a.name == name),
         Section::Aliases | Section::Pricing => None,
     };
     let prefix = index.map_or_else(|| format!("{}.{name}", section.as_str()), |i| format!("{}[{i}]", section.as_str()));
@@ -382,23 +438,19 @@ pub(super) fn problems_of(problems: &[Problem], raw: &RawConfig, row: &(Section,
     }
 }
 
-/// One section as the admin API lists it: the config file's shape, provider keys never
+/// One section as the admin API lists it: the config file's shape, credentials never
 /// included (`api_key_set` says whether one is stored).
 pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
     let to = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     match section {
-        Section::Providers => Value::Array(
-            raw.providers
-                .iter()
-                .map(|p| {
-                    let set = p.api_key.is_some();
-                    let mut v = to(serde_json::to_value(RawProvider { api_key: None, ..p.clone() }));
-                    if let Some(o) = v.as_object_mut() {
-                        o.insert("api_key_set".into(), set.into());
-                    }
-                    v
-                })
-                .collect(),
+        Section::Providers => without_keys(
+            raw.providers.iter().map(|p| (RawProvider { api_key: None, ..p.clone() }, p.api_key.is_some())),
+        ),
+        Section::McpServers => without_keys(
+            raw.mcp_servers.iter().map(|s| (RawMcpServer { api_key: None, ..s.clone() }, s.api_key.is_some())),
+        ),
+        Section::A2aAgents => without_keys(
+            raw.a2a_agents.iter().map(|a| (RawA2aAgent { api_key: None, ..a.clone() }, a.api_key.is_some())),
         ),
         Section::Models => to(serde_json::to_value(&raw.models)),
         Section::Aliases => to(serde_json::to_value(&raw.aliases)),
@@ -406,6 +458,18 @@ pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
         Section::Keys => to(serde_json::to_value(&raw.keys)),
         Section::Pricing => to(serde_json::to_value(&raw.pricing)),
     }
+}
+
+/// Rows without their credential, each with `api_key_set` saying whether one is stored.
+fn without_keys<T: serde::Serialize>(rows: impl Iterator<Item = (T, bool)>) -> Value {
+    let row = |(entry, set): (T, bool)| {
+        let mut v = serde_json::to_value(entry).unwrap_or(Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert("api_key_set".into(), set.into());
+        }
+        v
+    };
+    Value::Array(rows.map(row).collect())
 }
 
 /// The provider's KV-cache settings as the `kv` column holds them (`None`: none set).
