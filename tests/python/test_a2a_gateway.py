@@ -2,7 +2,8 @@
 its card rewritten to the gateway's URL (signature dropped), messages sent plainly and streamed
 over A2A 1.0 and 0.3, the agent's own credential in place of the virtual key, grants, records.
 
-Keys: alice may use the agent "echo"; bob no agent. The agent is testdata/a2a/agent.py."""
+Keys: alice may use the agent "echo"; carol only its plain send (`echo/SendMessage`,
+`echo/message/send` in 0.3); bob no agent. The agent is testdata/a2a/agent.py."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def env(tmp_path_factory):
             ]
             keys = {k["name"]: k for k in base["keys"]}
             keys["alice"]["a2a"] = ["echo", "down"]
+            keys["carol"]["a2a"] = ["echo/SendMessage", "echo/message/send"]
             return base
 
         yield from (Env(gw, agent) for gw in own_gateway("ferrogate-a2a-", lambda w, n: _start(w, n, config)))
@@ -109,3 +111,23 @@ def test_each_call_leaves_a_usage_record(env: Env):
             break
         time.sleep(0.1)
     assert mine and mine[0]["upstream_model"] == "SendMessage", records
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+def test_a_key_granted_some_methods_calls_those_and_no_other(env: Env, version: str):
+    sent = client_output(run_a2a_client(env.url, env.gw.keys["carol"], TEXT, protocol_version=version),
+                         env.agent.stderr_log, *(p.log for p in env.gw.procs))
+    assert sent["error"] is None and sent["texts"] == [f"echo: {TEXT}"], sent
+    posts = lambda: [r for r in env.agent.requests() if r["method"] == "POST"]  # noqa: E731
+    before = len(posts())
+    streamed = run_a2a_client(env.url, env.gw.keys["carol"], TEXT, stream=True, protocol_version=version)
+    assert streamed.returncode != 0 and "403" in streamed.stderr, (streamed.stdout, streamed.stderr[-2000:])
+    method = "SendStreamingMessage" if version == "1.0" else "message/stream"
+    refused = rpc(env, "echo", json.dumps({"jsonrpc": "2.0", "id": 7, "method": method, "params": {}}), key="carol")
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["data"]["type"] == "permission_error" and method in refused.text, refused.text
+    # Another binding's path would carry a method the grant cannot see: refused at the door.
+    seen = len(env.agent.requests())
+    rest = httpx.get(f"{env.url}/tasks/t-1", headers={"authorization": f"Bearer {env.gw.keys['carol']}"}, timeout=30)
+    assert rest.status_code == 403 and "GET /tasks/t-1" in rest.text, rest.text
+    assert len(env.agent.requests()) == seen and len(posts()) == before, "a refused method reached the agent"

@@ -7,6 +7,7 @@
 //! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
 pub mod a2a;
+pub mod grants;
 pub mod mcp;
 pub mod named;
 mod raw;
@@ -389,21 +390,30 @@ impl Config {
 
     /// The tools of MCP server `server` that `caller` may use; `None` when it may use none.
     /// [`Caller::Open`] reaches every tool only while the configuration has no keys.
-    pub fn mcp_access(&self, caller: crate::auth::Caller, server: usize) -> Option<mcp::ToolAccess<'_>> {
-        match caller {
-            crate::auth::Caller::Open => self.keys.is_empty().then_some(mcp::ToolAccess::ALL),
-            crate::auth::Caller::Key(i) => self.mcp_grants.get(i)?.server(server),
-        }
-    }
-
-    /// Whether `caller` may reach A2A agent `agent` ([`Caller::Open`] only while the
-    /// configuration has no keys).
     ///
     /// [`Caller::Open`]: crate::auth::Caller::Open
-    pub fn a2a_allows(&self, caller: crate::auth::Caller, agent: usize) -> bool {
+    pub fn mcp_access(&self, caller: crate::auth::Caller, server: usize) -> Option<mcp::ToolAccess<'_>> {
+        Self::scoped(&self.mcp_grants, self.keys.is_empty(), caller, server)
+    }
+
+    /// The JSON-RPC methods of A2A agent `agent` that `caller` may call; `None` when it may
+    /// not reach the agent ([`Caller::Open`] reaches every agent only while the configuration
+    /// has no keys).
+    ///
+    /// [`Caller::Open`]: crate::auth::Caller::Open
+    pub fn a2a_access(&self, caller: crate::auth::Caller, agent: usize) -> Option<grants::Access<'_>> {
+        Self::scoped(&self.a2a_grants, self.keys.is_empty(), caller, agent)
+    }
+
+    fn scoped(
+        grants: &[grants::Scoped],
+        open: bool,
+        caller: crate::auth::Caller,
+        entry: usize,
+    ) -> Option<grants::Access<'_>> {
         match caller {
-            crate::auth::Caller::Open => self.keys.is_empty(),
-            crate::auth::Caller::Key(i) => self.a2a_grants.get(i).is_some_and(|g| g.allows(agent)),
+            crate::auth::Caller::Open => open.then_some(grants::Access::ALL),
+            crate::auth::Caller::Key(i) => grants.get(i)?.entry(entry),
         }
     }
 

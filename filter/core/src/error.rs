@@ -104,6 +104,13 @@ impl ApiError {
         Self::new(403, "permission_error", Some("a2a_agent_not_allowed"), message)
     }
 
+    /// 403 for an A2A JSON-RPC method (or a path other than the agent's endpoint and card)
+    /// the key's grant on the agent does not cover.
+    pub fn a2a_method_not_allowed(agent: &str, method: &str) -> Self {
+        let message = format!("This API key is not allowed to call `{method}` on the A2A agent `{agent}`.");
+        Self::new(403, "permission_error", Some("a2a_method_not_allowed"), message)
+    }
+
     /// 405 for a known path with the wrong method.
     pub fn method_not_allowed(method: &str, path: &str) -> Self {
         let message = format!("Method {method} is not allowed for {path}");

@@ -3,7 +3,9 @@
 //! At the headers: the agent is looked up and the key's grant on it checked, the caller's
 //! credential is replaced by the agent's, and the request goes to the agent's cluster
 //! (`/a2a/{agent}` to its JSON-RPC endpoint, anything longer to that path on its origin). A
-//! body is read whole and must be one JSON-RPC message, whose method names the usage record.
+//! body is read whole and must be one JSON-RPC message, whose method names the usage record
+//! and must be one the key's grant covers (`agent/<method glob>`); a key granted some methods
+//! only reaches the agent's JSON-RPC endpoint and its card, where every method is seen.
 //! The agent's card (`/.well-known/agent-card.json`, or 0.2's `agent.json`) is rewritten on
 //! the way back so every URL in it is the gateway's ([`ferrogate_core::a2a`]). Streams pass
 //! through as they come; `A2A-Version` and `A2A-Extensions` go through untouched.
@@ -64,10 +66,15 @@ impl Stream {
         let Some((index, agent)) = config.a2a.get(name) else {
             return self.reply_error(&ApiError::a2a_agent_not_found(name));
         };
-        if !config.a2a_allows(self.caller, index) {
+        let Some(access) = config.a2a_access(self.caller, index) else {
             return self.reply_error(&ApiError::a2a_agent_not_allowed(name));
-        }
+        };
         let card = (head.method == "GET" && CARD_PATHS.contains(&rest)).then(|| gateway_url(map, name));
+        if !access.is_all() && card.is_none() && !(head.method == "POST" && rest.is_empty()) {
+            // Another binding's path (REST, a GET) would carry a method the grant cannot see.
+            let what = format!("{} {}", head.method, if rest.is_empty() { "/" } else { rest });
+            return self.reply_error(&ApiError::a2a_method_not_allowed(name, &what));
+        }
         let (_, query) = ferrogate_core::route::split_query(head.path);
         let path = wire::upstream_path(&agent.url.path_prefix, rest, query);
         let to = Upstream { cluster: &agent.cluster, authority: &agent.authority, path: &path };
@@ -91,13 +98,19 @@ impl Stream {
             state.awaiting_body = false;
         }
         let body = self.get_http_request_body(0, self.body_size).unwrap_or_default();
-        match wire::scan(&body) {
-            Ok(message) => {
-                self.model_requested = message.method.unwrap_or_default();
-                Action::Continue
-            }
-            Err(e) => self.reply(400, &wire::error_body(None, e.code(), &e.to_string())),
+        let message = match wire::scan(&body) {
+            Ok(message) => message,
+            Err(e) => return self.reply(400, &wire::error_body(None, e.code(), &e.to_string())),
+        };
+        self.model_requested = message.method.unwrap_or_default();
+        let (Some(config), Some(state)) = (self.config.clone(), self.a2a.as_ref()) else { return Action::Continue };
+        let granted = config.a2a_access(self.caller, state.agent).is_some_and(|a| a.allows(&self.model_requested));
+        if granted || message.kind != wire::Kind::Request {
+            return Action::Continue;
         }
+        self.reason = Some("a2a_method_not_allowed");
+        let agent = config.a2a.items.get(state.agent).map_or("", |a| a.name.as_str());
+        self.reply_error(&ApiError::a2a_method_not_allowed(agent, &self.model_requested))
     }
 
     /// The answer's head on an A2A stream. `None` when the stream is not A2A's.

@@ -3,8 +3,6 @@
 //! Indexed here on its own, like `mcp_servers:` ([`super::mcp`]), whose credential rules it
 //! shares.
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 
 use super::mcp::{credential, Auth, McpCredential};
@@ -85,42 +83,13 @@ fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {
     })
 }
 
-/// Which agents one key may reach.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct A2aGrants {
-    all: bool,
-    agents: BTreeSet<usize>,
-}
+/// Which agents one key may reach, and per agent which JSON-RPC methods.
+pub type A2aGrants = super::grants::Scoped;
 
-impl A2aGrants {
-    /// True when agent `i` may be reached.
-    pub fn allows(&self, i: usize) -> bool {
-        self.all || self.agents.contains(&i)
-    }
-
-    /// Flattens validated patterns (`*` or an agent's name).
-    pub fn flatten<'a>(agents: &A2aAgents, patterns: impl Iterator<Item = &'a String>) -> Self {
-        let mut g = Self::default();
-        for pattern in patterns {
-            match agents.get(pattern) {
-                _ if pattern == "*" => g.all = true,
-                Some((i, _)) => {
-                    g.agents.insert(i);
-                }
-                None => {}
-            }
-        }
-        g
-    }
-}
-
-/// Checks the `a2a` patterns at `section` against the configured agents.
+/// Checks the `a2a` patterns at `section` (`*`, `agent`, `agent/<method glob>`) against the
+/// configured agents.
 pub(super) fn check_grants(section: &str, patterns: &[String], agents: &A2aAgents, p: &mut Problems) {
-    for (j, pattern) in patterns.iter().enumerate() {
-        if pattern != "*" && agents.get(pattern).is_none() {
-            p.add(format!("{section}[{j}]"), format!("unknown A2A agent {pattern:?}"));
-        }
-    }
+    super::grants::check(section, patterns, agents, ("A2A agent", "method"), p);
 }
 
 #[cfg(test)]
@@ -151,10 +120,37 @@ keys:
         let (i, echo) = c.a2a.get("echo").unwrap();
         assert_eq!((i, echo.cluster.as_str(), echo.url.path_prefix.as_str()), (0, "a2a:echo", ""));
         assert_eq!(echo.credential.clone().unwrap().value, "Bearer t");
-        assert!(c.a2a_allows(Caller::Key(0), 0) && !c.a2a_allows(Caller::Key(0), 1));
-        assert!(c.a2a_allows(Caller::Key(1), 1) && !c.a2a_allows(Caller::Key(1), 0));
-        assert!(c.a2a_allows(Caller::Key(2), 0) && c.a2a_allows(Caller::Key(2), 1));
-        assert!(!c.a2a_allows(Caller::Open, 0));
+        let allows = |key: Caller, agent: usize| c.a2a_access(key, agent).is_some();
+        assert!(allows(Caller::Key(0), 0) && !allows(Caller::Key(0), 1));
+        assert!(allows(Caller::Key(1), 1) && !allows(Caller::Key(1), 0));
+        assert!(allows(Caller::Key(2), 0) && allows(Caller::Key(2), 1));
+        assert!(!allows(Caller::Open, 0));
+    }
+
+    #[test]
+    fn methods_are_granted_by_glob_after_the_agent() {
+        let c = config(
+            "
+a2a_agents: [{name: echo, url: 'http://127.0.0.1:9999/', auth: none}]
+groups: [{name: readers, a2a: ['echo/Get*']}]
+keys:
+  - {name: a, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000001', a2a: ['echo/SendMessage', 'echo/message/*'], groups: [readers]}
+  - {name: b, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000002', a2a: ['echo/*', 'echo/GetTask']}
+",
+        )
+        .unwrap();
+        let a = c.a2a_access(Caller::Key(0), 0).unwrap();
+        assert!(!a.is_all());
+        for (method, allowed) in [
+            ("SendMessage", true),
+            ("message/send", true),
+            ("GetTask", true),
+            ("CancelTask", false),
+            ("tasks/cancel", false),
+        ] {
+            assert_eq!(a.allows(method), allowed, "{method}");
+        }
+        assert!(c.a2a_access(Caller::Key(1), 0).unwrap().is_all(), "echo/* is every method");
     }
 
     #[test]
@@ -165,11 +161,12 @@ a2a_agents:
   - {name: e, url: 'ws://h'}
   - {name: f, url: 'http://h', auth: oauth_client_credentials}
 keys:
-  - {name: a, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000001', a2a: [ghost]}
+  - {name: a, digest: 'sha256:0000000000000000000000000000000000000000000000000000000000000001', a2a: [ghost, 'f/', 'ghost/GetTask']}
 ",
         )
         .unwrap_err();
         let paths: Vec<&str> = problems.iter().map(|p| p.split(": ").next().unwrap()).collect();
-        assert_eq!(paths, ["a2a_agents[0].url", "a2a_agents[1].auth", "keys[0].a2a[0]"], "{problems:#?}");
+        let want = ["a2a_agents[0].url", "a2a_agents[1].auth", "keys[0].a2a[0]", "keys[0].a2a[1]", "keys[0].a2a[2]"];
+        assert_eq!(paths, want, "{problems:#?}");
     }
 }

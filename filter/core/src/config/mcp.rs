@@ -15,7 +15,6 @@
 //!
 //! A key with no pattern (its own or its groups') may use no server.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -203,86 +202,14 @@ fn header_name(h: &str) -> Result<String, String> {
 }
 
 /// What one key may reach: servers and, per server, tool-name patterns.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct McpGrants {
-    /// `*`: every tool of every server.
-    all: bool,
-    /// Server index → tool patterns (`None`: every tool).
-    servers: BTreeMap<usize, Option<Vec<String>>>,
-}
+pub type McpGrants = super::grants::Scoped;
 
 /// The tools a key may call on one server.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolAccess<'a> {
-    all: bool,
-    patterns: &'a [String],
-}
-
-impl ToolAccess<'_> {
-    /// Every tool of the server.
-    pub const ALL: ToolAccess<'static> = ToolAccess { all: true, patterns: &[] };
-
-    /// True when `tool` may be listed and called.
-    pub fn allows(&self, tool: &str) -> bool {
-        self.all || self.patterns.iter().any(|p| crate::mcp::glob_match(p, tool))
-    }
-
-    /// True when every tool is allowed (lists need no filtering).
-    pub fn is_all(&self) -> bool {
-        self.all
-    }
-}
-
-impl McpGrants {
-    /// The tools of server `i` this key may use; `None` when the server is not granted.
-    pub fn server(&self, i: usize) -> Option<ToolAccess<'_>> {
-        if self.all {
-            return Some(ToolAccess::ALL);
-        }
-        Some(match self.servers.get(&i)? {
-            None => ToolAccess::ALL,
-            Some(patterns) => ToolAccess { all: false, patterns },
-        })
-    }
-
-    /// True when no server is granted.
-    pub fn is_empty(&self) -> bool {
-        !self.all && self.servers.is_empty()
-    }
-
-    /// Flattens validated patterns (unknown servers cannot occur and are ignored).
-    pub fn flatten<'a>(servers: &McpServers, patterns: impl Iterator<Item = &'a String>) -> Self {
-        let mut g = Self::default();
-        for pattern in patterns {
-            if pattern == "*" {
-                g.all = true;
-                continue;
-            }
-            let (server, tool) = pattern.split_once('/').unwrap_or((pattern, "*"));
-            let Some((i, _)) = servers.get(server) else { continue };
-            match (tool, g.servers.entry(i).or_insert_with(|| Some(Vec::new()))) {
-                ("*", every) => *every = None,
-                (tool, Some(list)) => list.push(tool.to_string()),
-                (_, None) => {}
-            }
-        }
-        g
-    }
-}
+pub type ToolAccess<'a> = super::grants::Access<'a>;
 
 /// Checks the `mcp` patterns at `section` against the configured servers.
 pub(super) fn check_grants(section: &str, patterns: &[String], servers: &McpServers, p: &mut Problems) {
-    for (j, pattern) in patterns.iter().enumerate() {
-        if pattern == "*" {
-            continue;
-        }
-        let (server, tool) = pattern.split_once('/').unwrap_or((pattern, "*"));
-        if servers.get(server).is_none() {
-            p.add(format!("{section}[{j}]"), format!("unknown MCP server {server:?}"));
-        } else if tool.is_empty() || tool.chars().any(char::is_control) {
-            p.add(format!("{section}[{j}]"), "the tool pattern after '/' is empty or has control characters");
-        }
-    }
+    super::grants::check(section, patterns, servers, ("MCP server", "tool"), p);
 }
 
 #[cfg(test)]
