@@ -49,8 +49,14 @@ fuzz_target!(|data: &[u8]| {
     let _ = chain::Chain::decode(data);
     let items = vec![serde_json::json!({"type": "message", "id": "msg_1", "role": "user", "content": "a"})];
     if let Ok(rebuilt) = chain::rebuild(data, items) {
-        let v: serde_json::Value = serde_json::from_slice(&rebuilt).expect("a rebuilt request is JSON");
+        let v: serde_json::Value = serde_json::from_slice(&rebuilt.body).expect("a rebuilt request is JSON");
         assert!(v.get("previous_response_id").is_none());
         assert_eq!(v["input"][0]["role"], "user", "the chain comes first");
+        for family in [chain::Family::OpenAi, chain::Family::Anthropic, chain::Family::Gemini] {
+            if let Some(fitted) = rebuilt.for_family(family) {
+                let f: serde_json::Value = serde_json::from_slice(&fitted).expect("a fitted request is JSON");
+                assert_eq!(f["input"][0]["role"], "user", "fitting keeps the chain's messages");
+            }
+        }
     }
 });

@@ -42,7 +42,7 @@ pub(crate) enum ChainState {
     Pending(u32, Continues),
     /// The conversation, rebuilt, the provider that created all of it natively (`""`: none),
     /// and what the request continues.
-    Ready { rebuilt: Vec<u8>, origin: String, continues: Continues },
+    Ready { rebuilt: chain::Rebuilt, origin: String, continues: Continues },
 }
 
 impl Stream {
@@ -155,14 +155,15 @@ impl Stream {
     /// The rebuilt conversation to route, when the request continues a chain.
     pub(super) fn rebuilt_body(&self) -> Option<Vec<u8>> {
         match self.chain.as_deref() {
-            Some(ChainState::Ready { rebuilt, .. }) => Some(rebuilt.clone()),
+            Some(ChainState::Ready { rebuilt, .. }) => Some(rebuilt.body.clone()),
             _ => None,
         }
     }
 
     /// After routing the rebuilt conversation: which body goes upstream. The client's own
     /// (with the upstream model) when the provider created the whole chain natively and is
-    /// spoken to without translation; else the rebuilt one. `original` is the client's body.
+    /// spoken to without translation; else the rebuilt one, without the reasoning another
+    /// provider family signed (`chain::fit`). `original` is the client's body.
     pub(super) fn chain_body(&self, original: &[u8], d: &mut RouteDecision<'_>, rebuilt: &[u8]) -> bool {
         let native = matches!(self.chain.as_deref(),
             Some(ChainState::Ready { origin, .. }) if !origin.is_empty() && origin == d.provider);
@@ -175,6 +176,11 @@ impl Stream {
         }
         if d.body.is_none() {
             d.body = Some(rebuilt.to_vec());
+        }
+        if let Some(ChainState::Ready { rebuilt, .. }) = self.chain.as_deref() {
+            if let Err(e) = chain::fit(rebuilt, d) {
+                log::warn!("#{} chain not fitted to {}: {}", self.id, d.provider, e.message);
+            }
         }
         false
     }

@@ -19,12 +19,13 @@ use ferrogate_core::decimal::Decimal;
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::plugin::PluginConfig;
 use ferrogate_core::route::split_query;
-use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
+use ferrogate_core::stored::chain::{Family, COST_HEADER, FAMILY_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
 use ferrogate_core::stored::conversations::CONVERSATION_HEADER;
 use ferrogate_core::stored::{
     self, Lifecycle, Op, MAX_CAPTURE_BYTES, OWNER_GROUP_HEADER, OWNER_HEADER, REQUEST_BYTES_HEADER, STORE_PATH,
     STREAMED_HEADER,
 };
+use ferrogate_core::translate::Outbound;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::{Action, BufferType};
@@ -47,6 +48,9 @@ pub(crate) struct Capture {
     group: String,
     /// The answer outgrew [`MAX_CAPTURE_BYTES`]: it is not stored.
     too_big: bool,
+    /// The translation the answer comes through (`None`: native), kept here because a
+    /// non-streamed answer's is spent before the answer ends.
+    outbound: Option<Outbound>,
     /// The store call holding the answer's end.
     call: Option<u32>,
 }
@@ -61,7 +65,9 @@ impl Stream {
         }
         let owner = stored::owner(config, self.caller).to_string();
         let group = stored::owner_group(config, self.caller).unwrap_or_default().to_string();
-        let capture = Capture { request: body.to_vec(), answer: Vec::new(), owner, group, too_big: false, call: None };
+        let outbound = self.translation.as_ref().map(|(pair, _)| pair.outbound);
+        let capture =
+            Capture { request: body.to_vec(), answer: Vec::new(), owner, group, too_big: false, outbound, call: None };
         self.capture = Some(Box::new(capture));
         // A translated answer says what the gateway does with it.
         if let Some((_, ctx)) = self.translation.as_mut() {
@@ -106,9 +112,11 @@ impl Stream {
         // Untranslated: the provider keeps this response too, and a follow-up routed to it
         // may pass `previous_response_id` on (`chain`).
         let origin = self.routed.as_ref().and_then(|r| self.config.as_deref()?.providers.get(r.provider));
-        if let Some(p) = origin.filter(|_| self.translation.is_none()) {
+        if let Some(p) = origin.filter(|_| c.outbound.is_none()) {
             extra.push((ORIGIN_HEADER, p.name.as_str()));
         }
+        // Whose signatures its reasoning bears: a follow-up sends them to that family only.
+        extra.push((FAMILY_HEADER, Family::of(c.outbound).as_str()));
         extra.push((TOKENS_HEADER, tokens.as_str()));
         if let Some(id) = &conversation {
             extra.push((CONVERSATION_HEADER, id.as_str()));

@@ -43,8 +43,10 @@ pub struct Entry {
     pub response: String,
     /// The input items that produced it, a JSON array.
     pub input_items: String,
-    /// The provider that answered it without translation, which keeps it too (`""`: it was
-    /// translated); a chain all of one origin may be continued there natively.
+    /// The provider that answered it without translation, which keeps it too; a chain all of
+    /// one origin may be continued there natively. A translated one is `translated:<family>`
+    /// (whose signatures its reasoning bears), or `""` from before families were recorded
+    /// (`chain::provenance`).
     pub origin: String,
     /// Input + output tokens, as the provider billed them.
     pub tokens: u64,

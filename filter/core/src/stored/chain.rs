@@ -10,7 +10,10 @@
 //!   `previous_response_id`, so any provider (through translation) gets the conversation.
 //!   `instructions` are the request's own: they do not carry over a chain (OpenAI's rule).
 //!   Stored item ids and statuses are dropped (they name items the provider never stored),
-//!   and so is reasoning without `encrypted_content`, which no provider can verify.
+//!   and so is reasoning without `encrypted_content`, which no provider can verify, or whose
+//!   signer is not known.
+//! - Once routed, [`fit`] drops the reasoning another provider family signed than the
+//!   target's: its signature would be refused ([`family`]).
 //!
 //! When the chain was created natively by the OpenAI provider the request goes to, the
 //! request is passed through unchanged instead (the provider keeps the conversation itself).
@@ -19,6 +22,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+
+pub mod family;
+
+pub use family::{fit, Family, Rebuilt, FAMILY_HEADER, FAMILY_KEY};
 
 /// The sidecar route that answers a chain: `GET <CHAIN_PATH><response id>`.
 pub const CHAIN_PATH: &str = "/v1/response-chains/";
@@ -40,7 +47,8 @@ pub struct Chain {
     /// How many responses the chain holds.
     #[serde(default)]
     pub depth: u32,
-    /// Every input and output item, oldest first.
+    /// Every input and output item, oldest first; reasoning tagged with the family that
+    /// signed it ([`FAMILY_KEY`]).
     pub items: Vec<Value>,
     /// Input + output tokens of the chain's responses.
     #[serde(default)]
@@ -128,7 +136,7 @@ fn bad_previous(message: String) -> ApiError {
 ///
 /// # Errors
 /// 400 when the request is not a JSON object or its `input` is neither a string nor a list.
-pub fn rebuild(request: &[u8], chain: Vec<Value>) -> Result<Vec<u8>, ApiError> {
+pub fn rebuild(request: &[u8], chain: Vec<Value>) -> Result<Rebuilt, ApiError> {
     let Ok(Value::Object(mut fields)) = serde_json::from_slice::<Value>(request) else {
         return Err(ApiError::bad_request("The request body is not a JSON object."));
     };
@@ -143,24 +151,35 @@ pub fn rebuild(request: &[u8], chain: Vec<Value>) -> Result<Vec<u8>, ApiError> {
             return Err(ApiError { param: Some("input"), ..e });
         }
     };
-    let mut input: Vec<Value> = chain.into_iter().filter_map(carried).collect();
+    let mut input = Vec::with_capacity(chain.len() + own.len());
+    let mut signed = Vec::new();
+    for (item, signer) in chain.into_iter().filter_map(carried) {
+        if let Some(family) = signer {
+            signed.push((input.len(), family));
+        }
+        input.push(item);
+    }
     input.extend(own);
     fields.insert("input".into(), Value::Array(input));
-    serde_json::to_vec(&Value::Object(fields)).map_err(|e| ApiError::bad_request(e.to_string()))
+    let body = serde_json::to_vec(&Value::Object(fields)).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(Rebuilt { body, signed })
 }
 
-/// A stored item as the next request carries it (`None`: not carried; see the module doc).
-fn carried(item: Value) -> Option<Value> {
+/// A stored item as the next request carries it, and for signed reasoning the family that
+/// signed it (`None`: not carried; see the module doc).
+fn carried(item: Value) -> Option<(Value, Option<Family>)> {
     let Value::Object(mut fields) = item else { return None };
-    if fields.get("type").and_then(Value::as_str) == Some("reasoning")
-        && fields.get("encrypted_content").is_none_or(|c| c.as_str().is_none_or(str::is_empty))
-    {
-        return None;
-    }
+    let family = fields.remove(FAMILY_KEY);
+    let signer = if fields.get("type").and_then(Value::as_str) == Some("reasoning") {
+        let signed = fields.get("encrypted_content").and_then(Value::as_str).is_some_and(|c| !c.is_empty());
+        Some(family.as_ref().and_then(Value::as_str).and_then(Family::parse).filter(|_| signed)?)
+    } else {
+        None
+    };
     fields.remove("id");
     fields.remove("status");
     strip_empty_lists(&mut fields);
-    Some(Value::Object(fields))
+    Some((Value::Object(fields), signer))
 }
 
 /// Drops the empty `annotations`/`logprobs` of output text parts: they say nothing, and
@@ -207,12 +226,14 @@ mod tests {
     }
 
     #[test]
-    fn the_chain_goes_before_the_input_without_stored_ids() {
+    fn the_chain_goes_before_the_input_without_stored_ids_or_unverifiable_reasoning() {
         let chain = vec![
             json!({"type": "message", "id": "msg_a_in0", "status": "completed", "role": "user",
                    "content": [{"type": "input_text", "text": "hi"}]}),
-            json!({"type": "reasoning", "id": "rs_1", "summary": []}),
-            json!({"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "sig"}),
+            json!({"type": "reasoning", "id": "rs_1", "summary": [], FAMILY_KEY: "anthropic"}),
+            json!({"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "sig", FAMILY_KEY: "anthropic"}),
+            json!({"type": "reasoning", "id": "rs_3", "summary": [], "encrypted_content": "whose"}),
+            json!({"type": "reasoning", "summary": [], "encrypted_content": "odd", FAMILY_KEY: "mistral"}),
             json!({"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "f", "arguments": "{}",
                    "status": "completed"}),
             json!({"type": "message", "id": "msg_b", "role": "assistant", "status": "completed",
@@ -220,7 +241,9 @@ mod tests {
         ];
         let body =
             br#"{"model":"m","previous_response_id":"resp_a","instructions":"new","input":"next","conversation":null}"#;
-        let got: Value = serde_json::from_slice(&rebuild(body, chain).unwrap()).unwrap();
+        let rebuilt = rebuild(body, chain).unwrap();
+        assert_eq!(rebuilt.signed, [(1, Family::Anthropic)], "only reasoning signed by a known family");
+        let got: Value = serde_json::from_slice(&rebuilt.body).unwrap();
         assert_eq!(got["instructions"], "new", "the request's own instructions");
         assert!(got.get("previous_response_id").is_none() && got.get("conversation").is_none());
         assert_eq!(
@@ -239,7 +262,8 @@ mod tests {
     fn a_list_input_follows_the_chain_and_a_bad_one_is_refused() {
         let body = br#"{"input":[{"type":"function_call_output","call_id":"c1","output":"ok"}]}"#;
         let got: Value =
-            serde_json::from_slice(&rebuild(body, vec![json!({"role": "user", "content": "a"})]).unwrap()).unwrap();
+            serde_json::from_slice(&rebuild(body, vec![json!({"role": "user", "content": "a"})]).unwrap().body)
+                .unwrap();
         assert_eq!(got["input"][1]["type"], "function_call_output");
         assert_eq!(rebuild(br#"{"input":3}"#, Vec::new()).unwrap_err().param, Some("input"));
         assert_eq!(rebuild(b"[]", Vec::new()).unwrap_err().status, 400);

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use ferrogate_core::openai::ApiError;
-use ferrogate_core::stored::chain::{COST_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
+use ferrogate_core::stored::chain::{Family, COST_HEADER, FAMILY_HEADER, ORIGIN_HEADER, TOKENS_HEADER};
 use ferrogate_core::stored::{valid_id, OWNER_GROUP_HEADER, OWNER_HEADER, REQUEST_BYTES_HEADER, STREAMED_HEADER};
 use serde_json::{json, Value};
 
@@ -107,7 +107,8 @@ async fn store(State(api): State<ResponsesApi>, headers: HeaderMap, body: axum::
         Err(e) => return json_answer(StatusCode::OK, json!({"stored": false, "reason": e.to_string()}).to_string()),
     };
     // A provider name (the filter's word, like the owner); anything longer is not one.
-    entry.origin = header(&headers, ORIGIN_HEADER).filter(|o| o.len() <= 256).unwrap_or_default().to_string();
+    let native = header(&headers, ORIGIN_HEADER).filter(|o| o.len() <= 256);
+    entry.origin = chain::stored_origin(native, header(&headers, FAMILY_HEADER).and_then(Family::parse));
     let number = |name: &str| header(&headers, name).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
     (entry.tokens, entry.cost_micros) = (number(TOKENS_HEADER), number(COST_HEADER));
     if let Some(conversation) = header(&headers, CONVERSATION_HEADER).filter(|c| conversations::valid_id(c)) {
@@ -239,13 +240,14 @@ async fn conversation_chain(api: &ResponsesApi, headers: &HeaderMap, id: &str) -
 }
 
 /// Appends a completed turn (its input items, then its output items) to `conversation`, with
-/// what it used.
+/// what it used; its reasoning tagged with the family that signed it, as a chain's is.
 async fn append_turn(api: &ResponsesApi, headers: &HeaderMap, conversation: &str, entry: &super::Entry) {
     let mut turn: Vec<Value> = serde_json::from_str(&entry.input_items).unwrap_or_default();
     let response: Value = serde_json::from_str(&entry.response).unwrap_or(Value::Null);
     if let Some(Value::Array(output)) = response.get("output") {
         turn.extend(output.iter().cloned());
     }
+    let turn: Vec<Value> = chain::tagged(turn, chain::provenance(&entry.origin).1).collect();
     let (tokens, cost) = (entry.tokens, entry.cost_micros);
     let appended = api
         .store

@@ -6,9 +6,14 @@
 //! `responses.max_chain_depth` responses. Every link must still be stored: a conversation with
 //! a hole cannot be rebuilt faithfully, so a missing link refuses the follow-up like a missing
 //! head (naming the link).
+//!
+//! Each reasoning item of the answer is tagged with the family of the provider that answered
+//! its response ([`FAMILY_KEY`]; none when that is not known), so the filter sends a signature
+//! only to the family that made it. An entry's `origin` records both ([`stored_origin`]).
 
 use std::collections::HashSet;
 
+use ferrogate_core::stored::chain::{Family, FAMILY_KEY};
 use ferrogate_core::stored::valid_id;
 use serde_json::{json, Value};
 
@@ -74,17 +79,19 @@ pub async fn walk(
         next = response.get("previous_response_id").and_then(Value::as_str).filter(|p| valid_id(p)).map(String::from);
         links.push((entry, response));
     }
-    let origin = common_origin(links.iter().map(|(e, _)| e.origin.as_str()));
+    let origin = common_origin(links.iter().map(|(e, _)| provenance(&e.origin).0));
     let depth = u32::try_from(links.len()).unwrap_or(u32::MAX);
     let tokens = links.iter().fold(0u64, |sum, (e, _)| sum.saturating_add(e.tokens));
     let cost_micros = links.iter().fold(0u64, |sum, (e, _)| sum.saturating_add(e.cost_micros));
     let mut items = Vec::new();
     for (entry, mut response) in links.into_iter().rev() {
+        let family = provenance(&entry.origin).1;
+        // The link's input went to the same provider, which took its reasoning as its own.
         if let Ok(Value::Array(input)) = serde_json::from_str::<Value>(&entry.input_items) {
-            items.extend(input);
+            items.extend(tagged(input, family));
         }
         if let Some(Value::Array(output)) = response.get_mut("output").map(Value::take) {
-            items.extend(output);
+            items.extend(tagged(output, family));
         }
     }
     Ok(Walk::Found { items, depth, origin, tokens, cost_micros })
@@ -97,5 +104,53 @@ fn common_origin<'a>(mut origins: impl Iterator<Item = &'a str>) -> String {
         first.to_string()
     } else {
         String::new()
+    }
+}
+
+/// How a translated entry's `origin` begins; provider names cannot hold a `:`, so it is
+/// never taken for one.
+const TRANSLATED: &str = "translated:";
+
+/// The `origin` an entry is stored with: the name of the provider that answered natively
+/// (an OpenAI one), else `translated:<family>` for the family of the one that answered through
+/// translation, else `""`.
+pub fn stored_origin(native: Option<&str>, family: Option<Family>) -> String {
+    match (native.filter(|n| !n.is_empty()), family) {
+        (Some(name), _) => name.to_string(),
+        (None, Some(family)) => format!("{TRANSLATED}{}", family.as_str()),
+        (None, None) => String::new(),
+    }
+}
+
+/// What a stored `origin` says: the provider that answered natively (`""`: none) and the
+/// family that signed the response's reasoning (`None`: stored before families were recorded).
+pub fn provenance(origin: &str) -> (&str, Option<Family>) {
+    match origin.strip_prefix(TRANSLATED) {
+        Some(family) => ("", Family::parse(family)),
+        None if origin.is_empty() => ("", None),
+        // Only OpenAI providers answer the Responses API natively.
+        None => (origin, Some(Family::OpenAi)),
+    }
+}
+
+/// `items` with each reasoning item tagged with `family` (untagged when it is not known).
+pub fn tagged(items: Vec<Value>, family: Option<Family>) -> impl Iterator<Item = Value> {
+    items.into_iter().map(move |mut item| {
+        if let Some(fields) =
+            item.as_object_mut().filter(|f| f.get("type").and_then(Value::as_str) == Some("reasoning"))
+        {
+            match family {
+                Some(family) => fields.insert(FAMILY_KEY.into(), json!(family.as_str())),
+                None => fields.remove(FAMILY_KEY),
+            };
+        }
+        item
+    })
+}
+
+/// `items` without the gateway's tags, as clients see them.
+pub fn untagged(items: &mut [Value]) {
+    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+        item.remove(FAMILY_KEY);
     }
 }

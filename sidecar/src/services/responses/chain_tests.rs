@@ -140,3 +140,86 @@ async fn postgres_keeps_conversations() {
     let (_schema, store) = postgres(retention(10, 1 << 20)).await;
     keeps_conversations(&store).await;
 }
+
+#[test]
+fn an_origin_says_who_answered_and_whose_signatures_it_bears() {
+    use super::chain::{provenance, stored_origin};
+    use ferrogate_core::stored::chain::Family;
+    assert_eq!(stored_origin(Some("oai"), Some(Family::OpenAi)), "oai");
+    assert_eq!(stored_origin(None, Some(Family::Anthropic)), "translated:anthropic");
+    assert_eq!(stored_origin(Some(""), Some(Family::Gemini)), "translated:gemini");
+    assert_eq!(stored_origin(None, None), "");
+    assert_eq!(provenance("oai"), ("oai", Some(Family::OpenAi)), "only OpenAI answers Responses natively");
+    assert_eq!(provenance("translated:gemini"), ("", Some(Family::Gemini)));
+    assert_eq!(provenance(""), ("", None), "stored before families were recorded");
+    assert_eq!(provenance("translated:other"), ("", None));
+}
+
+/// Stores `answer` to `request` through the route, as the filter does, with `extra` headers.
+async fn store_through(app: &axum::Router, request: Value, answer: Value, extra: &[(&str, &str)]) {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+    let request = request.to_string();
+    let mut req = Request::builder().method("POST").uri("/v1/responses").header("authorization", "Bearer t");
+    req = req.header("x-ferrogate-owner", "sha256:a").header("x-ferrogate-request-bytes", request.len().to_string());
+    for (name, value) in extra {
+        req = req.header(*name, *value);
+    }
+    let body = [request.as_bytes(), answer.to_string().as_bytes()].concat();
+    let res = app.clone().oneshot(req.body(Body::from(body)).unwrap()).await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+}
+
+/// An answer `id` whose output is signed reasoning and a message.
+fn reasoned(id: &str) -> Value {
+    json!({"id": id, "object": "response", "output": [
+        {"type": "reasoning", "id": format!("rs_{id}"), "summary": [], "encrypted_content": "sig"},
+        {"type": "message", "id": format!("msg_{id}"), "role": "assistant", "content": []}]})
+}
+
+fn families(items: &Value) -> Vec<Value> {
+    let items = items.as_array().cloned().unwrap_or_default();
+    items.iter().filter(|i| i["type"] == "reasoning").map(|i| i["ferrogate_family"].clone()).collect()
+}
+
+#[tokio::test]
+async fn reasoning_is_tagged_with_the_family_that_answered() {
+    let store = Arc::new(ResponseStore::Memory(memory::MemoryStore::new(retention(10, 1 << 20))));
+    let app = router(ResponsesApi { store: store.clone(), internal_token: Some("t".into()) });
+    let anthropic = [("x-ferrogate-family", "anthropic")];
+    store_through(&app, json!({"input": "hi"}), reasoned("resp_1"), &anthropic).await;
+    let native = [("x-ferrogate-origin", "oai"), ("x-ferrogate-family", "openai")];
+    store_through(&app, json!({"input": "more", "previous_response_id": "resp_1"}), reasoned("resp_2"), &native).await;
+    let (status, chain) = call(&app, "GET", "/v1/response-chains/resp_2", "sha256:a", vec![]).await;
+    assert_eq!((status, &chain["origin"]), (200, &json!("")), "not all native");
+    assert_eq!(families(&chain["items"]), [json!("anthropic"), json!("openai")]);
+    assert_eq!(store.get("sha256:a", "resp_2", crate::services::now_ms()).await.unwrap().unwrap().origin, "oai");
+    // An entry from before families were recorded: its reasoning's signer is not known.
+    let mut old = store.get("sha256:a", "resp_1", crate::services::now_ms()).await.unwrap().unwrap();
+    old.origin = String::new();
+    assert!(store.put("sha256:a", old).await.unwrap());
+    let (_, chain) = call(&app, "GET", "/v1/response-chains/resp_2", "sha256:a", vec![]).await;
+    assert_eq!(families(&chain["items"]), [Value::Null, json!("openai")]);
+}
+
+#[tokio::test]
+async fn a_conversations_reasoning_is_tagged_for_the_chain_only() {
+    let store = Arc::new(ResponseStore::Memory(memory::MemoryStore::new(retention(10, 1 << 20))));
+    let app = router(ResponsesApi { store, internal_token: Some("t".into()) });
+    // The client's claim of a signer is dropped.
+    let claimed = json!({"items": [{"type": "reasoning", "summary": [], "encrypted_content": "x", "ferrogate_family": "gemini"}]});
+    let (status, conv) = call(&app, "POST", "/v1/conversations", "sha256:a", claimed.to_string().into_bytes()).await;
+    assert_eq!(status, 200, "{conv}");
+    let id = conv["id"].as_str().unwrap_or_default().to_string();
+    let gemini = [("x-ferrogate-family", "gemini"), ("x-ferrogate-conversation", id.as_str())];
+    store_through(&app, json!({"input": "hi", "conversation": id}), reasoned("resp_c1"), &gemini).await;
+    let (_, chain) = call(&app, "GET", &format!("/v1/response-chains/{id}"), "sha256:a", vec![]).await;
+    assert_eq!(families(&chain["items"]), [Value::Null, json!("gemini")]);
+    let (status, list) = call(&app, "GET", &format!("/v1/conversations/{id}/items"), "sha256:a", vec![]).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(families(&list["data"]), [Value::Null, Value::Null], "clients never see the tag");
+    let item = list["data"][0]["id"].as_str().unwrap_or_default().to_string();
+    let (_, one) = call(&app, "GET", &format!("/v1/conversations/{id}/items/{item}"), "sha256:a", vec![]).await;
+    assert!(one.get("ferrogate_family").is_none(), "{one}");
+}

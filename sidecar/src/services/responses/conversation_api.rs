@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use ferrogate_core::openai::ApiError;
+use ferrogate_core::stored::chain::FAMILY_KEY;
 use ferrogate_core::stored::conversations::{valid_id, MAX_ITEMS_PER_CALL};
 use ferrogate_core::stored::{include, page};
 use serde_json::{json, Map, Value};
@@ -92,6 +93,8 @@ fn items(v: Option<&Value>, required: bool) -> Result<Vec<Value>, Response> {
 
 fn with_id(item: Value) -> Result<Value, Response> {
     let Value::Object(mut fields) = item else { return Err(bad("items", "Every item must be an object.".into())) };
+    // Which family signed a reasoning item is the gateway's word, not the client's.
+    fields.remove(FAMILY_KEY);
     if !fields.contains_key("type") && fields.contains_key("role") {
         fields.insert("type".into(), json!("message"));
     }
@@ -268,7 +271,8 @@ async fn list_items(
     let paged = async {
         include::check(&query).map_err(|e| api_error(&e))?;
         let paging = page::Paging::parse(&query).map_err(|e| api_error(&e))?;
-        let c = found(&api, &headers, &id).await?;
+        let mut c = found(&api, &headers, &id).await?;
+        super::chain::untagged(&mut c.items);
         paging.page(c.items).map_err(|e| api_error(&e))
     };
     match paged.await {
@@ -283,8 +287,11 @@ fn has_id(item: &Value, id: &str) -> bool {
 
 async fn get_item(State(api): State<ResponsesApi>, h: HeaderMap, Path((id, item)): Path<(String, String)>) -> Response {
     match found(&api, &h, &id).await {
-        Ok(c) => match c.items.iter().find(|i| has_id(i, &item)) {
-            Some(found) => json_answer(StatusCode::OK, found.to_string()),
+        Ok(mut c) => match c.items.iter_mut().find(|i| has_id(i, &item)) {
+            Some(found) => {
+                super::chain::untagged(std::slice::from_mut(found));
+                json_answer(StatusCode::OK, found.to_string())
+            }
             None => item_not_found(&item),
         },
         Err(answer) => answer,

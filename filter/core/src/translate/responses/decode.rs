@@ -272,7 +272,8 @@ fn function_call_output(path: &str, item: &mut Map<String, Value>) -> Result<Too
 }
 
 /// A `reasoning` item: thinking when it has `encrypted_content` (the signature that lets the
-/// provider check it), else nothing (see the module doc).
+/// provider check it), else nothing (see the module doc). Of a stored chain's reasoning, the
+/// provider is sent only what its family signed (`stored::chain::fit` translates again).
 fn reasoning_item(path: &str, item: &mut Map<String, Value>) -> Result<Option<Thinking>, TranslateError> {
     let mut texts = Vec::new();
     let summary = item.remove("summary").unwrap_or(Value::Array(Vec::new()));
