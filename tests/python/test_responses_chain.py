@@ -5,10 +5,12 @@ whole conversation, rebuilt from the stored chain. The sim derives its text and 
 from the conversation it is sent, so a follow-up's answer must equal the answer to the same
 conversation sent whole with `store=False`: equal text and input tokens show that every earlier
 turn arrived and that the first turn's `instructions` did not (OpenAI's rule). A function call
-and its output arrive as a tool call and its result (Anthropic refuses a result without its
-call). A chain created natively by an OpenAI provider is continued there: `previous_response_id`
-is passed on and nothing rebuilt; that provider is a small recording server in this module,
-since OpenAI's service cannot run here.
+and its output arrive as a tool call and its result, paired: the sim, asked with
+`x-sim-echo-tools`, answers with every call and result of the conversation it was sent, so a
+call missing from the rebuild shows (the sim's usual answer names the last result only). A
+chain created natively by an OpenAI provider is continued there: `previous_response_id` is
+passed on and nothing rebuilt; that provider is a small recording server in this module, since
+OpenAI's service cannot run here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ TRANSLATED = ("oa-chat", "an-chat", "ge-chat")
 # less than two (the second turn carries the first).
 CONVERSATION_TOKENS = 200
 LONG = " ".join(f"word{i}" for i in range(100))
+# Makes the sim answer with the tool calls and results it received (docs/sim.md).
+ECHO_TOOLS = {"x-sim-echo-tools": "1"}
 TOOLS = [{
     "type": "function", "name": "get_weather", "description": "The weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
@@ -76,16 +80,24 @@ def test_a_follow_up_is_charged_for_the_conversation_the_provider_billed(gateway
     assert record["completion_tokens"] == second.usage.output_tokens, record
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("model", TRANSLATED)
-def test_a_tool_call_and_its_output_carry_over(gateway: Gateway, model: str):
+def test_a_tool_call_and_its_output_carry_over(gateway: Gateway, model: str, stream: bool):
     client = gateway.client("carol")
-    first = client.responses.create(model=model, input="What is the weather in Paris?", tools=TOOLS)
+    first = create(client, stream, model=model, input="What is the weather in Paris?", tools=TOOLS)
     calls = [o for o in first.output if o.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather", first.output
-    second = client.responses.create(model=model, tools=TOOLS, previous_response_id=first.id, input=[
-        {"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny, 21 degrees"},
-    ])
-    assert "sunny, 21 degrees" in second.output_text, second.output_text
+    second = create(client, stream, model=model, tools=TOOLS, previous_response_id=first.id, extra_headers=ECHO_TOOLS,
+                    input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny, 21 degrees"}])
+    # The sim's answer is every tool call and result of the conversation it was sent.
+    seen = json.loads(second.output_text)
+    assert len(seen["calls"]) == 1 and len(seen["results"]) == 1, seen
+    call, result = seen["calls"][0], seen["results"][0]
+    assert (call["name"], call["arguments"]) == (calls[0].name, json.loads(calls[0].arguments)), seen
+    assert "sunny, 21 degrees" in result["output"], seen
+    assert result["ref"] == call["ref"], f"the output answers the stored call: {seen}"
+    # Gemini pairs a call and its response by the function's name; the others by the call's id.
+    assert call["ref"] == (calls[0].name if model == "ge-chat" else calls[0].call_id), seen
 
 
 def refused(call) -> dict:
@@ -184,6 +196,27 @@ def test_a_translated_chain_is_rebuilt_for_an_openai_provider(native: Gateway):
         [("user", "message"), ("assistant", "message"), ("user", None)], sent["input"]
     assert sent["input"][1]["content"][0]["text"] == first.output_text
     assert all("id" not in i for i in sent["input"]), "stored ids are not the provider's"
+
+
+def test_reasoning_goes_back_only_to_the_provider_family_that_signed_it(native: Gateway):
+    """A chain through OpenAI, then Anthropic, continued at OpenAI: its reasoning signed at OpenAI
+    goes back there, what Anthropic signed does not (OpenAI cannot read it)."""
+    client = native.client("carol")
+
+    def thought(signature: str) -> dict:
+        return {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Hmm."}],
+                "encrypted_content": signature}
+
+    first = client.responses.create(model="gpt", input=[
+        {"role": "user", "content": "Hi."}, thought("openai-blob"), {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Ducks?"}])
+    second = client.responses.create(model="an-chat", previous_response_id=first.id, input=[
+        thought("anthropic-signature"), {"role": "assistant", "content": "Ducks."}, {"role": "user", "content": "Geese?"}])
+    client.responses.create(model="gpt", input="Swans?", previous_response_id=second.id)
+    sent = Recorder.bodies[-1]
+    assert "previous_response_id" not in sent, "a chain not all native is rebuilt"
+    signed = [i["encrypted_content"] for i in sent["input"] if i.get("type") == "reasoning"]
+    assert signed == ["openai-blob"], sent["input"]
 
 
 def test_a_chain_longer_than_the_bound_is_refused(native: Gateway):

@@ -25,7 +25,7 @@ use super::prefix::with_header;
 use super::reply::{self, Ask, Ending, Reply, Turn};
 use super::stream::{finish_plain, frames_response, Timing};
 use super::text;
-use super::tools::{ToolChoice, ToolSpec};
+use super::tools::{ToolChoice, ToolSpec, Traffic};
 use super::SimState;
 
 mod stream;
@@ -179,7 +179,8 @@ async fn serve(
     let request = parse_request(body)?;
     let counters = state.model(&request.model)?;
     let timing = Timing::for_request(state, headers, extra)?;
-    let (ask, input_tokens) = request.ask();
+    let (mut ask, input_tokens) = request.ask();
+    ask.echo = faults::echo_tools(headers).then(|| Traffic::anthropic(request.messages.iter().map(|m| &m.content)));
     let answer = Answer {
         id: state.unique_id("msg_"),
         model: request.model,
@@ -299,6 +300,7 @@ impl MessagesRequest {
             choice: tool_choice(&self.tool_choice),
             tool_result: self.messages.last().and_then(tool_results),
             json_schema,
+            echo: None,
         };
         (ask, input_tokens)
     }

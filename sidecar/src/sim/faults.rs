@@ -47,6 +47,9 @@ pub const STREAM_RESET_AFTER_HEADER: &str = "x-sim-stream-reset-after";
 /// Header making a streamed answer end cleanly after this many frames, without its final
 /// events (an engine that stops early).
 pub const STREAM_END_AFTER_HEADER: &str = "x-sim-stream-end-after";
+/// Header (`1` or `true`) making a text answer the tool traffic of the conversation received
+/// (`tools::Traffic`), so a test sees every call and result a gateway delivered.
+pub const ECHO_TOOLS_HEADER: &str = "x-sim-echo-tools";
 
 /// What to do to one request instead of (or before) serving it normally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +177,11 @@ fn header_flag(headers: &HeaderMap, name: &str) -> bool {
 /// Whether the request asks for its KV-cache event batch to be dropped ([`KV_DROP_HEADER`]).
 pub fn kv_drop(headers: &HeaderMap) -> bool {
     header_flag(headers, KV_DROP_HEADER)
+}
+
+/// Whether the request asks for its tool traffic back ([`ECHO_TOOLS_HEADER`]).
+pub fn echo_tools(headers: &HeaderMap) -> bool {
+    header_flag(headers, ECHO_TOOLS_HEADER)
 }
 
 /// A count header such as `x-sim-stream-end-after`; absent → `None`, malformed → 400.

@@ -135,7 +135,8 @@ async fn serve(
     let counters = state.model(model)?;
     let request = parse_request(body)?;
     let timing = Timing::for_request(state, headers, extra)?;
-    let (ask, prompt_tokens) = request.ask();
+    let (mut ask, prompt_tokens) = request.ask();
+    ask.echo = faults::echo_tools(headers).then(|| request.traffic());
     let answer = Answer {
         model: model.to_owned(),
         response_id: state.unique_id(""),

@@ -8,7 +8,8 @@
 //!
 //! Text comes from one of three sources: the tool-result mention ("The tool returned: ...")
 //! when the last turn hands back tool results, JSON built from the requested output schema,
-//! or the prompt-hashed words of [`text::completion_words`]. The text is cut at the first stop
+//! or the prompt-hashed words of [`text::completion_words`]; with `x-sim-echo-tools`, it is
+//! the conversation's tool traffic instead ([`Traffic`]). The text is cut at the first stop
 //! sequence, then at the output cap; its streamed deltas are whitespace-led words (one delta,
 //! one token) that concatenate to the text exactly.
 
@@ -16,7 +17,7 @@ use serde_json::Value;
 
 use super::error::SimError;
 use super::text::{self, FinishReason};
-use super::tools::{self, ToolCall, ToolChoice, ToolSpec};
+use super::tools::{self, ToolCall, ToolChoice, ToolSpec, Traffic};
 
 /// One turn of a conversation: a role (`system`, `user`, `assistant`, `tool`) and its text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +52,8 @@ pub struct Ask {
     pub tool_result: Option<String>,
     /// JSON output: `Some(schema)` (`null` when JSON without a schema is asked).
     pub json_schema: Option<Value>,
+    /// With `x-sim-echo-tools`: the conversation's tool traffic, which a text answer is.
+    pub echo: Option<Traffic>,
 }
 
 /// Why a text answer ended.
@@ -119,10 +122,11 @@ pub fn answer(ask: &Ask, natural_len: u32) -> Result<Reply, SimError> {
     if let Some(call) = tools::pick(&ask.tools, &ask.choice, ask.tool_result.is_some())? {
         return Ok(Reply::Tool(call));
     }
-    let full = match (&ask.tool_result, &ask.json_schema) {
-        (Some(result), _) => format!("The tool returned: {result}"),
-        (None, Some(schema)) => json_text(schema),
-        (None, None) => text::completion_words(&ask.prompt, natural_len).join(" "),
+    let full = match (&ask.echo, &ask.tool_result, &ask.json_schema) {
+        (Some(traffic), _, _) => traffic.text(),
+        (None, Some(result), _) => format!("The tool returned: {result}"),
+        (None, None, Some(schema)) => json_text(schema),
+        (None, None, None) => text::completion_words(&ask.prompt, natural_len).join(" "),
     };
     Ok(cut(&full, &ask.stop, ask.max_tokens))
 }

@@ -8,7 +8,7 @@
 //! tool result. Arguments are built from the tool's JSON schema by [`sample`], so tests know
 //! them in advance: every required property gets a fixed value of its type.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::error::SimError;
 
@@ -163,6 +163,69 @@ fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
     root.pointer(reference.strip_prefix('#')?)
 }
 
+/// The tool traffic of a received conversation, oldest first, for `x-sim-echo-tools`: each
+/// call (`ref` its id, or its name where the dialect gives calls none; `name`; `arguments`)
+/// and each result (`ref` the call it answers; `output` its text). A test reading it back sees
+/// whether a gateway delivered both halves of a tool exchange, not only the last result.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Traffic {
+    calls: Vec<Value>,
+    results: Vec<Value>,
+}
+
+impl Traffic {
+    /// Records a call.
+    pub fn call(&mut self, reference: &str, name: &str, arguments: Value) {
+        self.calls.push(json!({"ref": reference, "name": name, "arguments": arguments}));
+    }
+
+    /// Records a result.
+    pub fn result(&mut self, reference: &str, output: String) {
+        self.results.push(json!({"ref": reference, "output": output}));
+    }
+
+    /// The `tool_use` and `tool_result` blocks of Anthropic messages' `content`.
+    pub fn anthropic<'a>(contents: impl Iterator<Item = &'a Value>) -> Traffic {
+        let mut traffic = Traffic::default();
+        for block in contents.filter_map(Value::as_array).flatten() {
+            let field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default();
+            match field("type") {
+                "tool_use" => traffic.call(field("id"), field("name"), block.get("input").cloned().unwrap_or_default()),
+                "tool_result" => {
+                    let output = block.get("content").map(super::text::message_text).unwrap_or_default();
+                    traffic.result(field("tool_use_id"), output);
+                }
+                _ => {}
+            }
+        }
+        traffic
+    }
+
+    /// The `functionCall` and `functionResponse` parts of Gemini contents (the response as
+    /// compact JSON); Gemini pairs them by name when they carry no id.
+    pub fn gemini<'a>(contents: impl Iterator<Item = &'a [Value]>) -> Traffic {
+        let mut traffic = Traffic::default();
+        for part in contents.flatten() {
+            let either = |camel: &str, snake: &str| part.get(camel).or_else(|| part.get(snake));
+            let reference = |v: &'a Value| v.get("id").or_else(|| v.get("name")).and_then(Value::as_str);
+            if let Some(call) = either("functionCall", "function_call") {
+                let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+                traffic.call(reference(call).unwrap_or_default(), name, call.get("args").cloned().unwrap_or_default());
+            }
+            if let Some(response) = either("functionResponse", "function_response") {
+                let output = response.get("response").map(Value::to_string).unwrap_or_default();
+                traffic.result(reference(response).unwrap_or_default(), output);
+            }
+        }
+        traffic
+    }
+
+    /// The answer's text: the traffic as compact JSON.
+    pub fn text(&self) -> String {
+        json!({"calls": self.calls, "results": self.results}).to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,6 +278,26 @@ mod tests {
         assert_eq!(sample(&schema), json!({"items": [{"id": "sim"}], "pick": 1}));
         let looping = json!({"$ref": "#"});
         assert_eq!(sample(&looping), Value::Null);
+    }
+
+    #[test]
+    fn traffic_pairs_calls_and_results_in_every_dialect() {
+        let anthropic = [
+            json!([{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t1", "name": "w", "input": {"c": 1}}]),
+            json!([{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "21C"}]}]),
+        ];
+        let seen = Traffic::anthropic(anthropic.iter());
+        let expected =
+            r#"{"calls":[{"arguments":{"c":1},"name":"w","ref":"t1"}],"results":[{"output":"21C","ref":"t1"}]}"#;
+        assert_eq!(seen.text(), expected);
+        let gemini = [
+            vec![json!({"functionCall": {"name": "w", "args": {"c": 1}}, "thoughtSignature": "s"})],
+            vec![json!({"function_response": {"name": "w", "response": {"output": "21C"}}})],
+        ];
+        let seen = Traffic::gemini(gemini.iter().map(Vec::as_slice));
+        assert_eq!(seen.calls, [json!({"ref": "w", "name": "w", "arguments": {"c": 1}})]);
+        assert_eq!(seen.results, [json!({"ref": "w", "output": "{\"output\":\"21C\"}"})]);
+        assert_eq!(Traffic::anthropic([json!("text")].iter()).text(), r#"{"calls":[],"results":[]}"#);
     }
 
     #[test]

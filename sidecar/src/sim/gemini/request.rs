@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::sim::error::SimError;
 use crate::sim::reply::{self, Ask, Turn};
-use crate::sim::tools::{ToolChoice, ToolSpec};
+use crate::sim::tools::{ToolChoice, ToolSpec, Traffic};
 
 /// Top-level fields of a GenerateContentRequest, in both accepted spellings.
 const KNOWN_FIELDS: [&str; 13] = [
@@ -138,8 +138,14 @@ impl GenerateRequest {
             choice: self.tool_choice(),
             tool_result: self.contents.last().and_then(|c| function_responses(&c.parts)),
             json_schema: json_out.then(|| schema.cloned().unwrap_or(Value::Null)),
+            echo: None,
         };
         (ask, prompt_tokens)
+    }
+
+    /// The contents' function calls and responses (`x-sim-echo-tools`).
+    pub(super) fn traffic(&self) -> Traffic {
+        Traffic::gemini(self.contents.iter().map(|c| c.parts.as_slice()))
     }
 
     fn tool_specs(&self) -> Vec<ToolSpec> {

@@ -19,7 +19,7 @@ use crate::sim::prefix::with_header;
 use crate::sim::reply::{self, Ask, Reply, Turn};
 use crate::sim::stream::{finish_plain, sse_response, Timing};
 use crate::sim::text;
-use crate::sim::tools::{ToolChoice, ToolSpec};
+use crate::sim::tools::{ToolChoice, ToolSpec, Traffic};
 use crate::sim::SimState;
 
 #[derive(Debug, Deserialize)]
@@ -40,13 +40,18 @@ struct ChatRequest {
     response_format: Value,
 }
 
-/// One chat message: its role and its content (a string or parts).
+/// One chat message: its role and its content (a string or parts), and an assistant's tool
+/// calls or the call a `tool` message answers.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ChatMessage {
     #[serde(default)]
     role: String,
     #[serde(default)]
     content: Value,
+    #[serde(default)]
+    tool_calls: Value,
+    #[serde(default)]
+    tool_call_id: Option<String>,
 }
 
 /// A `tools` entry; only `function` tools can be called.
@@ -81,8 +86,25 @@ impl ChatRequest {
             choice: tool_choice(&self.tool_choice),
             tool_result: self.tool_result(&turns),
             json_schema: json_schema(&self.response_format),
+            echo: None,
         };
         (ask, prompt_tokens)
+    }
+
+    /// The assistants' tool calls (their arguments parsed) and the `tool` messages' results.
+    fn traffic(&self) -> Traffic {
+        let mut traffic = Traffic::default();
+        for m in &self.messages {
+            for call in m.tool_calls.as_array().into_iter().flatten() {
+                let field = |pointer: &str| call.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+                let arguments = serde_json::from_str(field("/function/arguments")).unwrap_or_default();
+                traffic.call(field("/id"), field("/function/name"), arguments);
+            }
+            if m.role == "tool" {
+                traffic.result(m.tool_call_id.as_deref().unwrap_or_default(), text::message_text(&m.content));
+            }
+        }
+        traffic
     }
 
     /// The texts of the trailing `tool` messages, if the conversation ends with any.
@@ -131,7 +153,8 @@ pub async fn chat(
     let request: ChatRequest = parse(&body)?;
     let counters = state.model(&request.model)?;
     let timing = Timing::for_request(&state, &headers, extra.map(|Extension(e)| e))?;
-    let (ask, prompt_tokens) = request.ask();
+    let (mut ask, prompt_tokens) = request.ask();
+    ask.echo = faults::echo_tools(&headers).then(|| request.traffic());
     let mut generation = Generation {
         id: state.response_id("chatcmpl"),
         created: crate::sim::unix_now(),
@@ -195,4 +218,22 @@ fn chat_chunks(g: &Generation, call_id: &str) -> (Option<Value>, Vec<Value>, Vec
     let tokens = tokens.into_iter().map(|delta| g.chunk(OBJECT, choice(delta, None))).collect();
     let finish = json!({ "index": 0, "delta": {}, "logprobs": null, "finish_reason": g.finish_reason() });
     (Some(g.chunk(OBJECT, choice(head, None))), tokens, g.tail(OBJECT, finish))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traffic_reads_tool_calls_and_tool_messages() {
+        let request: ChatRequest = serde_json::from_value(json!({"model": "m", "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "w", "arguments": "{\"c\":1}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "21C"},
+        ]}))
+        .unwrap();
+        let expected = r#"{"calls":[{"arguments":{"c":1},"name":"w","ref":"call_1"}],"results":[{"output":"21C","ref":"call_1"}]}"#;
+        assert_eq!(request.traffic().text(), expected);
+    }
 }
