@@ -204,6 +204,9 @@ pub(crate) struct Stream {
     lifecycle_call: Option<u32>,
     /// The stored conversation a Responses follow-up continues ([`chain`]).
     chain: Option<Box<chain::ChainState>>,
+    /// The conversation went upstream rebuilt from the store (not continued natively): the
+    /// usage record says so, since its prompt tokens then include the chain.
+    chain_rebuilt: bool,
     /// A Conversations API call waiting for its body ([`conversations`]).
     conversation: Option<Box<conversations::Pending>>,
     /// An MCP request ([`mcp`]).
@@ -270,6 +273,7 @@ impl Stream {
             capture: None,
             lifecycle_call: None,
             chain: None,
+            chain_rebuilt: false,
             conversation: None,
             mcp: None,
             a2a: None,

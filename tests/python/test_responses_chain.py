@@ -78,6 +78,10 @@ def test_a_follow_up_is_charged_for_the_conversation_the_provider_billed(gateway
     record = gateway.wait_usage(raw.headers["x-request-id"], key="carol", model="an-chat")
     assert record["prompt_tokens"] == second.usage.input_tokens > first.usage.input_tokens, record
     assert record["completion_tokens"] == second.usage.output_tokens, record
+    # The record says what it continued, and that the gateway sent the conversation whole.
+    assert (record["continues"], record["rebuilt"]) == (first.id, True), record
+    alone = gateway.wait_usage(first._request_id, key="carol", model="an-chat")
+    assert "continues" not in alone and "rebuilt" not in alone, alone
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
@@ -184,6 +188,9 @@ def test_a_native_chain_goes_on_at_its_provider(native: Gateway):
     assert second.output_text == "upstream 2"
     sent = Recorder.bodies[-1]
     assert (sent["previous_response_id"], sent["input"], sent["model"]) == (first.id, "next", "gpt-up"), sent
+    # Continued at the provider, which keeps the conversation: nothing rebuilt here.
+    record = native.wait_usage(second._request_id, key="carol", model="gpt")
+    assert record["continues"] == first.id and "rebuilt" not in record, record
 
 
 def test_a_translated_chain_is_rebuilt_for_an_openai_provider(native: Gateway):

@@ -134,6 +134,14 @@ impl Stream {
         hostcalls::get_buffer(BufferType::HttpRequestBody, 0, self.body_size).ok().flatten()
     }
 
+    /// The stored response or conversation the request continues, for its usage record.
+    pub(super) fn continues(&self) -> Option<&str> {
+        match self.chain.as_deref() {
+            Some(ChainState::Ready { continues, .. }) => Some(continues.id()),
+            _ => None,
+        }
+    }
+
     /// The conversation this turn is appended to, when the request named one.
     pub(super) fn appends_to(&self) -> Option<&str> {
         match self.chain.as_deref() {

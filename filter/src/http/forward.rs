@@ -62,6 +62,7 @@ impl Stream {
                     self.arm_overrun(&config, (decision.provider, &decision.upstream_model), body);
                 }
                 let native = rebuilt.is_some() && self.chain_body(&original, &mut decision, body);
+                self.chain_rebuilt = rebuilt.is_some() && !native;
                 self.apply(plugin, api, if native { &original } else { body }, decision);
                 if api == Api::Responses {
                     self.echo_continued();

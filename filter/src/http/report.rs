@@ -131,6 +131,8 @@ impl Stream {
             partial: self.partial(),
             queued_ms: self.queued_ns / 1_000_000,
             retries: self.attempt.tried.len() as u64,
+            continues: self.continues(),
+            rebuilt: self.chain_rebuilt,
             ..RecordView::default()
         };
         record.set_usage(usage);

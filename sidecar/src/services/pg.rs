@@ -41,6 +41,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (9, include_str!("pg/0009_responses.sql")),
     (10, include_str!("pg/0010_conversations.sql")),
     (11, include_str!("pg/0011_agents.sql")),
+    (12, include_str!("pg/0012_usage_continues.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

@@ -70,6 +70,15 @@ pub struct Record {
     /// `retries + 1` attempts). Written only when not 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u64,
+    /// The stored response (`previous_response_id`) or conversation the request continued.
+    /// Written only when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continues: Option<String>,
+    /// The gateway rebuilt the conversation from its store and sent it whole (a translated
+    /// target, or an OpenAI one that did not make the whole chain): the prompt tokens are the
+    /// provider's count of the whole conversation. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebuilt: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -132,6 +141,8 @@ impl Record {
             partial: self.partial,
             queued_ms: self.queued_ms,
             retries: self.retries,
+            continues: self.continues.as_deref(),
+            rebuilt: self.rebuilt,
         }
     }
 }
@@ -161,6 +172,8 @@ pub struct RecordView<'a> {
     pub partial: bool,
     pub queued_ms: u64,
     pub retries: u64,
+    pub continues: Option<&'a str>,
+    pub rebuilt: bool,
 }
 
 impl RecordView<'_> {
@@ -218,6 +231,13 @@ impl RecordView<'_> {
         if self.retries > 0 {
             push_field(out, b",\"retries\":", Some(self.retries));
         }
+        if let Some(id) = self.continues {
+            out.extend_from_slice(b",\"continues\":");
+            push_str(out, id);
+        }
+        if self.rebuilt {
+            out.extend_from_slice(b",\"rebuilt\":true");
+        }
         out.extend_from_slice(b"}\n");
     }
 }
@@ -228,7 +248,7 @@ impl RecordView<'_> {
     fn line_len_estimate(&self) -> usize {
         let strings = [self.request_id, self.key.unwrap_or_default(), self.model_requested, self.provider]
             .iter()
-            .chain(&[self.upstream_model])
+            .chain(&[self.upstream_model, self.continues.unwrap_or_default()])
             .map(|s| s.len() + 3)
             .sum::<usize>();
         let groups = self.groups.iter().map(|g| g.len() + 3).sum::<usize>();

@@ -31,7 +31,7 @@ impl PgStore {
         let mut hits = Vec::with_capacity(rows.len());
         for row in &rows {
             let record = record_of(row)?;
-            let id: i64 = row.try_get(19)?;
+            let id: i64 = row.try_get("id")?;
             hits.push((Cursor { started_ms: record.started_at_unix_ms, id: to_u64(id) }, record));
         }
         Ok(hits)

@@ -32,12 +32,13 @@ const MAX_MS: u64 = 253_402_300_799_999;
 
 const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, model_requested, provider, \
     upstream_model, status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, \
-    started_at, streamed, cut, partial, queued_ms, retries) \
-    SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re \
+    started_at, streamed, cut, partial, queued_ms, retries, continues, rebuilt) \
+    SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, \
+    co, rb \
     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::int4[], \
     $9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[], $16::bool[], $17::bool[], \
-    $18::bool[], $19::int8[], $20::int8[]) \
-    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, n) \
+    $18::bool[], $19::int8[], $20::int8[], $21::text[], $22::bool[]) \
+    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, co, rb, n) \
     ORDER BY n \
     ON CONFLICT (digest) DO NOTHING \
     RETURNING digest";
@@ -45,7 +46,7 @@ const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, mod
 /// The columns [`record_of`] reads, in its order.
 pub(super) const COLUMNS: &str = "request_id, key, groups, model_requested, provider, upstream_model, status, \
     prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, \
-    partial, queued_ms, retries";
+    partial, queued_ms, retries, continues, rebuilt";
 
 /// One record ready for the table, identified by the digest of the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl PgStore {
         }
         let c = Columns::of(rows);
         let client = self.pool.get().await?;
-        let params: [&(dyn ToSql + Sync); 20] = [
+        let params: [&(dyn ToSql + Sync); 22] = [
             &c.digest,
             &c.request_id,
             &c.key,
@@ -113,6 +114,8 @@ impl PgStore {
             &c.partial,
             &c.queued_ms,
             &c.retries,
+            &c.continues,
+            &c.rebuilt,
         ];
         let stored = client.query(INSERT, &params).await?;
         let digest = |row: &Row| row.try_get::<_, &[u8]>(0).ok().and_then(|d| <[u8; 16]>::try_from(d).ok());
@@ -182,6 +185,8 @@ struct Columns<'a> {
     partial: Vec<bool>,
     queued_ms: Vec<i64>,
     retries: Vec<i64>,
+    continues: Vec<Option<&'a str>>,
+    rebuilt: Vec<bool>,
 }
 
 impl<'a> Columns<'a> {
@@ -210,6 +215,8 @@ impl<'a> Columns<'a> {
             partial: rows.iter().map(|r| r.record.partial).collect(),
             queued_ms: num(|r| r.queued_ms),
             retries: num(|r| r.retries),
+            continues: rows.iter().map(|r| r.record.continues.as_deref()).collect(),
+            rebuilt: rows.iter().map(|r| r.record.rebuilt).collect(),
         }
     }
 }
@@ -292,6 +299,8 @@ pub(super) fn record_of(row: &Row) -> Result<Record, StoreError> {
         partial: row.try_get(16)?,
         queued_ms: num(17)?,
         retries: num(18)?,
+        continues: row.try_get(19)?,
+        rebuilt: row.try_get(20)?,
     })
 }
 

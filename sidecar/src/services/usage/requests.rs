@@ -233,6 +233,8 @@ pub struct RequestItem {
     pub partial: bool,
     pub queued_ms: u64,
     pub retries: u64,
+    pub continues: Option<String>,
+    pub rebuilt: bool,
     /// Upstream attempts the request took: `retries + 1`.
     pub attempts: u64,
 }
@@ -260,6 +262,8 @@ impl From<Record> for RequestItem {
             partial: r.partial,
             queued_ms: r.queued_ms,
             retries: r.retries,
+            continues: r.continues,
+            rebuilt: r.rebuilt,
         }
     }
 }

@@ -69,9 +69,13 @@ fn hand_written_record_json_matches_serde() {
             partial: true,
             queued_ms: 1_234,
             retries: 2,
+            continues: Some(awkward.into()),
+            rebuilt: true,
         },
         Record { queued_ms: 7, ..Record::default() },
         Record { retries: 1, ..Record::default() },
+        Record { continues: Some("resp_0123456789abcdef".into()), ..Record::default() },
+        Record { rebuilt: true, ..Record::default() },
     ];
     for r in records {
         assert_eq!(r.to_json_line(), format!("{}\n", serde_json::to_string(&r).unwrap()));

@@ -39,6 +39,8 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         partial: cost.is_none(),
         queued_ms: prompt % 7,
         retries: prompt % 3,
+        continues: prompt.is_multiple_of(2).then(|| format!("resp_{prompt:016x}")),
+        rebuilt: prompt.is_multiple_of(4),
     };
     record.to_json_line()
 }
