@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = stored::wants_store(data);
-    if let Some(event) = stored::completed_event(data) {
+    if let Some(event) = stored::final_event(data) {
         let v: serde_json::Value = serde_json::from_slice(&event).expect("a completed event is JSON");
         assert_eq!(v["type"], "response.completed");
     }

@@ -52,6 +52,17 @@ def test_a_streamed_response_is_stored_from_its_completed_event(gateway: Gateway
     same_response(client.responses.retrieve(completed[0].response.id), completed[0].response)
 
 
+def test_a_streamed_response_cut_short_by_its_token_bound_is_stored(gateway: Gateway):
+    # The sim writes more tokens than the bound: the answer ends with response.incomplete.
+    client = gateway.client("alice")
+    events = list(client.responses.create(model=MODEL, input="Stop early.", max_output_tokens=3, stream=True))
+    final = events[-1]
+    assert final.type == "response.incomplete", [e.type for e in events]
+    got = client.responses.retrieve(final.response.id)
+    assert (got.status, got.incomplete_details.reason) == ("incomplete", "max_output_tokens"), got
+    assert got.output_text == final.response.output_text and got.output_text
+
+
 def test_store_is_the_default(gateway: Gateway):
     client = gateway.client("alice")
     created = client.responses.create(model=MODEL, input="No store parameter.")

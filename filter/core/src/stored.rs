@@ -6,7 +6,8 @@
 //!   before anything is asked of the sidecar.
 //! - [`wants_store`] reads a request's top-level `store` (absent means `true`, OpenAI's
 //!   default).
-//! - [`completed_event`] finds the `response.completed` event of a captured stream: it carries
+//! - [`final_event`] finds the `response.completed` (or `response.incomplete`) event of a
+//!   captured stream: it carries
 //!   the whole response, so a streamed response is stored from it.
 //! - [`chain`] reads `previous_response_id` and rebuilds a follow-up's conversation from the
 //!   stored chain, so any provider gets the whole of it.
@@ -156,9 +157,11 @@ pub fn owner_headers(config: &Config, caller: Caller) -> Vec<(&'static str, &str
     headers
 }
 
-/// The `data` of the last `response.completed` event in a captured event stream (`None`: the
-/// stream never completed, e.g. it failed or was cut).
-pub fn completed_event(stream: &[u8]) -> Option<Vec<u8>> {
+/// The `data` of the last `response.completed` or `response.incomplete` event (a response that
+/// stopped at `max_output_tokens` or on a content filter is still a response, which OpenAI
+/// keeps too) in a captured event stream (`None`: the stream never ended as a response, e.g.
+/// it failed or was cut).
+pub fn final_event(stream: &[u8]) -> Option<Vec<u8>> {
     let mut splitter = Splitter::default();
     let mut rest = stream;
     let mut found = None;
@@ -169,7 +172,7 @@ pub fn completed_event(stream: &[u8]) -> Option<Vec<u8>> {
             None => (rest, &[][..]),
         };
         let data = event_data(event);
-        if is_completed(&data) {
+        if is_final(&data) {
             found = Some(data.into_owned());
         }
         if more.is_empty() || event.is_empty() {
@@ -179,15 +182,16 @@ pub fn completed_event(stream: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// Whether an event's data is a `response.completed` event (read, not searched for: a text
-/// delta may contain the words).
-fn is_completed(data: &[u8]) -> bool {
+/// Whether an event's data is a `response.completed` or `response.incomplete` event (read, not
+/// searched for: a text delta may contain the words).
+fn is_final(data: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Kind<'a> {
         #[serde(borrow, rename = "type")]
         kind: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Kind<'_>>(data).is_ok_and(|k| k.kind.as_deref() == Some("response.completed"))
+    let kind = serde_json::from_slice::<Kind<'_>>(data).ok().and_then(|k| k.kind);
+    matches!(kind.as_deref(), Some("response.completed" | "response.incomplete"))
 }
 
 #[cfg(test)]

@@ -36,16 +36,22 @@ fn the_completed_event_is_found_in_a_stream() {
         "\"delta\":\"\\\"type\\\":\\\"response.completed\\\"\"}\n\n",
         "event: response.completed\r\ndata: {\"type\":\"response.completed\",\r\ndata: \"response\":{\"id\":\"resp_1\"}}\r\n\r\n",
     );
-    let data = completed_event(stream.as_bytes()).unwrap();
+    let data = final_event(stream.as_bytes()).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&data).unwrap();
     assert_eq!(v["response"]["id"], "resp_1");
     // Without its final blank line too (the stream ended right after it).
     let trimmed = stream.trim_end();
-    assert!(completed_event(trimmed.as_bytes()).is_some());
+    assert!(final_event(trimmed.as_bytes()).is_some());
     // A stream that failed or was cut never completed.
     let cut = stream.split("event: response.completed").next().unwrap();
-    assert_eq!(completed_event(cut.as_bytes()), None);
-    assert_eq!(completed_event(b""), None);
+    assert_eq!(final_event(cut.as_bytes()), None);
+    assert_eq!(final_event(b""), None);
+    // A response that stopped at its token bound is a response; a failed one is not kept.
+    let incomplete = "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_2\",\"status\":\"incomplete\"}}\n\n";
+    let data = final_event(format!("{cut}{incomplete}").as_bytes()).unwrap();
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&data).unwrap()["response"]["status"], "incomplete");
+    let failed = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"resp_3\"}}\n\n";
+    assert_eq!(final_event(format!("{cut}{failed}").as_bytes()), None);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! id when it has none (`<msg|fc|fco|rs|item>_<response id without resp_>_in<index>`, distinct
 //! from any output item's).
 
-use ferrogate_core::stored::{completed_event, valid_id};
+use ferrogate_core::stored::{final_event, valid_id};
 use serde_json::{json, Map, Value};
 
 use super::Entry;
@@ -20,8 +20,9 @@ pub enum BuildError {
     /// The request is not a JSON object.
     #[error("the request is not a JSON object")]
     Request,
-    /// The stream has no `response.completed` event (it failed or was cut).
-    #[error("the stream never completed")]
+    /// The stream has no `response.completed` or `response.incomplete` event (it failed or
+    /// was cut).
+    #[error("the stream never ended as a response")]
     NotCompleted,
     /// The answer is not a `response` object with a usable id.
     #[error("the answer is not a response object with a response id")]
@@ -38,7 +39,7 @@ pub fn entry(request: &[u8], answer: &[u8], streamed: bool, now_ms: u64, ttl_ms:
         return Err(BuildError::Request);
     };
     let mut response = if streamed {
-        let data = completed_event(answer).ok_or(BuildError::NotCompleted)?;
+        let data = final_event(answer).ok_or(BuildError::NotCompleted)?;
         let mut event: Value = serde_json::from_slice(&data).map_err(|_| BuildError::Answer)?;
         event.get_mut("response").map(Value::take).ok_or(BuildError::Answer)?
     } else {

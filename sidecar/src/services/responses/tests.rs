@@ -145,6 +145,10 @@ fn an_entry_is_built_from_json_or_from_the_completed_event() {
     let stream = format!("event: response.created\ndata: {{}}\n\nevent: response.completed\ndata: {completed}\n\n");
     let s = build::entry(REQUEST.as_bytes(), stream.as_bytes(), true, 5, 10).unwrap();
     assert_eq!(s.response, e.response);
+    // A stream that stopped at its token bound ends with response.incomplete: kept as well.
+    let incomplete = stream.replace("response.completed", "response.incomplete");
+    let i = build::entry(REQUEST.as_bytes(), incomplete.as_bytes(), true, 5, 10).unwrap();
+    assert_eq!(i.response, e.response);
     let cut = "event: response.created\ndata: {}\n\n";
     assert_eq!(build::entry(REQUEST.as_bytes(), cut.as_bytes(), true, 5, 10), Err(build::BuildError::NotCompleted));
     assert_eq!(build::entry(b"[]", ANSWER.as_bytes(), false, 5, 10), Err(build::BuildError::Request));
