@@ -149,24 +149,12 @@ impl Pool {
 
     /// The admin view of the DNS pool's endpoints (`GET /api/v1/kv` lists `fixed` too).
     async fn kv(&self) -> Vec<Value> {
-        let url = format!("http://{}/api/v1/kv", self.gateway.gateway.admin_addr());
-        let body: Value = self.client.get(url).send().await.unwrap().json().await.unwrap();
-        let pools = body["providers"].as_array().cloned().unwrap_or_default();
-        let pool = pools.into_iter().find(|p| p["provider"] == "pool");
-        pool.and_then(|p| p["endpoints"].as_array().cloned()).unwrap_or_default()
+        kv_sim::kv_view(&self.client, self.gateway.gateway.admin_addr()).await
     }
 
     /// Polls [`Pool::kv`] until `f` holds, for at most a minute; the last view.
     async fn until(&self, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let kv = self.kv().await;
-            if f(&kv) {
-                return kv;
-            }
-            assert!(Instant::now() < deadline, "waited for {what}: {kv:?}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        kv_sim::kv_until(&self.client, self.gateway.gateway.admin_addr(), what, Duration::from_secs(60), f).await
     }
 
     /// Blocks the KV service holds for engine `i` in `kv` (0 when it is not in the pool).

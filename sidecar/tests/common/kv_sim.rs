@@ -123,11 +123,16 @@ impl KvSim {
     }
 }
 
-/// The admin KV view of the first pool's endpoints (`GET /api/v1/kv` on `admin`).
+/// The name the KV tests give the pool under test (a gateway may serve other pools beside it).
+pub const POOL: &str = "pool";
+
+/// The admin KV view of the [`POOL`]'s endpoints (`GET /api/v1/kv` on `admin`).
 pub async fn kv_view(client: &reqwest::Client, admin: SocketAddr) -> Vec<serde_json::Value> {
     let body: serde_json::Value =
         client.get(format!("http://{admin}/api/v1/kv")).send().await.unwrap().json().await.unwrap();
-    body["providers"][0]["endpoints"].as_array().cloned().unwrap_or_default()
+    let pools = body["providers"].as_array().cloned().unwrap_or_default();
+    let pool = pools.into_iter().find(|p| p["provider"] == POOL);
+    pool.and_then(|p| p["endpoints"].as_array().cloned()).unwrap_or_default()
 }
 
 /// Polls [`kv_view`] until `f` holds, for at most `within`; the last view.
