@@ -13,6 +13,7 @@
 
 mod a2a;
 mod admission;
+mod agent_limits;
 mod balance;
 mod chain;
 mod conversations;
@@ -213,6 +214,8 @@ pub(crate) struct Stream {
     mcp: Option<Box<mcp::McpState>>,
     /// An A2A request ([`a2a`]).
     a2a: Option<Box<a2a::A2aState>>,
+    /// A request to the federated `/mcp`, handed to the sidecar.
+    federated_mcp: bool,
 }
 
 impl Stream {
@@ -277,6 +280,7 @@ impl Stream {
             conversation: None,
             mcp: None,
             a2a: None,
+            federated_mcp: false,
         }
     }
 
@@ -351,7 +355,7 @@ impl Stream {
                 api.label()
             }
             Endpoint::Stored(_) | Endpoint::Conversations(_) => Api::Responses.label(),
-            Endpoint::Mcp { .. } => ferrogate_core::metrics::MCP,
+            Endpoint::Mcp { .. } | Endpoint::McpFederated => ferrogate_core::metrics::MCP,
             Endpoint::A2a { .. } => ferrogate_core::metrics::A2A,
             Endpoint::Reject(_) => ferrogate_core::metrics::UNKNOWN,
         };
@@ -368,6 +372,7 @@ impl Stream {
             },
             Endpoint::Reject(e) => self.reply_error(&e),
             Endpoint::Mcp { server, rest } => self.start_mcp(config, server, rest, &head, &map, end_of_stream),
+            Endpoint::McpFederated => self.start_mcp_federated(config, &head),
             Endpoint::A2a { agent, rest } => self.start_a2a(config, agent, rest, &head, &map, end_of_stream),
             Endpoint::Stored(call) => self.start_lifecycle(config, call, head.method, head.path),
             Endpoint::Conversations(call) => self.start_conversations(call, head.method, head.path, end_of_stream),

@@ -99,23 +99,15 @@ pub(crate) struct Metrics {
     tallies: Vec<Tally>,
     hists: LabelledHists,
     attempts: Vec<Attempts>,
-    /// Limit refusals and cuts since the last tick, by requests / tokens / usd.
-    refused: [u64; 3],
-    cut: [u64; 3],
+    /// Limit refusals and cuts since the last tick, by what the limit counts (`Metric::ALL`).
+    refused: [u64; Metric::ALL.len()],
+    cut: [u64; Metric::ALL.len()],
     kv: [u64; 4],
     /// Lease waits by outcome: admitted, refused, late (refused), store away (fallback).
     lease_waits: [u64; 4],
     flow: [u64; 4],
     sidecar_calls: [[u64; 2]; FEEDS.len()],
     snapshot_version: Option<u64>,
-}
-
-fn metric_index(metric: Metric) -> usize {
-    match metric {
-        Metric::Requests => 0,
-        Metric::Tokens => 1,
-        Metric::MicroUsd => 2,
-    }
 }
 
 impl Metrics {
@@ -160,12 +152,12 @@ impl Metrics {
 
     /// Counts a request a limit refused.
     pub(crate) fn refused(&mut self, metric: Metric) {
-        self.refused[metric_index(metric)] += 1;
+        self.refused[metric.index()] += 1;
     }
 
     /// Counts a stream cut at its allowance.
     pub(crate) fn cut(&mut self, metric: Metric) {
-        self.cut[metric_index(metric)] += 1;
+        self.cut[metric.index()] += 1;
     }
 
     /// Counts a `precise_cache_aware` decision.
@@ -269,7 +261,7 @@ impl Metrics {
                 self.ids.count(&labelled("ferrogate.failovers_total", &[("provider", &a.provider)]), a.failed_over);
             }
         }
-        let metrics = ["requests", "tokens", "usd"];
+        let metrics = Metric::ALL.map(Metric::as_str);
         let (refused, cut) = (std::mem::take(&mut self.refused), std::mem::take(&mut self.cut));
         self.flush_set("ferrogate.limit_rejections_total", "metric", &metrics, refused);
         self.flush_set("ferrogate.limit_cuts_total", "metric", &metrics, cut);

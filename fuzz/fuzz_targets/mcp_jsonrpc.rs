@@ -2,9 +2,12 @@
 //! the error answer built for any id is valid JSON echoing that id; and a rewritten tools/list
 //! answer is valid JSON (or a valid stream) that filtering again leaves alone. The stream
 //! splitter gives back every byte, whatever the chunking; endpoint events, refusal stand-ins and
-//! A2A cards never panic, and a rewritten card is JSON naming the gateway.
+//! A2A cards never panic, and a rewritten card is JSON naming the gateway. The federation's
+//! members header reads back what it wrote, a qualified tool name splits back into its parts,
+//! and the search ranking returns in-range indices, at most the limit.
 #![no_main]
 
+use ferrogate_core::mcp::federation::{self, search};
 use ferrogate_core::mcp::{error_body, filter_list, filter_list_sse, refusal, scan, sse, EventSplitter};
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
@@ -56,4 +59,20 @@ fuzz_target!(|data: &[u8]| {
         let card: serde_json::Value = serde_json::from_slice(&card).expect("a rewritten card is JSON");
         assert!(card.get("signatures").is_none(), "signatures left in");
     }
+    federation_checks(&String::from_utf8_lossy(data));
 });
+
+fn federation_checks(text: &str) {
+    if let Ok(members) = federation::parse_members(text) {
+        let again = federation::parse_members(&federation::members_header(&members));
+        assert_eq!(again.as_ref(), Ok(&members), "the members header does not read back");
+    }
+    if let Some((server, tool)) = federation::split(text) {
+        assert_eq!(federation::qualified(server, tool), text);
+    }
+    let candidates: Vec<search::Candidate<'_>> =
+        text.split('\n').map(|line| search::Candidate { name: line, description: text }).collect();
+    let limit = text.len() % 7;
+    let found = search::rank(text, &candidates, limit);
+    assert!(found.len() <= limit && found.iter().all(|&i| i < candidates.len()));
+}

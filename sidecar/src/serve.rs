@@ -9,6 +9,7 @@ pub mod balance;
 pub mod body;
 pub mod cluster;
 pub mod config;
+pub mod egress;
 mod head;
 pub mod headers;
 mod listener;
@@ -226,8 +227,9 @@ impl Gateway {
         let retention = services::responses::retention_of(&args.config);
         let responses = Arc::new(services::responses::ResponseStore::choose(postgres, &db, retention));
         services::responses::start_sweeper(responses.clone(), rx.clone());
+        let gateway_url = loopback_url(reserved.local_addr()?);
         let (sidecar_addr, mut link) = start_sidecar_listener(
-            sidecar_socket,
+            (sidecar_socket, gateway_url),
             (usage.clone(), responses),
             snapshots.clone(),
             ledger.clone(),
@@ -412,7 +414,7 @@ async fn open_database(
 /// Binds the filter-facing listener; the internal token comes from
 /// `FERROGATE_INTERNAL_TOKEN` or is generated and shared with the filter in process.
 async fn start_sidecar_listener(
-    socket: tokio::net::TcpSocket,
+    (socket, gateway_url): (tokio::net::TcpSocket, String),
     (usage, responses): (Arc<UsageBackend>, Arc<services::responses::ResponseStore>),
     snapshots: Arc<Snapshots>,
     ledger: Arc<services::limits::Ledger>,
@@ -433,7 +435,11 @@ async fn start_sidecar_listener(
         usage_failing: Default::default(),
     };
     let stored = services::responses::api::ResponsesApi { store: responses, internal_token: Some(token.clone()) };
-    let router = services::filter_api::router(api).merge(services::responses::router(stored));
+    let federation = services::mcp_federation::Federation::new(Some(gateway_url), Some(token.clone()));
+    let router = services::mcp_federation::mount(
+        services::filter_api::router(api).merge(services::responses::router(stored)),
+        federation,
+    );
     let bound = serve_router(listen(socket)?, router, shutdown)?;
     let link = config::SidecarLink {
         cluster: SIDECAR_CLUSTER.into(),
@@ -444,11 +450,21 @@ async fn start_sidecar_listener(
     Ok((bound, link))
 }
 
+/// `http://` and the gateway's port on loopback (the federation calls its own listener).
+fn loopback_url(addr: SocketAddr) -> String {
+    let ip: std::net::IpAddr = match addr.ip() {
+        ip if !ip.is_unspecified() => ip,
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+    };
+    format!("http://{}", SocketAddr::new(ip, addr.port()))
+}
+
 /// One cluster per provider of `config`, plus the in-process sidecar's.
 fn cluster_set(config: &Config, sidecar: SocketAddr) -> Result<Clusters, cluster::ClusterError> {
     let mut all = config::clusters_of(config)?;
-    all.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar.to_string()])?);
-    Clusters::new(all)
+    all.push(Cluster::new(SIDECAR_CLUSTER, "http", vec![sidecar.to_string()])?.exempt_from_egress());
+    Ok(Clusters::new(all)?.with_egress(config.egress.clone()))
 }
 
 /// Rebuilds the upstream clusters whenever a snapshot changes the providers, so a provider

@@ -10,6 +10,7 @@ pub mod dns;
 pub mod filter_api;
 pub mod kv;
 pub mod limits;
+pub mod mcp_federation;
 pub mod mcp_oauth;
 pub mod metrics;
 pub mod openapi;

@@ -72,6 +72,10 @@ pub struct SidecarArgs {
     /// start time, new on every start).
     #[arg(long, env = "FERROGATE_REPLICA_ID")]
     pub replica_id: Option<String>,
+    /// The proxy's listener, through which the federated `/mcp` reaches each MCP server
+    /// (`/mcp/{server}`, as the caller); default: none, and the federated `/mcp` answers 501.
+    #[arg(long, env = "FERROGATE_GATEWAY_URL", value_name = "URL")]
+    pub gateway_url: Option<String>,
     /// Bearer token of the filter-facing API, from `FERROGATE_INTERNAL_TOKEN` (never a flag,
     /// so it does not show in `ps`).
     #[arg(skip = env_token("FERROGATE_INTERNAL_TOKEN"))]
@@ -119,6 +123,8 @@ impl Sidecar {
         crate::services::responses::start_sweeper(responses.clone(), rx.clone());
         let stored =
             crate::services::responses::api::ResponsesApi { store: responses, internal_token: internal_token.clone() };
+        let federation =
+            crate::services::mcp_federation::Federation::new(args.gateway_url.clone(), internal_token.clone());
         let api = filter_api::FilterApi {
             usage: usage.clone(),
             snapshots: snapshots.clone(),
@@ -131,7 +137,10 @@ impl Sidecar {
         let sidecar_addr = spawn_router(
             Listener::Sidecar,
             args.sidecar_listen,
-            filter_api::router(api).merge(crate::services::responses::router(stored)),
+            crate::services::mcp_federation::mount(
+                filter_api::router(api).merge(crate::services::responses::router(stored)),
+                federation,
+            ),
             rx.clone(),
         )
         .await?;

@@ -36,7 +36,8 @@ the client's Host through when that is one of the above) is accepted; the protec
 on purpose, so a test notices a gateway forwarding its own public Host.
 
 Tools: echo(text) -> text, add(a, b) -> a + b, delete_everything() (harmless; a tool the tests
-do not grant), slow(seconds) -> sleeps that long (for timeouts and cancellation).
+do not grant), slow(seconds) -> sleeps that long (for timeouts and cancellation). Prompt:
+greet(who) -> "Hello, <who>, from <name>!". Resource: memo://<name>/readme -> "readme of <name>".
 """
 
 from __future__ import annotations
@@ -93,6 +94,16 @@ def build_server(name: str, calls_log: str | None = None):
         called("slow")
         await anyio.sleep(seconds)
         return f"slept {seconds}"
+
+    @mcp.prompt()
+    def greet(who: str) -> str:
+        """A greeting, signed by the server."""
+        return f"Hello, {who}, from {name}!"
+
+    @mcp.resource(f"memo://{name}/readme")
+    def readme() -> str:
+        """The server's readme."""
+        return f"readme of {name}"
 
     return mcp
 

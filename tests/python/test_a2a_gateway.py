@@ -96,6 +96,9 @@ def test_keys_and_agents_are_checked_at_the_door(env: Env):
         assert r.status_code == status and r.json()["error"]["data"]["http_status"] == status, (agent, key, r.text)
     r = rpc(env, "echo", b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert (r.status_code, r.json()["error"]["code"]) == (400, -32700), r.text
+    # A2A has no notifications: a request without an id is refused, not passed on unchecked.
+    r = rpc(env, "echo", json.dumps({"jsonrpc": "2.0", "method": "SendMessage", "params": {}}))
+    assert (r.status_code, r.json()["error"]["code"]) == (400, -32600), r.text
     r = rpc(env, "down", ping)
     assert r.status_code >= 500 and r.json()["error"]["code"] == -32603, r.text
 

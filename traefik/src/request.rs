@@ -71,7 +71,7 @@ impl Guest {
                 let e = ApiError::response_lifecycle_unsupported(&abi::method(), bare);
                 reply::error(&e, req.dialect, &req.id)
             }
-            Endpoint::Mcp { .. } | Endpoint::A2a { .. } => {
+            Endpoint::Mcp { .. } | Endpoint::McpFederated | Endpoint::A2a { .. } => {
                 reply::error(&ApiError::agent_paths_unsupported(), req.dialect, &req.id)
             }
             Endpoint::Forward(api) => self.forward(&config, api, &uri, req),

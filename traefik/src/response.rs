@@ -80,7 +80,7 @@ impl Guest {
         // An unseen stream keeps its reservation: its estimate is all that is known of it.
         if let (Some(reservation), true) = (p.reservation.take(), outcome.status != 0) {
             let plan = p.config.limit_plans.for_key(p.req.caller.key_index());
-            let used = Amounts { tokens: outcome.usage.total_tokens(), micro_usd: outcome.cost_micro_usd };
+            let used = Amounts::model(outcome.usage.total_tokens(), outcome.cost_micro_usd);
             reservation.settle(plan, used, now_ns() / 1_000_000, &mut self.counters);
         }
     }

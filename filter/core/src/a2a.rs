@@ -14,6 +14,16 @@ pub enum CardError {
     NotAnObject(String),
 }
 
+/// The JSON-RPC methods that send a message to an agent, in both generations (1.0's
+/// `SendMessage`, `SendStreamingMessage`; 0.3's `message/send`, `message/stream`): each is one
+/// tool call to the limits ([`crate::limits::agent`]).
+pub const SEND_METHODS: [&str; 4] = ["SendMessage", "SendStreamingMessage", "message/send", "message/stream"];
+
+/// Whether `method` sends a message to the agent ([`SEND_METHODS`]).
+pub fn is_send(method: &str) -> bool {
+    SEND_METHODS.contains(&method)
+}
+
 fn is_grpc(entry: &Map<String, Value>, field: &str) -> bool {
     entry.get(field).and_then(Value::as_str).is_some_and(|b| b.eq_ignore_ascii_case("grpc"))
 }

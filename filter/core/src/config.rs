@@ -7,6 +7,8 @@
 //! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
 pub mod a2a;
+mod agent_limits;
+pub mod egress;
 pub mod grants;
 pub mod mcp;
 pub mod named;
@@ -24,6 +26,7 @@ use std::fmt;
 use crate::auth::DigestIndex;
 use crate::grants::Grants;
 
+pub use agent_limits::AgentLimits;
 pub use raw::{
     RawBand, RawConfig, RawEndpoint, RawFlowControl, RawGroup, RawKey, RawLimits, RawLmcache, RawModel, RawPrice,
     RawProvider, RawRedis, RawStore, RawTarget, RawTierWeights,
@@ -226,6 +229,14 @@ pub struct Limits {
     pub tokens_per_conversation: Option<u64>,
     /// USD of one Responses conversation.
     pub cost_usd_per_conversation: Option<f64>,
+    /// MCP and A2A requests per minute (sliding 60 s); model requests are not counted.
+    pub mcp_requests_per_minute: Option<u64>,
+    /// MCP and A2A requests per day (sliding 24 h).
+    pub mcp_requests_per_day: Option<u64>,
+    /// MCP `tools/call`s and A2A message sends per minute (sliding 60 s).
+    pub tool_calls_per_minute: Option<u64>,
+    /// MCP `tools/call`s and A2A message sends per day (sliding 24 h).
+    pub tool_calls_per_day: Option<u64>,
     /// What a streamed answer overrunning these limits does (set on keys only).
     pub overrun: crate::limits::cut::Overrun,
     /// With limits shared through Redis, the longest a request waits for a lease top-up
@@ -345,6 +356,9 @@ pub struct Config {
     pub a2a: a2a::A2aAgents,
     /// Flattened A2A grants per key, parallel to `keys`.
     pub(crate) a2a_grants: Vec<a2a::A2aGrants>,
+    /// `egress:`: the upstream addresses the configuration may name and the proxy may connect
+    /// to ([`crate::egress`]).
+    pub egress: crate::egress::Policy,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.

@@ -92,12 +92,12 @@ struct AnthropicError<'a> {
     message: &'a str,
 }
 
-/// A JSON-RPC error response with no id (the gateway answers before, or instead of, reading
-/// the request's); the HTTP status and the error's type go in `data`.
+/// A JSON-RPC error response: with no id when the gateway answers before, or instead of,
+/// reading the request's, else the request's; the HTTP status and the error's type go in `data`.
 #[derive(Serialize)]
 struct JsonRpcEnvelope<'a> {
     jsonrpc: &'static str,
-    id: Option<u8>,
+    id: serde_json::Value,
     error: JsonRpcError<'a>,
 }
 
@@ -151,18 +151,28 @@ impl ApiError {
             Dialect::Gemini => serde_json::to_vec(&GeminiEnvelope {
                 error: GeminiError { code: self.status, message: &self.message, status: gemini_status(self.status) },
             }),
-            Dialect::JsonRpc => serde_json::to_vec(&JsonRpcEnvelope {
-                jsonrpc: "2.0",
-                id: None,
-                error: JsonRpcError {
-                    code: jsonrpc_code(self.status),
-                    message: &self.message,
-                    data: JsonRpcData { http_status: self.status, kind: self.kind },
-                },
-            }),
+            Dialect::JsonRpc => return self.jsonrpc_body(None),
         };
         // Serialising these plain structs cannot fail; fall back to the OpenAI body regardless.
         json.unwrap_or_else(|_| self.body())
+    }
+
+    /// The JSON-RPC error answering the request whose id is `id` (its JSON text, as
+    /// [`crate::mcp::Message::id`] holds it), so a client matches it to its call; `None`, or
+    /// text that is not a JSON string or number, gives `"id": null`.
+    pub fn jsonrpc_body(&self, id: Option<&str>) -> Vec<u8> {
+        let id = id.and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok());
+        let id = id.filter(|v| v.is_string() || v.is_number()).unwrap_or(serde_json::Value::Null);
+        let envelope = JsonRpcEnvelope {
+            jsonrpc: "2.0",
+            id,
+            error: JsonRpcError {
+                code: jsonrpc_code(self.status),
+                message: &self.message,
+                data: JsonRpcData { http_status: self.status, kind: self.kind },
+            },
+        };
+        serde_json::to_vec(&envelope).unwrap_or_else(|_| self.body())
     }
 }
 
@@ -219,6 +229,18 @@ mod tests {
             (down["error"]["code"].as_i64(), down["error"]["data"]["http_status"].as_u64()),
             (Some(-32603), Some(503))
         );
+    }
+
+    #[test]
+    fn a_json_rpc_error_can_answer_the_requests_id() {
+        let e = ApiError::rate_limited("Rate limit reached: key a allows 2 tool calls per minute.".into());
+        for (id, want) in
+            [(Some("7"), json!(7)), (Some("\"x-1\""), json!("x-1")), (Some("{}"), Value::Null), (None, Value::Null)]
+        {
+            let body = parse(&e.jsonrpc_body(id));
+            assert_eq!(body["id"], want, "{id:?}");
+            assert_eq!(body["error"]["data"], json!({"http_status": 429, "type": "rate_limit_error"}));
+        }
     }
 
     #[test]

@@ -84,6 +84,20 @@ impl ApiError {
         Self::new(403, "permission_error", Some("mcp_server_not_allowed"), message)
     }
 
+    /// 403 on the federated `/mcp` for a key granted no MCP server at all.
+    pub fn mcp_no_servers() -> Self {
+        let message = "This API key is not allowed to use any MCP server.".to_string();
+        Self::new(403, "permission_error", Some("mcp_server_not_allowed"), message)
+    }
+
+    /// 501 on the federated `/mcp` where the filter has no sidecar, which serves it.
+    pub fn mcp_federation_unavailable() -> Self {
+        let message = "The federated /mcp endpoint is served by the ferrogate sidecar, which this filter \
+                       is not configured with (sidecar_cluster); use /mcp/{server}"
+            .to_string();
+        Self::new(501, "invalid_request_error", Some("mcp_federation_unavailable"), message)
+    }
+
     /// 501 where a host does not front MCP servers and A2A agents (the Traefik middleware).
     pub fn agent_paths_unsupported() -> Self {
         let message = "MCP servers and A2A agents are fronted by the proxy-wasm filter (Envoy, Istio, \

@@ -19,6 +19,10 @@ pub const OVERHEAD_US: &str = "x-ferrogate-overhead-us";
 pub const QUEUED_MS: &str = "x-ferrogate-queued-ms";
 /// Response header: the provider's own `x-request-id`, kept when ours replaces it.
 pub const UPSTREAM_REQUEST_ID: &str = "x-ferrogate-upstream-request-id";
+/// Envoy's route timeout override, in milliseconds: set by the filter on an MCP or A2A POST
+/// whose server has a `timeout_ms`, honoured (and removed before the upstream) by Envoy's
+/// router and by `ferrogate serve`; a client's copy is never believed.
+pub const UPSTREAM_TIMEOUT: &str = "x-envoy-upstream-rq-timeout-ms";
 /// Client credential headers: read for authentication, never forwarded upstream.
 pub const CLIENT_CREDENTIALS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api-key"];
 

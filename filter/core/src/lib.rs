@@ -10,6 +10,7 @@ pub mod bytes;
 pub mod config;
 pub mod decimal;
 pub mod dialect;
+pub mod egress;
 pub mod error;
 pub mod failover;
 pub mod flow;

@@ -12,9 +12,14 @@
 //! `Retry-After`; over a USD budget, 402. The window rules are in [`window`]. A key with
 //! `overrun: cut` also has its streamed answers stopped at what its limits allow ([`cut`]).
 //!
-//! Checking allocates nothing: the plans are built with the configuration, and counters are
-//! updated in place through [`CounterStore`].
+//! MCP and A2A requests have limits of their own, counted by the same machinery on plans of
+//! their own ([`agent`]).
+//!
+//! Checking a model request allocates nothing: the plans are built with the configuration,
+//! and counters are updated in place through [`CounterStore`] (an MCP or A2A request limited
+//! by both its key and its server joins the two plans per request).
 
+pub mod agent;
 pub mod conversation;
 pub mod cut;
 pub mod estimate;
@@ -35,23 +40,42 @@ pub trait CounterStore {
     fn update<E>(&mut self, key: &str, f: &mut dyn FnMut(&mut Counter) -> Result<(), E>) -> Result<(), E>;
 }
 
-/// What one request asks of its limits.
+/// What one request asks of its limits. A model request always takes 1 on its request
+/// counters; an MCP/A2A one takes what `mcp_requests` and `tool_calls` say (its plan has no
+/// model counter, a model plan none of these).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Amounts {
     /// Estimated prompt tokens plus the completion allowance.
     pub tokens: u64,
     /// Their price; `None` when the model has no price.
     pub micro_usd: Option<u64>,
+    /// MCP/A2A requests (0 or 1).
+    pub mcp_requests: u64,
+    /// MCP `tools/call`s and A2A message sends (0 or 1).
+    pub tool_calls: u64,
 }
 
 impl Amounts {
-    /// What the request takes on a counter of `metric`; `None` for a budget when the model has
-    /// no price (the caller applies its policy, the counter is left alone).
-    fn of(self, metric: Metric) -> Option<u64> {
+    /// What an MCP or A2A request takes when its headers arrive.
+    pub const AGENT_REQUEST: Amounts = Amounts { tokens: 0, micro_usd: None, mcp_requests: 1, tool_calls: 0 };
+    /// What a granted tool call takes once the body shows it.
+    pub const TOOL_CALL: Amounts = Amounts { tokens: 0, micro_usd: None, mcp_requests: 0, tool_calls: 1 };
+
+    /// What a model request takes: `tokens` and their price (`None`: the model has none).
+    pub const fn model(tokens: u64, micro_usd: Option<u64>) -> Amounts {
+        Amounts { tokens, micro_usd, mcp_requests: 0, tool_calls: 0 }
+    }
+
+    /// What the request takes on a counter of `metric`; `None` leaves the counter alone: a
+    /// budget when the model has no price (the caller applies its policy), an MCP/A2A counter
+    /// this step does not count.
+    pub fn of(self, metric: Metric) -> Option<u64> {
         match metric {
             Metric::Requests => Some(1),
             Metric::Tokens => Some(self.tokens),
             Metric::MicroUsd => self.micro_usd,
+            Metric::McpRequests => Some(self.mcp_requests).filter(|&n| n > 0),
+            Metric::ToolCalls => Some(self.tool_calls).filter(|&n| n > 0),
         }
     }
 }
@@ -114,16 +138,16 @@ pub fn admit(
 }
 
 /// [`admit`] for a later attempt of a client request whose first attempt was admitted (a
-/// failover replay): its request was counted then, so request counters are neither checked
-/// nor charged again. Tokens and cost are reserved again: the abandoned attempt gave its
-/// reservation back, and the final attempt settles what the request used.
+/// failover replay): its request (and call) was counted then, so those counters are neither
+/// checked nor charged again. Tokens and cost are reserved again: the abandoned attempt gave
+/// its reservation back, and the final attempt settles what the request used.
 pub fn readmit(
     specs: &[LimitSpec],
     amounts: Amounts,
     now_ms: u64,
     store: &mut impl CounterStore,
 ) -> Result<Reservation, Refusal> {
-    admit_on(specs, amounts, now_ms, store, |s| s.metric != Metric::Requests)
+    admit_on(specs, amounts, now_ms, store, |s| !s.metric.counts_calls())
 }
 
 /// Reserves on the specs `counted` selects, all or none.
@@ -170,7 +194,7 @@ impl Reservation {
     pub fn settle(&self, specs: &[LimitSpec], used: Amounts, now_ms: u64, store: &mut impl CounterStore) {
         for spec in specs {
             let (reserved, actual) = match spec.metric {
-                Metric::Requests => continue,
+                Metric::Requests | Metric::McpRequests | Metric::ToolCalls => continue,
                 Metric::Tokens => (self.amounts.tokens, used.tokens),
                 Metric::MicroUsd => match self.amounts.micro_usd {
                     None => continue,

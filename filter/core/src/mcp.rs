@@ -12,7 +12,9 @@
 //! - [`sse`]: event streams rewritten event by event, the HTTP+SSE transport's endpoint.
 //! - [`refusal`]: a refused `tools/call` on the HTTP+SSE transport, answered on its GET stream.
 //! - [`path`]: [`upstream_path`], where a request to `/mcp/{server}…` goes on the server.
+//! - [`federation`]: what the filter and the sidecar agree on for the federated `/mcp`.
 
+pub mod federation;
 pub mod glob;
 pub mod jsonrpc;
 pub mod path;

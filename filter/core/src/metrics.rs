@@ -127,7 +127,7 @@ pub const FAMILIES: &[Family] = &[
     family("ferrogate.queue_duration_ms", Kind::Histogram, Unit::Milliseconds, &["model"],
         "Time a request waited in a flow-control queue."),
     family("ferrogate.limit_rejections_total", Kind::Counter, Unit::None, &["metric"],
-        "Requests refused by a limit, by what the limit counts: requests, tokens, usd."),
+        "Requests refused by a limit, by what the limit counts: requests, tokens, usd, mcp_requests, tool_calls."),
     family("ferrogate.limit_cuts_total", Kind::Counter, Unit::None, &["metric"],
         "Streams cut at their allowance (overrun: cut), by what the limit counts."),
     family("ferrogate.upstream_attempts_total", Kind::Counter, Unit::None, &["provider"],

@@ -162,6 +162,9 @@ pub enum Endpoint<'p> {
     Stored(crate::stored::Lifecycle<'p>),
     /// A Conversations API call, answered by the sidecar's store.
     Conversations(crate::stored::conversations::Call<'p>),
+    /// `/mcp` (or `/mcp/`): the federated endpoint over every MCP server the key may use,
+    /// answered by the sidecar ([`crate::mcp::federation`]).
+    McpFederated,
     /// `/mcp/{server}[/rest]`: an MCP server's endpoint (`rest` empty), or another path of
     /// its origin (`rest` starting with `/`, e.g. the HTTP+SSE transport's message endpoint).
     Mcp {
@@ -214,6 +217,9 @@ pub fn classify<'p>(method: &str, path: &'p str) -> Endpoint<'p> {
     if bare == crate::stored::conversations::PATH || bare.starts_with("/v1/conversations/") {
         return crate::stored::conversations::classify(method, bare)
             .map_or_else(Endpoint::Reject, Endpoint::Conversations);
+    }
+    if bare == "/mcp" || bare == "/mcp/" {
+        return Endpoint::McpFederated;
     }
     if let Some(tail) = bare.strip_prefix("/mcp/") {
         let (server, rest) = tail.find('/').map_or((tail, ""), |i| tail.split_at(i));

@@ -184,11 +184,11 @@ keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111
     let keys: Vec<&'static str> = plan.iter().map(|s| &*Box::leak(s.counter.clone().into_boxed_str())).collect();
     let mut store = ArrayStore { keys: [""; 8], counters: Default::default() };
     store.keys[..keys.len()].copy_from_slice(&keys);
-    let amounts = Amounts { tokens: 500, micro_usd: Some(30) };
+    let amounts = Amounts::model(500, Some(30));
     let n = allocations_in(|| {
         for i in 0..100u64 {
             let r = admit(plan, amounts, 1_000_000 + i, &mut store).expect("room");
-            r.settle(plan, Amounts { tokens: 20, micro_usd: Some(3) }, 1_000_500 + i, &mut store);
+            r.settle(plan, Amounts::model(20, Some(3)), 1_000_500 + i, &mut store);
         }
     });
     assert_eq!(n, 0, "admission and settlement allocated {n} times");
@@ -212,7 +212,7 @@ keys: [{ name: a, digest: "sha256:1111111111111111111111111111111111111111111111
     let keys: Vec<&'static str> = plan.iter().map(|s| &*Box::leak(s.counter.clone().into_boxed_str())).collect();
     let mut store = ArrayStore { keys: [""; 8], counters: Default::default() };
     store.keys[..keys.len()].copy_from_slice(&keys);
-    let amounts = Amounts { tokens: 500, micro_usd: Some(30) };
+    let amounts = Amounts::model(500, Some(30));
     let r = admit(plan, amounts, 1_000_000, &mut store).expect("room");
     let mut tokens = 0;
     let n = allocations_in(|| {

@@ -27,11 +27,13 @@ const CARD_PATHS: [&str; 2] = ["/.well-known/agent-card.json", "/.well-known/age
 /// What an A2A stream carries between callbacks.
 pub(super) struct A2aState {
     /// Index into the config's agents.
-    agent: usize,
+    pub(super) agent: usize,
     /// A body is still to be read.
     awaiting_body: bool,
     /// The gateway's URL of the agent, when the request fetches its card (then rewritten).
     card: Option<String>,
+    /// The message's JSON-RPC id once the body is read, for a limit's refusal.
+    pub(super) id: Option<String>,
 }
 
 /// The gateway's own URL of agent `name`, as the client reached it: `x-forwarded-proto` (a
@@ -79,12 +81,9 @@ impl Stream {
         let path = wire::upstream_path(&agent.url.path_prefix, rest, query);
         let to = Upstream { cluster: &agent.cluster, authority: &agent.authority, path: &path };
         self.route_upstream(head, agent.credential.as_ref(), &to);
-        self.a2a = Some(Box::new(A2aState { agent: index, awaiting_body: !eos, card }));
-        if eos {
-            Action::Continue
-        } else {
-            Action::Pause
-        }
+        self.set_upstream_timeout(head.method, agent.timeout_ms);
+        self.a2a = Some(Box::new(A2aState { agent: index, awaiting_body: !eos, card, id: None }));
+        self.agent_head_done(config, eos)
     }
 
     /// Whether the stream is an A2A one still waiting for its body.
@@ -103,12 +102,25 @@ impl Stream {
             Err(e) => return self.reply(400, &wire::error_body(None, e.code(), &e.to_string())),
         };
         self.model_requested = message.method.unwrap_or_default();
-        let (Some(config), Some(state)) = (self.config.clone(), self.a2a.as_ref()) else { return Action::Continue };
+        let (Some(config), Some(state)) = (self.config.clone(), self.a2a.as_mut()) else { return Action::Continue };
+        state.id = message.id;
         let granted = config.a2a_access(self.caller, state.agent).is_some_and(|a| a.allows(&self.model_requested));
-        if granted || message.kind != wire::Kind::Request {
+        if message.kind == wire::Kind::Notification {
+            // A2A defines no notifications from client to agent: a method without an id would
+            // pass unchecked and uncounted, yet an agent may still run it.
+            return self.reply(400, &wire::error_body(None, -32600, "invalid request: an A2A request needs an id"));
+        }
+        if message.kind != wire::Kind::Request {
             return Action::Continue;
         }
+        if granted {
+            // A message send is a tool call to the limits; the other methods only a request.
+            let send = ferrogate_core::a2a::is_send(&self.model_requested);
+            return if send { self.admit_tool_call(&config) } else { Action::Continue };
+        }
         self.reason = Some("a2a_method_not_allowed");
+        // Its record must not charge a tool call to the limits' ledger.
+        self.reservation = None;
         let agent = config.a2a.items.get(state.agent).map_or("", |a| a.name.as_str());
         self.reply_error(&ApiError::a2a_method_not_allowed(agent, &self.model_requested))
     }

@@ -96,24 +96,35 @@ impl Stream {
         }
     }
 
-    /// Answers a refusal: 402 for a spent budget, 429 with `retry-after` for a rate.
+    /// Answers a refusal: 402 for a spent budget, 429 with `retry-after` for a rate (on an
+    /// MCP or A2A path a JSON-RPC error, answering the request's id once the body was read).
     pub(super) fn refuse(&mut self, plan: &[LimitSpec], refusal: &Refusal) -> Action {
         self.shared.metrics.borrow_mut().refused(refusal.metric);
         let (e, retry) = refusal.answer(plan);
-        self.reply_error_with(&e, retry.as_deref().map(|r| ("retry-after", r)))
+        let retry = retry.as_deref().map(|r| ("retry-after", r));
+        if let Some(id) = self.agent_rpc_id() {
+            let body = e.jsonrpc_body(Some(&id));
+            self.reason = Some(e.code.unwrap_or(e.kind));
+            return self.reply_with(e.status, &body, retry);
+        }
+        self.reply_error_with(&e, retry)
     }
 
     /// Replaces the reservation with what the request used (tokens and cost from its record).
     pub(super) fn settle(&mut self, config: &Config, usage: &Usage, cost: Option<u64>, now_ms: u64) {
         let Some(reservation) = self.reservation.take() else { return };
-        let plan = config.limit_plans.for_key(self.caller.key_index());
-        let used = Amounts { tokens: usage.total_tokens(), micro_usd: cost };
+        if self.is_agent() {
+            // MCP/A2A limits count requests and calls: nothing to settle.
+            return;
+        }
+        let plan = self.limit_plan(config);
+        let used = Amounts::model(usage.total_tokens(), cost);
         if self.leased {
             let mut out = Vec::new();
-            reservation.settle_leased(plan, used, now_ms, &mut SharedCounters, &mut out);
+            reservation.settle_leased(&plan, used, now_ms, &mut SharedCounters, &mut out);
             crate::leases::queue(&self.shared.lease_asks, out);
         } else {
-            reservation.settle(plan, used, now_ms, &mut SharedCounters);
+            reservation.settle(&plan, used, now_ms, &mut SharedCounters);
         }
     }
 }

@@ -39,12 +39,16 @@ pub(crate) struct LeaseWait {
     amounts: Amounts,
     /// The refusal it gets if no room comes.
     refusal: Refusal,
+    /// An MCP/A2A request's body ended while it waited at its headers: it is read and checked
+    /// once the request is admitted ([`Stream::agent_resumed`]).
+    pub(crate) body_held: bool,
 }
 
 impl Stream {
     /// Takes the request's amounts from the leases, or starts waiting for a top-up.
     pub(super) fn admit_leased(&mut self, config: &Config, amounts: Amounts, now_ms: u64) -> Result<Admission, Action> {
-        let plan = config.limit_plans.for_key(self.caller.key_index());
+        let plan = self.limit_plan(config);
+        let plan = &plan[..];
         let mut out = Vec::new();
         let result = lease::admit_leased(plan, amounts, now_ms, &mut SharedCounters, self.attempt.replay, &mut out);
         leases::queue(&self.shared.lease_asks, out);
@@ -59,7 +63,8 @@ impl Stream {
                 if wait_ms == 0 {
                     return Err(self.refuse(plan, &refusal));
                 }
-                let wait = LeaseWait { token: 0, deadline_ms: now_ms.saturating_add(wait_ms), amounts, refusal };
+                let deadline_ms = now_ms.saturating_add(wait_ms);
+                let wait = LeaseWait { token: 0, deadline_ms, amounts, refusal, body_held: false };
                 if self.ask_lease(asks, wait, now_ms) {
                     return Ok(Admission::Wait);
                 }
@@ -103,6 +108,11 @@ impl Stream {
         let body = sidecar_call::ok_body(status, body_size);
         let now_ms = crate::raw::now_nanos() / 1_000_000;
         let answer = leases::apply(status, body.as_deref(), now_ms, &self.shared);
+        if self.local_status.is_some() {
+            // Answered meanwhile (an MCP/A2A request refused while its body came in): the
+            // grants went into the shared counters above, for the next request.
+            return;
+        }
         let reply = lease::classify(answer, crate::limits_feed::view(now_ms).stale);
         if self.timed(|s| s.after_lease_answer(wait, reply, now_ms)) == Action::Continue {
             self.resume_http_request();
@@ -111,10 +121,11 @@ impl Stream {
 
     fn after_lease_answer(&mut self, wait: LeaseWait, reply: Reply, now_ms: u64) -> Action {
         let Some(config) = self.config.clone() else { return Action::Continue };
-        let plan = config.limit_plans.for_key(self.caller.key_index());
+        let plan = self.limit_plan(&config);
+        let plan = &plan[..];
         let answer = match reply {
             Reply::Answered(answer) => answer,
-            Reply::Away => return self.store_away(&config, wait.amounts, now_ms),
+            Reply::Away => return self.store_away(&config, &wait, now_ms),
             Reply::Late => return self.late(plan, &wait.refusal),
         };
         let mut out = Vec::new();
@@ -126,7 +137,7 @@ impl Stream {
             Ok(reservation) => {
                 self.reservation = Some(reservation);
                 self.leased = true;
-                self.admitted_after_wait(&config)
+                self.admitted_after_wait(&config, wait.body_held)
             }
             Err(Denied::Short { asks, .. }) if granted && now_ms < wait.deadline_ms => {
                 // Another request took the grant first: ask again within the same wait.
@@ -159,27 +170,31 @@ impl Stream {
 
     /// The store is away after a wait: the documented fallback, 503 with `redis.fail_closed`,
     /// else this proxy's own counts plus the last view of the others'.
-    fn store_away(&mut self, config: &Config, amounts: Amounts, now_ms: u64) -> Action {
+    fn store_away(&mut self, config: &Config, wait: &LeaseWait, now_ms: u64) -> Action {
         self.shared.metrics.borrow_mut().lease_away();
         if config.limits_fail_closed {
             let action = self.unavailable();
             return self.dropped_route(action);
         }
-        let plan = config.limit_plans.for_key(self.caller.key_index());
-        match self.admit_local(plan, amounts, now_ms) {
-            Ok(()) => self.resumed(config),
+        let plan = self.limit_plan(config);
+        match self.admit_local(&plan, wait.amounts, now_ms) {
+            Ok(()) => self.resumed(config, wait.body_held),
             Err(action) => self.dropped_route(action),
         }
     }
 
     /// Admitted after waiting for a grant.
-    fn admitted_after_wait(&mut self, config: &Config) -> Action {
+    fn admitted_after_wait(&mut self, config: &Config, body_held: bool) -> Action {
         self.shared.metrics.borrow_mut().lease_wait(true);
-        self.resumed(config)
+        self.resumed(config, body_held)
     }
 
-    /// Goes on after a wait: arm the overrun cut the routing step left for now.
-    fn resumed(&mut self, config: &Config) -> Action {
+    /// Goes on after a wait: arm the overrun cut the routing step left for now (an MCP/A2A
+    /// request goes on its own way, [`Stream::agent_resumed`]).
+    fn resumed(&mut self, config: &Config, body_held: bool) -> Action {
+        if self.is_agent() {
+            return self.agent_resumed(body_held);
+        }
         let cuts =
             config.key(self.caller).is_some_and(|k| k.limits.overrun == ferrogate_core::limits::cut::Overrun::Cut);
         if let (true, Some(routed)) = (cuts, self.routed.as_ref()) {

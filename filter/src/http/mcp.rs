@@ -21,6 +21,7 @@ use super::head::Head;
 use super::Stream;
 
 mod answer;
+mod federated;
 
 /// JSON-RPC code for a request whose `Mcp-*` headers disagree with its body (2026-07-28).
 const HEADER_MISMATCH: i64 = -32020;
@@ -31,7 +32,7 @@ const INVALID_PARAMS: i64 = wire::refusal::UNKNOWN_TOOL;
 #[derive(Default)]
 pub(super) struct McpState {
     /// Index into the config's MCP servers.
-    server: usize,
+    pub(super) server: usize,
     /// A POST's body is still to be read.
     awaiting_body: bool,
     /// `Mcp-Method` and `Mcp-Name` as sent (2026-07-28 clients), checked against the body.
@@ -42,7 +43,7 @@ pub(super) struct McpState {
     /// The answer is a `tools/list` result to filter to the key's tools.
     filter_list: bool,
     /// The request's JSON-RPC id, for errors written into the answer.
-    id: Option<String>,
+    pub(super) id: Option<String>,
     /// The held answer is an event stream.
     sse: bool,
     /// The HTTP+SSE transport's GET stream, rewritten event by event as it flows.
@@ -139,12 +140,7 @@ impl Stream {
             header_name: text(mcp.name),
             ..McpState::default()
         }));
-        if eos {
-            Action::Continue
-        } else {
-            // Held until the body is read (as the model APIs are).
-            Action::Pause
-        }
+        self.agent_head_done(config, eos)
     }
 
     /// The caller's credential out, the server's in, and the request pointed at its cluster.
@@ -152,6 +148,16 @@ impl Stream {
         let path = wire::upstream_path(&server.url.path_prefix, rest, query);
         let to = Upstream { cluster: &server.cluster, authority: &server.authority, path: &path };
         self.route_upstream(head, server.credential.as_ref(), &to);
+        self.set_upstream_timeout(head.method, server.timeout_ms);
+    }
+
+    /// Envoy's route timeout override ([`headers::UPSTREAM_TIMEOUT`]): the server's or agent's
+    /// `timeout_ms` on a POST, a deadline for the whole call, its answer streamed or not;
+    /// never on a GET, whose event stream is long-lived. A client's own copy is removed either
+    /// way: only the gateway says how long an upstream may take.
+    pub(super) fn set_upstream_timeout(&mut self, method: &str, timeout_ms: Option<u64>) {
+        let value = timeout_ms.filter(|_| method == "POST").map(ferrogate_core::decimal::Decimal::new);
+        self.set_http_request_header(headers::UPSTREAM_TIMEOUT, value.as_ref().map(|v| v.as_str()));
     }
 
     /// The caller's credential out, `credential` in, and the request pointed at `to` (an MCP
@@ -209,6 +215,12 @@ impl Stream {
 
     /// The whole body of an MCP or A2A request is in (its last chunk, or the trailers).
     pub(super) fn agent_body_end(&mut self) -> Action {
+        if let Some(wait) = self.lease_wait.as_mut() {
+            // The headers still wait for a lease grant: the body is read once admitted.
+            wait.body_held = true;
+            log::debug!("#{} body in while waiting for a lease grant: held", self.id);
+            return Action::Pause;
+        }
         if self.mcp.is_some() {
             self.mcp_body_end()
         } else {
@@ -242,6 +254,12 @@ impl Stream {
         if state.header_name.is_some() && state.header_name != message.name {
             return self.reply(400, &wire::error_body(id, HEADER_MISMATCH, "Mcp-Name does not match the body's name"));
         }
+        if message.kind == Kind::Notification && !message.method.as_deref().is_some_and(is_notification) {
+            // Without an id it would pass as a notification, unchecked and uncounted, yet a
+            // server may still run it: only `notifications/*` may go without one.
+            let text = "invalid request: only notifications/* may omit the id";
+            return self.reply(400, &wire::error_body(None, -32600, text));
+        }
         let access = config.mcp_access(self.caller, state.server);
         let Some(access) = access.filter(|_| message.kind == Kind::Request) else {
             return Action::Continue;
@@ -252,10 +270,13 @@ impl Stream {
                 if !access.allows(&tool) {
                     self.reason = Some("mcp_tool_not_allowed");
                     self.model_requested = tool;
+                    // Its record must not charge a tool call to the limits' ledger.
+                    self.reservation = None;
                     return self.refuse_tool(&config, id);
                 }
                 self.model_requested.clone_from(&tool);
                 state.tool = Some(tool);
+                return self.admit_tool_call(&config);
             }
             Some("tools/list") => state.filter_list = !access.is_all(),
             _ => {}
@@ -287,4 +308,9 @@ impl Stream {
         let server = self.mcp.as_ref().and_then(|s| config.mcp.items.get(s.server));
         server.is_some_and(|s| s.transport == Transport::Sse)
     }
+}
+
+/// An MCP notification's method (the only messages that may go without an id).
+fn is_notification(method: &str) -> bool {
+    method.starts_with("notifications/")
 }

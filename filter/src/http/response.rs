@@ -19,6 +19,9 @@ impl Stream {
         if let Some(action) = self.mcp_response_headers(end_of_stream) {
             return action;
         }
+        if let Some(action) = self.federated_response_headers(end_of_stream) {
+            return action;
+        }
         if let Some(action) = self.a2a_response_headers(end_of_stream) {
             return action;
         }
@@ -98,6 +101,9 @@ impl Stream {
 
     pub(super) fn on_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         if let Some(action) = self.mcp_response_body(body_size, end_of_stream) {
+            return action;
+        }
+        if let Some(action) = self.federated_response_body(body_size, end_of_stream) {
             return action;
         }
         if let Some(action) = self.a2a_response_body(body_size, end_of_stream) {

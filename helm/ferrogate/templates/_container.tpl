@@ -80,6 +80,10 @@ Deployment (standalone, sidecar) and the container patched into the ingress gate
 {{- $s := .Values.secrets -}}
 - name: FERROGATE_LOG
   value: {{ .Values.logLevel | quote }}
+{{- if and .Values.gatewayUrl (ne .Values.mode "standalone") }}
+- name: FERROGATE_GATEWAY_URL
+  value: {{ .Values.gatewayUrl | quote }}
+{{- end }}
 {{ include "ferrogate.secretEnv" (dict "env" "FERROGATE_ADMIN_TOKEN" "ref" $s.adminToken) }}
 {{- if $s.internalToken.secretName }}
 {{ include "ferrogate.secretEnv" (dict "env" "FERROGATE_INTERNAL_TOKEN" "ref" $s.internalToken) }}

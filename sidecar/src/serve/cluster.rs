@@ -22,6 +22,8 @@ pub struct Cluster {
     pub scheme: String,
     /// `host:port` members; never empty.
     pub endpoints: Vec<String>,
+    /// Connections are checked against the egress policy (all but the in-process sidecar's).
+    pub guarded: bool,
     next: AtomicUsize,
 }
 
@@ -42,7 +44,15 @@ impl Cluster {
         if endpoints.is_empty() {
             return Err(ClusterError::NoEndpoints(name.to_string()));
         }
-        Ok(Cluster { name: name.to_string(), scheme: scheme.to_string(), endpoints, next: AtomicUsize::new(0) })
+        let (name, scheme) = (name.to_string(), scheme.to_string());
+        Ok(Cluster { name, scheme, endpoints, guarded: true, next: AtomicUsize::new(0) })
+    }
+
+    /// The same cluster, its connections not checked against the egress policy: for the
+    /// gateway's own in-process services, which a policy blocking loopback must not cut off.
+    pub fn exempt_from_egress(mut self) -> Cluster {
+        self.guarded = false;
+        self
     }
 
     /// The endpoint for one request: the override when it is a member, else round-robin.
@@ -64,6 +74,8 @@ impl Cluster {
 #[derive(Debug, Default)]
 pub struct Clusters {
     by_name: HashMap<String, Cluster>,
+    /// The policy their connections are checked against ([`super::egress`]).
+    egress: Arc<ferrogate_core::egress::Policy>,
 }
 
 impl Clusters {
@@ -76,7 +88,18 @@ impl Clusters {
             }
             by_name.insert(c.name.clone(), c);
         }
-        Ok(Clusters { by_name })
+        Ok(Clusters { by_name, egress: Arc::default() })
+    }
+
+    /// The same clusters under the configuration's egress `policy`.
+    pub fn with_egress(mut self, policy: ferrogate_core::egress::Policy) -> Clusters {
+        self.egress = Arc::new(policy);
+        self
+    }
+
+    /// The egress policy their connections are checked against.
+    pub fn egress(&self) -> Arc<ferrogate_core::egress::Policy> {
+        self.egress.clone()
     }
 
     /// Looks a cluster up by exact name.

@@ -21,9 +21,10 @@ use tracing::{Instrument, Span};
 use super::body::{BodySender, ChannelBody};
 use super::headers::{response_to_filter, status_of, to_header_map};
 use super::trace;
-use super::upstream::{router_reply, UpstreamFuture};
+use super::upstream::UpstreamFuture;
 use super::worker::{ConnInfo, VmRef, Worker};
 
+mod deadline;
 mod failover;
 mod frames;
 mod read;
@@ -81,6 +82,10 @@ struct Driver {
     span: Span,
     /// The request as sent, for another attempt ([`failover`]).
     replay: failover::Replay,
+    /// The route timeout the filter asked for ([`deadline`]).
+    route_timeout: Option<std::time::Duration>,
+    /// When the answer must have ended, once the whole request went upstream.
+    route_deadline: Option<tokio::time::Instant>,
 }
 
 impl Driver {
@@ -97,6 +102,8 @@ impl Driver {
         let info = conn.stream_info(parts.version);
         let span = trace::request_span(&parts);
         let mut headers = super::headers::request_to_filter(&parts, super::worker::new_request_id);
+        // Only the filter sets a route timeout (Envoy's connection manager drops clients' copies).
+        headers.remove(ferrogate_core::headers::UPSTREAM_TIMEOUT);
         let replay = failover::Replay::new(&mut headers, info.clone(), worker.failover());
         let body_deadline = worker.body_timeout().map(|t| tokio::time::Instant::now() + t);
         let id = vm.borrow_mut().create_stream(info, Some(Box::new(move || waker.notify_one())));
@@ -122,6 +129,8 @@ impl Driver {
             reset: false,
             span,
             replay,
+            route_timeout: None,
+            route_deadline: None,
         };
         driver.call(|vm, id| vm.request_headers(id, headers, eos));
         driver
@@ -191,6 +200,7 @@ impl Driver {
                 tracing::warn!(stream = self.id, timeout = ?self.worker.upstream_idle_timeout(), "upstream response stalled; answer ended as timed out (--upstream-idle-timeout-ms)");
                 self.end_response_early(UPSTREAM_IDLE_DETAILS);
             }
+            () = sleep_until(self.route_deadline), if self.route_deadline_pending() => self.on_route_timeout(),
             () = sleep_until(self.body_deadline), if self.request_body.is_some() => {
                 tracing::info!(stream = self.id, timeout = ?self.worker.body_timeout(), "request body stalled; stream reset (--body-timeout-ms)");
                 self.request_body = None;
@@ -220,13 +230,7 @@ impl Driver {
             }
             Err(e) => {
                 tracing::warn!(stream = self.id, error = %e, "upstream request failed");
-                self.upstream_body_tx = None;
-                // Like Envoy's router, an upstream failure becomes a reply that still runs
-                // through the filter's response callbacks.
-                let (headers, body) = router_reply(&e);
-                self.response_eos_sent = true;
-                self.call(|vm, id| vm.response_headers(id, headers, false));
-                self.call(|vm, id| vm.response_data(id, &body, true));
+                self.router_failure(&e);
             }
         }
     }
@@ -255,12 +259,14 @@ impl Driver {
                 }
                 if end_of_stream {
                     self.upstream_body_tx = None;
+                    self.arm_route_deadline();
                 }
             }
             StreamEvent::RequestTrailers(trailers) => {
                 if let Some(tx) = self.upstream_body_tx.take() {
                     tx.trailers(to_header_map(&trailers)).await;
                 }
+                self.arm_route_deadline();
             }
             StreamEvent::ResponseHeaders { headers, end_of_stream } => self.send_head(&headers, end_of_stream),
             StreamEvent::ResponseData { data, end_of_stream } => self.send_data(data, end_of_stream).await,
@@ -286,6 +292,7 @@ impl Driver {
 
     async fn start_upstream(&mut self, mut headers: Headers, end_of_stream: bool) {
         self.replay.on_release(&mut headers);
+        self.route_timeout = deadline::take_route_timeout(&mut headers);
         trace::inject(&self.span, &mut headers);
         let (body, tx) = if end_of_stream {
             (ChannelBody::empty(), None)
@@ -297,6 +304,9 @@ impl Driver {
             Ok(fut) => {
                 self.upstream = Some(fut);
                 self.upstream_body_tx = tx;
+                if end_of_stream {
+                    self.arm_route_deadline();
+                }
             }
             Err(e) => self.on_upstream_response(Err(e)).await,
         }

@@ -16,12 +16,13 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
+use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::TokioExecutor;
 
 use super::body::ChannelBody;
 use super::cluster::{LiveClusters, ENDPOINT_HEADER};
+use super::egress::{GuardedConnector, PolicySource};
 use super::headers::{method_of, response_to_filter, to_header_map, trailers_to_filter};
 
 /// Largest callout response body kept (Envoy's async client buffers the whole response).
@@ -70,7 +71,10 @@ impl UpstreamTimeouts {
 
 /// Per-worker upstream client.
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, ChannelBody>,
+    /// For the configured upstreams: connections checked against the egress policy.
+    client: Client<HttpsConnector<GuardedConnector>, ChannelBody>,
+    /// For clusters exempt from it (the in-process sidecar's).
+    internal: Client<HttpsConnector<HttpConnector>, ChannelBody>,
     clusters: Arc<LiveClusters>,
     cluster_header: String,
     timeout: Option<Duration>,
@@ -83,26 +87,26 @@ impl Upstream {
         cluster_header: String,
         timeouts: UpstreamTimeouts,
     ) -> std::io::Result<Upstream> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_native_roots(provider)?
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http_connector(timeouts.connect));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(64)
-            .set_host(false)
-            .build(https);
-        Ok(Upstream { client, clusters, cluster_header, timeout: timeouts.head })
+        let live = clusters.clone();
+        let policy: PolicySource = Arc::new(move || live.load().egress());
+        let internal = pooled(http_connector(timeouts.connect))?;
+        let client = pooled(GuardedConnector::new(policy, timeouts.connect))?;
+        Ok(Upstream { client, internal, clusters, cluster_header, timeout: timeouts.head })
+    }
+
+    /// Sends `req` with the client its cluster calls for.
+    fn send(&self, (req, guarded): (Request<ChannelBody>, bool)) -> ResponseFuture {
+        if guarded {
+            self.client.request(req)
+        } else {
+            self.internal.request(req)
+        }
     }
 
     /// Starts the upstream request for released request `headers`.
     pub fn start(&self, headers: &Headers, body: ChannelBody) -> Result<UpstreamFuture, UpstreamError> {
         let cluster_name = headers.get_str(&self.cluster_header).unwrap_or_default();
-        let req = self.build(cluster_name, headers, body)?;
-        let fut = self.client.request(req);
+        let fut = self.send(self.build(cluster_name, headers, body)?);
         let timeout = self.timeout;
         Ok(Box::pin(async move {
             let result = match timeout {
@@ -113,12 +117,14 @@ impl Upstream {
         }))
     }
 
+    /// The request for `cluster_name`, and whether its connection is checked against the
+    /// egress policy.
     fn build(
         &self,
         cluster_name: &str,
         headers: &Headers,
         body: ChannelBody,
-    ) -> Result<Request<ChannelBody>, UpstreamError> {
+    ) -> Result<(Request<ChannelBody>, bool), UpstreamError> {
         let clusters = self.clusters.load();
         let cluster = clusters.get(cluster_name).ok_or_else(|| UpstreamError::NoCluster(cluster_name.to_string()))?;
         let endpoint = cluster.pick(headers.get_str(ENDPOINT_HEADER));
@@ -133,7 +139,7 @@ impl Upstream {
         let host = headers.get(":authority").filter(|a| !a.is_empty()).unwrap_or(endpoint.as_bytes());
         let host = http::HeaderValue::from_bytes(host).map_err(|e| UpstreamError::BadRequest(e.to_string()))?;
         req.headers_mut().insert(http::header::HOST, host);
-        Ok(req)
+        Ok((req, cluster.guarded))
     }
 
     /// Performs one `dispatch_http_call`. `None` means the call was reset (the guest sees
@@ -145,7 +151,7 @@ impl Upstream {
             Err(e) => return Some(reply_to_callout(&e)),
         };
         let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| UpstreamError::Connect(error_chain(&e)))?;
+            let resp = self.send(req).await.map_err(|e| UpstreamError::Connect(error_chain(&e)))?;
             let (parts, body) = resp.into_parts();
             let collected = Limited::new(body, CALLOUT_BODY_LIMIT).collect().await;
             Ok::<_, UpstreamError>((parts, collected))
@@ -164,6 +170,25 @@ impl Upstream {
             Err(e) => Some(reply_to_callout(&e)),
         }
     }
+}
+
+/// A pooled client over `connector`, TLS (HTTP/2 by ALPN) for `https` clusters.
+fn pooled<C>(connector: C) -> std::io::Result<Client<HttpsConnector<C>, ChannelBody>>
+where
+    HttpsConnector<C>: Connect + Clone + Send + Sync + 'static,
+{
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(connector);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .set_host(false)
+        .build(https))
 }
 
 fn http_connector(connect_timeout: Option<Duration>) -> HttpConnector {

@@ -4,7 +4,8 @@
 //! Each usage batch the filter posts is folded in after it is stored: a record the limits
 //! admitted (`admitted: true`) adds one request, its tokens and its cost to every counter of
 //! its key's plan (`ferrogate_core::limits::feed::charges`), in the bucket of the time it
-//! ended. The ledger keeps this replica's amounts per counter and bucket (for as long as the
+//! ended; the record of an MCP/A2A call adds one request and its tool call to the counters of
+//! its MCP/A2A plan (`ferrogate_core::limits::agent::recorded`). The ledger keeps this replica's amounts per counter and bucket (for as long as the
 //! bucket can count). With `redis:` configured the changed ones are written every
 //! [`FLUSH_EVERY`] into one hash per counter and bucket, a field per replica holding that
 //! replica's absolute amount, and the sidecar reads every active hash back every
@@ -22,8 +23,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrogate_core::config::Config;
+use ferrogate_core::limits::agent;
 use ferrogate_core::limits::feed::{charges, Feed};
-use ferrogate_core::limits::{Amounts, LimitSpec, Tally, Window};
+use ferrogate_core::limits::{Amounts, LimitSpec, Metric, Tally, Window};
 use ferrogate_core::usage::Record;
 use serde::Serialize;
 
@@ -116,16 +118,22 @@ impl Ledger {
             if !record.admitted {
                 continue;
             }
-            let plan = match &record.key {
+            let key = match &record.key {
                 Some(name) => match keys.get(name) {
-                    Some(&i) => config.limit_plans.for_key(Some(i)),
+                    Some(&i) => Some(i),
                     None => continue,
                 },
-                None => config.limit_plans.for_key(None),
+                None => None,
             };
-            let used = Amounts { tokens: record.usage().total_tokens(), micro_usd: record.cost_micro_usd };
             let at = record.started_at_unix_ms.saturating_add(record.latency_ms);
-            self.charge(plan, used, at);
+            // An MCP/A2A call counts on its own plan, a model request on the key's.
+            match agent::recorded(config, &record.provider, &record.model_requested) {
+                Some((target, used)) => self.charge(&config.limit_plans.for_agent(key, target), used, at),
+                None => {
+                    let used = Amounts::model(record.usage().total_tokens(), record.cost_micro_usd);
+                    self.charge(config.limit_plans.for_key(key), used, at);
+                }
+            }
         }
     }
 
@@ -205,7 +213,9 @@ impl Ledger {
         };
         let own = (!self.shared || !synced).then(|| self.own_totals(now_ms));
         let mut seen = std::collections::HashSet::new();
-        let plans = config.limit_plans.keys.iter().flat_map(|p| p.iter()).chain(config.limit_plans.open.iter());
+        // `mcp_requests` limits are left out: most of the requests they count (`tools/list`, GET
+        // streams, …) leave no usage record, which is what `used` is folded from.
+        let plans = config.limit_plans.all_specs().filter(|s| s.metric != Metric::McpRequests);
         plans
             .filter(|s| filter.matches(s) && seen.insert(s.counter.as_str()))
             .map(|s| {
@@ -242,11 +252,11 @@ impl Filter {
 /// One limit's consumption, as the admin API answers it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Consumption {
-    /// `key`, `group` or `org`.
+    /// `key`, `group`, `org`, `mcp_server` or `a2a_agent`.
     pub scope: &'static str,
     /// The key's or group's name (`""` for the org).
     pub name: String,
-    /// `requests`, `tokens` or `usd` (micro-USD amounts).
+    /// `requests`, `tokens`, `usd` (micro-USD amounts) or `tool_calls`.
     pub metric: &'static str,
     /// `minute`, `day` or `month`.
     pub window: &'static str,

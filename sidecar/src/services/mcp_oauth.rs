@@ -19,6 +19,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::serve::egress::{GuardedConnector, PolicySource};
 use crate::services::snapshot::Snapshots;
 
 /// Longest wait for a token endpoint.
@@ -71,7 +72,7 @@ fn form(oauth: &RawMcpOauth, secret: &str) -> String {
     f.finish()
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<hyper_rustls::HttpsConnector<GuardedConnector>, Full<Bytes>>;
 
 /// Fetches one token: the token and its lifetime in seconds.
 async fn fetch(client: &HttpClient, oauth: &RawMcpOauth) -> Result<(String, u64), TokenError> {
@@ -117,7 +118,13 @@ struct Held {
 /// Keeps every OAuth server of the published configuration supplied with a token, until
 /// `shutdown`.
 pub fn start(snapshots: Arc<Snapshots>, mut shutdown: watch::Receiver<bool>) {
-    let Some(connector) = crate::services::targets::probe::connector(TIMEOUT) else { return };
+    // The token endpoint is an upstream the configuration names: connections to it are
+    // checked against the egress policy like the proxy's own.
+    let served = snapshots.clone();
+    let policy: PolicySource =
+        Arc::new(move || served.current().map(|s| Arc::new(s.config.egress.clone())).unwrap_or_default());
+    let tcp = GuardedConnector::new(policy, Some(TIMEOUT));
+    let Some(connector) = crate::services::targets::probe::with_tls(tcp) else { return };
     let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
     tokio::spawn(async move {
         let mut held: BTreeMap<String, Held> = BTreeMap::new();

@@ -14,6 +14,7 @@
 use std::collections::BTreeSet;
 
 use deadpool_postgres::{GenericClient, Pool};
+use ferrogate_core::config::egress::RawEgress;
 use ferrogate_core::config::{Problem, RawConfig};
 use ferrogate_core::snapshot;
 use tokio_postgres::NoTls;
@@ -94,6 +95,9 @@ fn join(problems: &[Problem]) -> String {
 pub struct PgStore {
     pool: Pool,
     master: Option<MasterKey>,
+    /// The file's `egress:` block: a security policy, so it governs the rows too (every other
+    /// top-level block of the file stays out of the configuration the rows make).
+    egress: Option<RawEgress>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -112,9 +116,22 @@ impl PgStore {
             url.parse().map_err(|e: tokio_postgres::Error| StoreError::Url(e.to_string()))?;
         let manager = deadpool_postgres::Manager::new(pg, NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(|e| StoreError::Url(e.to_string()))?;
-        let store = PgStore { pool, master };
+        let store = PgStore { pool, master, egress: None };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The same store, its rows checked and served under `egress` (the file's block).
+    pub fn with_egress(mut self, egress: Option<RawEgress>) -> PgStore {
+        self.egress = egress;
+        self
+    }
+
+    /// Every row, under the file's egress policy.
+    async fn rows(&self, c: &impl GenericClient) -> Result<RawConfig, StoreError> {
+        let mut raw = rows::read(c).await?;
+        raw.egress.clone_from(&self.egress);
+        Ok(raw)
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
@@ -153,7 +170,7 @@ impl PgStore {
         let tx =
             client.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead).start().await?;
         let version: i64 = tx.query_one("SELECT version FROM fg_config_version", &[]).await?.get(0);
-        let mut raw = rows::read(&tx).await?;
+        let mut raw = self.rows(&tx).await?;
         tx.commit().await?;
         self.open_keys(&mut raw)?;
         raw.resolve_api_keys(|name| std::env::var(name).ok());
@@ -195,11 +212,11 @@ impl PgStore {
         let tx = client.transaction().await?;
         // Serialize writers: the check below must see every earlier write.
         tx.query_one("SELECT version FROM fg_config_version FOR UPDATE", &[]).await?;
-        let before = servable(rows::read(&tx).await?);
+        let before = servable(self.rows(&tx).await?);
         if !rows::apply(&tx, &change).await? {
             return Err(StoreError::NotFound(change.target()));
         }
-        let after_raw = rows::read(&tx).await?;
+        let after_raw = self.rows(&tx).await?;
         check_change(&change, &before, after_raw)?;
         let version: i64 =
             tx.query_one("UPDATE fg_config_version SET version = version + 1 RETURNING version", &[]).await?.get(0);

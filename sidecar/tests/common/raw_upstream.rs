@@ -20,6 +20,9 @@ pub enum Script {
     StallAfter(Vec<String>),
     /// Sends an event-stream head and these events `gap` apart, then ends the body.
     Steady(Vec<String>, Duration),
+    /// Answers at once with a JSON-RPC result holding the request head it received
+    /// (`{"result": {"head": "..."}}`, lower-cased).
+    EchoHead,
 }
 
 /// Starts the upstream on a free port; returns its address.
@@ -35,11 +38,19 @@ pub async fn start(script: Script) -> SocketAddr {
 }
 
 async fn serve(mut tcp: TcpStream, script: Script) {
-    if read_request(&mut tcp).await.is_none() {
-        return;
-    }
+    let Some(head) = read_request(&mut tcp).await else { return };
     match script {
         Script::Silent => {}
+        Script::EchoHead => {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"head": head}}).to_string();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            // Closed after the answer (`connection: close`): one request per connection here.
+            let _ = tcp.write_all(answer.as_bytes()).await;
+            return;
+        }
         Script::StallAfter(events) => {
             if write_stream(&mut tcp, &events, Duration::ZERO).await.is_none() {
                 return;
@@ -56,8 +67,9 @@ async fn serve(mut tcp: TcpStream, script: Script) {
     while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
 }
 
-/// Reads one request (head and a `content-length` body); `None` if the peer left first.
-async fn read_request(tcp: &mut TcpStream) -> Option<()> {
+/// Reads one request (head and a `content-length` body); its head, lower-cased, or `None` if
+/// the peer left first.
+async fn read_request(tcp: &mut TcpStream) -> Option<String> {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let head_end = loop {
@@ -74,7 +86,7 @@ async fn read_request(tcp: &mut TcpStream) -> Option<()> {
         let n = tcp.read(&mut buf).await.ok().filter(|&n| n > 0)?;
         got.extend_from_slice(&buf[..n]);
     }
-    Some(())
+    Some(head)
 }
 
 /// An event-stream response head, then each event as its own chunk, `gap` apart.

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::mcp::{credential, Auth, McpCredential};
+use super::mcp::{credential, timeout, Auth, McpCredential};
 use super::syntax::{self, BaseUrl};
 use super::validate::Problems;
 
@@ -33,6 +33,13 @@ pub struct RawA2aAgent {
     /// The credential, filled in from `api_key_env` by the sidecar; never written in a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// Deadline of a whole POST exchange with the agent (answer streamed or not), in
+    /// milliseconds; absent: the proxy's route timeout. GET streams are never cut by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// A cap on every caller of the agent together, as an MCP server's `limits`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::RawLimits>,
 }
 
 /// A validated A2A agent.
@@ -50,6 +57,10 @@ pub struct A2aAgent {
     pub api_key_env: Option<String>,
     /// The upstream cluster: `a2a:<name>`.
     pub cluster: String,
+    /// Deadline of a POST exchange in milliseconds ([`super::mcp::McpServer::timeout_ms`]).
+    pub timeout_ms: Option<u64>,
+    /// Its agent-wide limits, counting every caller together.
+    pub limits: super::AgentLimits,
 }
 
 /// Every A2A agent, indexed by name.
@@ -72,6 +83,7 @@ fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {
     }
     let auth = Auth { auth: raw.auth.as_deref(), header: raw.auth_header.as_deref(), key: raw.api_key.as_deref() };
     let credential = credential(auth, &at, p);
+    let limits = super::validate::server_limits(&at("limits"), raw.limits.as_ref(), p);
     let url = url?;
     Some(A2aAgent {
         name: raw.name.clone(),
@@ -80,6 +92,8 @@ fn agent(i: usize, raw: &RawA2aAgent, p: &mut Problems) -> Option<A2aAgent> {
         credential,
         api_key_env: raw.api_key_env.clone(),
         cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
+        timeout_ms: timeout(raw.timeout_ms, &at, p),
+        limits,
     })
 }
 

@@ -56,6 +56,14 @@ pub struct RawMcpServer {
     /// Where tokens come from with `auth: oauth_client_credentials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<RawMcpOauth>,
+    /// Deadline of a whole POST exchange with the server (answer streamed or not), in
+    /// milliseconds; absent: the proxy's route timeout. GET streams are never cut by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// A cap on every caller of the server together: `mcp_requests_per_*`, `tool_calls_per_*`
+    /// and `max_wait_ms` only ([`crate::limits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::RawLimits>,
 }
 
 /// The MCP transport a server speaks.
@@ -102,6 +110,11 @@ pub struct McpServer {
     pub oauth: Option<McpOauth>,
     /// The upstream cluster: `mcp:<name>`.
     pub cluster: String,
+    /// Deadline of a POST exchange in milliseconds, sent to the proxy as
+    /// [`crate::headers::UPSTREAM_TIMEOUT`]; `None`: the route timeout applies.
+    pub timeout_ms: Option<u64>,
+    /// Its server-wide limits, counting every caller together.
+    pub limits: super::AgentLimits,
 }
 
 /// Every MCP server, indexed by name.
@@ -137,6 +150,7 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
     if oauth_auth && raw.api_key_env.is_some() {
         p.add(at("api_key_env"), "is not read with auth: oauth_client_credentials (the sidecar fetches the tokens)");
     }
+    let limits = super::validate::server_limits(&at("limits"), raw.limits.as_ref(), p);
     let url = url?;
     Some(McpServer {
         name: raw.name.clone(),
@@ -147,7 +161,24 @@ fn server(i: usize, raw: &RawMcpServer, p: &mut Problems) -> Option<McpServer> {
         api_key_env: raw.api_key_env.clone(),
         oauth,
         cluster: format!("{CLUSTER_PREFIX}{}", raw.name),
+        timeout_ms: timeout(raw.timeout_ms, &at, p),
+        limits,
     })
+}
+
+/// The longest `timeout_ms` of an MCP server or an A2A agent: an hour.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// An upstream's `timeout_ms`: between 1 and [`MAX_TIMEOUT_MS`] (0 would mean "none" to the
+/// proxy, and a day-long call is a mistake rather than a deadline).
+pub(super) fn timeout(raw: Option<u64>, at: &dyn Fn(&str) -> String, p: &mut Problems) -> Option<u64> {
+    let ms = raw?;
+    if (1..=MAX_TIMEOUT_MS).contains(&ms) {
+        Some(ms)
+    } else {
+        p.add(at("timeout_ms"), format!("{ms} is not between 1 and {MAX_TIMEOUT_MS} ms"));
+        None
+    }
 }
 
 /// An upstream's `auth`, `auth_header` and resolved `api_key`, as written.

@@ -152,3 +152,34 @@ mcp_servers:
         "{problems:#?}"
     );
 }
+
+#[test]
+fn servers_and_agents_take_a_timeout_within_bounds() {
+    let c = config(
+        "
+mcp_servers:
+  - {name: slow, url: 'http://h/mcp', timeout_ms: 30000}
+  - {name: plain, url: 'http://h/mcp'}
+a2a_agents:
+  - {name: agent, url: 'http://h/', timeout_ms: 3600000}
+",
+    )
+    .unwrap();
+    assert_eq!(c.mcp.get("slow").unwrap().1.timeout_ms, Some(30_000));
+    assert_eq!(c.mcp.get("plain").unwrap().1.timeout_ms, None, "absent: the route timeout applies");
+    assert_eq!(c.a2a.get("agent").unwrap().1.timeout_ms, Some(3_600_000));
+    let problems = config(
+        "
+mcp_servers: [{name: a, url: 'http://h/mcp', timeout_ms: 0}]
+a2a_agents: [{name: b, url: 'http://h/', timeout_ms: 3600001}]
+",
+    )
+    .unwrap_err();
+    assert_eq!(
+        problems,
+        [
+            "mcp_servers[0].timeout_ms: 0 is not between 1 and 3600000 ms",
+            "a2a_agents[0].timeout_ms: 3600001 is not between 1 and 3600000 ms"
+        ]
+    );
+}

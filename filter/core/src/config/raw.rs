@@ -50,6 +50,10 @@ pub struct RawConfig {
     /// A2A agents fronted at `/a2a/{agent}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub a2a_agents: Vec<super::a2a::RawA2aAgent>,
+    /// Which upstream hosts the configuration may name (default: any but link-local and cloud
+    /// metadata addresses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::egress::RawEgress>,
     /// What a USD budget does with a model that has no price: `ignore`, `warn` (default:
     /// served, logged once per model) or `block` (402).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,6 +383,18 @@ pub struct RawLimits {
     /// USD of one Responses conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd_per_conversation: Option<f64>,
+    /// Requests on `/mcp/…` and `/a2a/…` per minute (sliding 60 s), model requests apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_requests_per_minute: Option<u64>,
+    /// Requests on `/mcp/…` and `/a2a/…` per day (sliding 24 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_requests_per_day: Option<u64>,
+    /// MCP `tools/call`s and A2A message sends per minute (sliding 60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls_per_minute: Option<u64>,
+    /// MCP `tools/call`s and A2A message sends per day (sliding 24 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls_per_day: Option<u64>,
     /// A key's streamed answers that overrun its token or USD limits: `allow` (default: they
     /// run to their end) or `cut` (stopped with a final error event). Keys only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,8 @@ mod kv;
 pub(super) mod lmcache;
 mod sections;
 
+/// The `limits` of an MCP server or an A2A agent (checked where the entry is).
+pub(super) use sections::server_limits;
 use sections::{limits, pricing, shared_limits, store};
 
 /// Collects problems with their paths.
@@ -78,6 +80,7 @@ impl TryFrom<RawConfig> for Config {
         let responses = super::responses::validate(raw.responses.as_ref(), &mut p);
         let mcp = mcp_section(&raw, &mut p);
         let a2a = a2a_section(&raw, &mut p);
+        let egress = super::egress::validate(&raw, &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -102,6 +105,7 @@ impl TryFrom<RawConfig> for Config {
             mcp_grants: Vec::new(),
             a2a,
             a2a_grants: Vec::new(),
+            egress,
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),

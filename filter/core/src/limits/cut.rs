@@ -69,7 +69,7 @@ impl Room {
         let mut room = Room::default();
         for (i, spec) in specs.iter().enumerate() {
             let slot = match spec.metric {
-                Metric::Requests => continue,
+                Metric::Requests | Metric::McpRequests | Metric::ToolCalls => continue,
                 Metric::Tokens => &mut room.tokens,
                 Metric::MicroUsd if amounts.micro_usd.is_none() => continue,
                 Metric::MicroUsd => &mut room.micro_usd,

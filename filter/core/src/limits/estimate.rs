@@ -38,10 +38,8 @@ pub fn amounts(
     }
     let (prompt, completion) = estimate(body);
     let usage = crate::usage::Usage { prompt_tokens: prompt, completion_tokens: completion, cached_tokens: 0 };
-    super::Amounts {
-        tokens: prompt.saturating_add(completion),
-        micro_usd: crate::usage::cost_micro_usd(&config.pricing, provider, model, &usage),
-    }
+    let micro_usd = crate::usage::cost_micro_usd(&config.pricing, provider, model, &usage);
+    super::Amounts::model(prompt.saturating_add(completion), micro_usd)
 }
 
 /// Estimated prompt tokens of a request body of `body_len` bytes: a token per four bytes.

@@ -85,10 +85,9 @@ mod tests {
     #[test]
     fn charges_count_requests_tokens_and_priced_cost() {
         let specs = [spec(Metric::Requests), spec(Metric::Tokens), spec(Metric::MicroUsd)];
-        let got: Vec<u64> = charges(&specs, Amounts { tokens: 30, micro_usd: Some(4) }).map(|(_, a)| a).collect();
+        let got: Vec<u64> = charges(&specs, Amounts::model(30, Some(4))).map(|(_, a)| a).collect();
         assert_eq!(got, [1, 30, 4]);
-        let unpriced: Vec<&str> =
-            charges(&specs, Amounts { tokens: 0, micro_usd: None }).map(|(s, _)| s.counter.as_str()).collect();
+        let unpriced: Vec<&str> = charges(&specs, Amounts::model(0, None)).map(|(s, _)| s.counter.as_str()).collect();
         assert_eq!(unpriced, ["c.requests"], "no tokens, no price: only the request");
     }
 }

@@ -32,7 +32,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::window::Lease;
-use super::{release, Amounts, Counter, CounterStore, LimitSpec, Metric, Refusal, Reservation, Window};
+use super::{release, Amounts, Counter, CounterStore, LimitSpec, Refusal, Reservation, Window};
 
 /// A VM does not ask for a counter's top-up again within this long of the last ask.
 pub const ASK_GAP_MS: u64 = 200;
@@ -261,7 +261,7 @@ impl Step {
 }
 
 /// [`super::admit`] against leases: takes `amounts` from the lease of every counted spec, or
-/// from none. `replay` (a failover replay) leaves request counters alone, as
+/// from none. `replay` (a failover replay) leaves request and call counters alone, as
 /// [`super::readmit`] does. Give-backs, charges and top-ups to send go to `out`.
 ///
 /// # Errors
@@ -275,7 +275,7 @@ pub fn admit_leased(
     replay: bool,
     out: &mut Vec<Ask>,
 ) -> Result<Reservation, Denied> {
-    let counted = |s: &&LimitSpec| !(replay && s.metric == Metric::Requests);
+    let counted = |s: &&LimitSpec| !(replay && s.metric.counts_calls());
     for (position, spec) in specs.iter().filter(counted).enumerate() {
         let Some(amount) = amounts.of(spec.metric) else { continue };
         let mut step = Step::default();
@@ -353,7 +353,7 @@ impl Reservation {
         out: &mut Vec<Ask>,
     ) {
         self.settle(specs, used, now_ms, store);
-        for spec in specs.iter().filter(|s| s.metric != Metric::Requests) {
+        for spec in specs.iter().filter(|s| !s.metric.counts_calls()) {
             let mut step = Step::default();
             let _ = store.update::<()>(&spec.counter, &mut |c| {
                 step = Step { give_back: c.roll_lease(spec.window, now_ms), ..Step::default() };

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::limits::tests::MapStore;
-use crate::limits::{Scope, Tally};
+use crate::limits::{Metric, Scope, Tally};
 
 const MIN: u64 = 60_000;
 const T0: u64 = 1_000 * MIN;
@@ -69,7 +69,7 @@ fn admissions_never_exceed_the_grants() {
 fn an_amount_over_the_limit_is_refused_without_waiting() {
     let tpm = spec(Metric::Tokens, 100);
     let mut out = Vec::new();
-    let amounts = Amounts { tokens: 101, micro_usd: None };
+    let amounts = Amounts::model(101, None);
     let denied = admit_leased(&[tpm], amounts, T0, &mut MapStore::default(), false, &mut out).unwrap_err();
     assert!(matches!(denied, Denied::Refused(Refusal { retry_after_secs: None, .. })), "{denied:?}");
 }
@@ -79,7 +79,7 @@ fn a_short_spec_gives_back_what_the_others_took_and_asks_for_every_short_one() {
     let (rpm, tpm) = (spec(Metric::Requests, 10), spec(Metric::Tokens, 1_000));
     let mut store = MapStore::default();
     grant(&mut store, &rpm, T0, 1_000, 5);
-    let amounts = Amounts { tokens: 40, micro_usd: None };
+    let amounts = Amounts::model(40, None);
     let mut out = Vec::new();
     let denied = admit_leased(&[rpm.clone(), tpm.clone()], amounts, T0, &mut store, false, &mut out).unwrap_err();
     let Denied::Short { asks, .. } = denied else { panic!() };
@@ -169,21 +169,14 @@ fn tokens_settled_above_the_lease_are_charged() {
     let mut store = MapStore::default();
     grant(&mut store, &tpm, T0, 1_000, 50);
     let mut out = Vec::new();
-    let r = admit_leased(
-        std::slice::from_ref(&tpm),
-        Amounts { tokens: 50, micro_usd: None },
-        T0,
-        &mut store,
-        false,
-        &mut out,
-    )
-    .unwrap();
+    let r =
+        admit_leased(std::slice::from_ref(&tpm), Amounts::model(50, None), T0, &mut store, false, &mut out).unwrap();
     out.clear();
-    r.settle_leased(std::slice::from_ref(&tpm), Amounts { tokens: 80, micro_usd: None }, T0 + 10, &mut store, &mut out);
+    r.settle_leased(std::slice::from_ref(&tpm), Amounts::model(80, None), T0 + 10, &mut store, &mut out);
     assert_eq!(out, [Ask { counter: "c.tokens".into(), bucket: 1_000, need: 0, adjust: 30 }]);
     assert_eq!(store.0["c.tokens"].lease.granted, 80, "the charge is part of the lease now");
     out.clear();
-    r.settle_leased(&[tpm], Amounts { tokens: 20, micro_usd: None }, T0 + 20, &mut store, &mut out);
+    r.settle_leased(&[tpm], Amounts::model(20, None), T0 + 20, &mut store, &mut out);
     assert!(out.is_empty(), "using less charges nothing: {out:?}");
 }
 

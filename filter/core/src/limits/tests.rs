@@ -121,7 +121,7 @@ fn admission_is_all_or_nothing_and_the_most_restrictive_wins() {
     let c = config();
     let plan = c.limit_plans.for_key(Some(0));
     let mut store = MapStore::default();
-    let amounts = Amounts { tokens: 100, micro_usd: Some(10) };
+    let amounts = Amounts::model(100, Some(10));
     let now = 1_000 * MIN;
     admit(plan, amounts, now, &mut store).unwrap();
     admit(plan, amounts, now, &mut store).unwrap();
@@ -141,15 +141,15 @@ fn a_replay_is_not_counted_as_another_request() {
     let c = config();
     let plan = c.limit_plans.for_key(Some(0));
     let mut store = MapStore::default();
-    let amounts = Amounts { tokens: 100, micro_usd: Some(10) };
+    let amounts = Amounts::model(100, Some(10));
     let now = 1_000 * MIN;
     // The group allows 2 requests a minute: two client requests, each failed over twice.
     for _ in 0..2 {
         let first = admit(plan, amounts, now, &mut store).unwrap();
-        first.settle(plan, Amounts { tokens: 0, micro_usd: Some(0) }, now, &mut store);
+        first.settle(plan, Amounts::model(0, Some(0)), now, &mut store);
         for _ in 0..2 {
             let replay = readmit(plan, amounts, now, &mut store).unwrap();
-            replay.settle(plan, Amounts { tokens: 0, micro_usd: Some(0) }, now, &mut store);
+            replay.settle(plan, Amounts::model(0, Some(0)), now, &mut store);
         }
     }
     assert_eq!(store.0["ferrogate.limit.group.team.requests.minute"].own.current, 2);
@@ -157,7 +157,7 @@ fn a_replay_is_not_counted_as_another_request() {
     assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 0, "abandoned attempts gave theirs back");
     assert!(admit(plan, amounts, now, &mut store).is_err(), "a third client request is refused");
     // A replay still needs room for its cost; refused, it gives back the tokens it took.
-    let greedy = Amounts { tokens: 100, micro_usd: Some(2_000_000) };
+    let greedy = Amounts::model(100, Some(2_000_000));
     let refused = readmit(plan, greedy, now, &mut store).unwrap_err();
     assert_eq!((refused.metric, refused.spec), (Metric::MicroUsd, 3));
     assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 0);
@@ -170,12 +170,12 @@ fn budgets_refuse_with_402_and_unpriced_models_skip_them() {
     let plan = c.limit_plans.for_key(Some(0));
     let mut store = MapStore::default();
     let now = 1_000 * MIN;
-    let err = admit(plan, Amounts { tokens: 1, micro_usd: Some(2_000_000) }, now, &mut store).unwrap_err();
+    let err = admit(plan, Amounts::model(1, Some(2_000_000)), now, &mut store).unwrap_err();
     assert_eq!((err.metric, err.status()), (Metric::MicroUsd, 402));
     let (e, retry) = err.answer(plan);
     assert_eq!((e.status, retry), (402, None), "a budget is not retried after a while");
     assert!(e.message.starts_with("Budget exhausted: group team allows 1500000 micro-USD per month"), "{}", e.message);
-    admit(plan, Amounts { tokens: 1, micro_usd: None }, now, &mut store).unwrap();
+    admit(plan, Amounts::model(1, None), now, &mut store).unwrap();
     assert!(!store.0.contains_key("ferrogate.limit.group.team.usd.month"));
 }
 
@@ -185,13 +185,13 @@ fn settlement_replaces_the_reservation_with_what_was_used() {
     let plan = c.limit_plans.for_key(Some(0));
     let mut store = MapStore::default();
     let now = 1_000 * MIN;
-    let r = admit(plan, Amounts { tokens: 900, micro_usd: Some(500) }, now, &mut store).unwrap();
-    assert!(admit(plan, Amounts { tokens: 200, micro_usd: Some(1) }, now, &mut store).is_err(), "900 of 1000 reserved");
-    r.settle(plan, Amounts { tokens: 40, micro_usd: Some(7) }, now + 1_000, &mut store);
+    let r = admit(plan, Amounts::model(900, Some(500)), now, &mut store).unwrap();
+    assert!(admit(plan, Amounts::model(200, Some(1)), now, &mut store).is_err(), "900 of 1000 reserved");
+    r.settle(plan, Amounts::model(40, Some(7)), now + 1_000, &mut store);
     assert_eq!(store.0["ferrogate.limit.key.a.tokens.day"].own.current, 40);
     assert_eq!(store.0["ferrogate.limit.group.team.usd.month"].own.current, 7);
     assert_eq!(store.0["ferrogate.limit.key.a.requests.minute"].own.current, 1, "requests stay counted");
-    admit(plan, Amounts { tokens: 200, micro_usd: Some(1) }, now + 2_000, &mut store).unwrap();
+    admit(plan, Amounts::model(200, Some(1)), now + 2_000, &mut store).unwrap();
 }
 
 #[test]

@@ -48,6 +48,8 @@ fn classify_paths_and_methods() {
     assert_eq!(classify("POST", "/v1/completions?a=b"), Endpoint::Forward(Api::Completions));
     assert_eq!(classify("POST", "/v1/embeddings"), Endpoint::Forward(Api::Embeddings));
     assert_eq!(classify("POST", "/mcp/tools"), Endpoint::Mcp { server: "tools", rest: "" });
+    assert_eq!(classify("POST", "/mcp"), Endpoint::McpFederated);
+    assert_eq!(classify("GET", "/mcp/?tools=search"), Endpoint::McpFederated);
     assert_eq!(classify("GET", "/mcp/tools?x=1"), Endpoint::Mcp { server: "tools", rest: "" });
     assert_eq!(
         classify("POST", "/mcp/old/messages/?session_id=1"),
@@ -65,7 +67,8 @@ fn classify_paths_and_methods() {
     assert_eq!(status("POST", "/v1/chat/completions/"), 404);
     assert_eq!(status("GET", "/"), 404);
     assert_eq!(status("GET", "/v1/models/"), 404);
-    assert_eq!(status("POST", "/mcp/"), 404);
+    assert_eq!(status("POST", "/mcpx"), 404);
+    assert_eq!(status("POST", "/mcp//x"), 404);
 }
 
 #[test]

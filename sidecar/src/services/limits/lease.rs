@@ -282,8 +282,8 @@ impl Leases {
 
     fn spec_index(&self, version: &str, config: &Config) -> Arc<HashMap<String, (u64, Window)>> {
         super::for_version(&self.specs, version, || {
-            let plans = &config.limit_plans;
-            let all = plans.keys.iter().flat_map(|p| p.iter()).chain(plans.open.iter());
+            // Model and MCP/A2A limits alike: a counter's name says which.
+            let all = config.limit_plans.all_specs();
             all.map(|s: &LimitSpec| (s.counter.clone(), (s.limit, s.window))).collect()
         })
     }

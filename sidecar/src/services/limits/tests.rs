@@ -54,6 +54,42 @@ fn without_redis_the_ledger_counts_this_replica() {
 }
 
 #[test]
+fn mcp_and_a2a_calls_count_on_their_own_limits() {
+    let yaml = r#"
+providers: [{ name: p, kind: openai, base_url: "http://h" }]
+models: [{ name: m, targets: [{ provider: p, model: x }] }]
+mcp_servers: [{ name: tools, url: "http://t/mcp", limits: { tool_calls_per_minute: 10 } }]
+a2a_agents: [{ name: echo, url: "http://e/" }]
+keys:
+  - { name: alice, digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", mcp: ["*"], a2a: ["*"], limits: { requests_per_day: 10, tool_calls_per_day: 5, mcp_requests_per_day: 7 } }
+"#;
+    let c = Config::try_from(serde_saphyr::from_str::<RawConfig>(yaml).unwrap()).unwrap();
+    let call = |provider: &str, method: &str| {
+        let r = Record {
+            provider: provider.into(),
+            model_requested: method.into(),
+            ..serde_json::from_str(&line("alice", 0, true, NOW)).unwrap()
+        };
+        r.to_json_line()
+    };
+    let ledger = Ledger::new("r1".into(), false);
+    let batch = [
+        call("mcp:tools", "echo"),
+        call("a2a:echo", "SendMessage"),
+        call("a2a:echo", "GetTask"),
+        line("alice", 3, true, NOW),
+    ];
+    ledger.fold(batch.concat().as_bytes(), "v1", &c);
+    let all = ledger.consumption(&c, &Filter::default(), NOW + 1_000);
+    let got: Vec<(&str, &str, &str, u64)> = all.iter().map(|c| (c.scope, c.name.as_str(), c.metric, c.used)).collect();
+    assert_eq!(
+        got,
+        [("key", "alice", "requests", 1), ("key", "alice", "tool_calls", 2), ("mcp_server", "tools", "tool_calls", 1)],
+        "the model request alone on requests; mcp_requests not listed"
+    );
+}
+
+#[test]
 fn the_view_sums_other_replicas_for_the_feed_and_all_for_totals() {
     let day = Window::Day.bucket(NOW);
     let c = "ferrogate.limit.key.a.requests.day";

@@ -275,3 +275,56 @@ async fn endpoints_dns_round_trips() {
     let (_, raw) = store.load().await.unwrap();
     assert_eq!(raw.providers, [pool]);
 }
+
+/// The egress policy governs rows as it does a file: a provider or MCP server whose URL it
+/// refuses is refused (400 at the admin API, `crud::store_error`) with the problem at the
+/// URL's path, under the default policy and under the file's `egress:` block alike, on
+/// create and on replace, and nothing is written.
+#[tokio::test]
+async fn writes_that_break_the_egress_policy_are_refused() {
+    use ferrogate_core::config::mcp::RawMcpServer;
+    let schema = Schema::new().await;
+    let store = PgStore::connect(&schema.url, None).await.unwrap();
+    let at = |name: &str, base_url: &str| RawProvider {
+        name: name.into(),
+        kind: "openai".into(),
+        base_url: base_url.into(),
+        ..RawProvider::default()
+    };
+    store.write(Change::Create(Resource::Provider(at("remote", "https://api.example.com")))).await.unwrap();
+    let version = store.version().await.unwrap();
+    let refused = |result: Result<i64, StoreError>| match result {
+        Err(StoreError::Invalid(problems)) => problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    let metadata = Change::Create(Resource::Provider(at("meta", "http://169.254.169.254/latest")));
+    assert_eq!(
+        refused(store.write(metadata).await),
+        ["providers[0].base_url: host 169.254.169.254 is blocked by egress.block_link_local (row dropped)"]
+    );
+    // Loopback is allowed by default, refused under a file that blocks it.
+    let strict = PgStore::connect(&schema.url, None)
+        .await
+        .unwrap()
+        .with_egress(Some(RawEgress { block_loopback: Some(true), ..RawEgress::default() }));
+    let server = RawMcpServer {
+        name: "tools".into(),
+        url: "http://127.0.0.1:9/mcp".into(),
+        auth: Some("none".into()),
+        ..RawMcpServer::default()
+    };
+    assert_eq!(
+        refused(strict.write(Change::Create(Resource::McpServer(server.clone()))).await),
+        ["mcp_servers[0].url: host 127.0.0.1 is blocked by egress.block_loopback (row dropped)"]
+    );
+    let replaced = Change::Replace(Resource::Provider(at("remote", "http://0x7f.1:8000")));
+    assert_eq!(
+        refused(strict.write(replaced).await),
+        ["providers[0].base_url: host 0x7f.1 (127.0.0.1) is blocked by egress.block_loopback (row dropped)"]
+    );
+    assert_eq!(store.version().await.unwrap(), version, "refused writes leave no trace");
+    // The default policy takes the same server; the file's block is served with the rows.
+    store.write(Change::Create(Resource::McpServer(server))).await.unwrap();
+    assert_eq!(store.load().await.unwrap().1.egress, None);
+    assert_eq!(strict.load().await.unwrap().1.egress.and_then(|e| e.block_loopback), Some(true));
+}

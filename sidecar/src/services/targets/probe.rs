@@ -180,6 +180,11 @@ pub(crate) fn connector(timeout: Duration) -> Option<HttpsConnector<HttpConnecto
     http.enforce_http(false);
     http.set_connect_timeout(Some(timeout));
     http.set_nodelay(true);
+    with_tls(http)
+}
+
+/// `http` with TLS for `https` URLs, as [`connector`] has it.
+pub(crate) fn with_tls<C>(http: C) -> Option<HttpsConnector<C>> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     match hyper_rustls::HttpsConnectorBuilder::new().with_provider_and_native_roots(provider.clone()) {
         Ok(b) => Some(b.https_or_http().enable_http1().wrap_connector(http)),

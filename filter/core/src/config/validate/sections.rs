@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::Problems;
 use crate::config::raw::{RawConfig, RawLimits, RawPrice};
 use crate::config::syntax;
-use crate::config::{Limits, Price, Store};
+use crate::config::{AgentLimits, Limits, Price, Store};
 use crate::limits::cut::Overrun;
 
 fn money(path: String, v: Option<f64>, p: &mut Problems) -> Option<f64> {
@@ -33,6 +33,10 @@ pub(super) fn limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> L
         cost_usd_per_month: money(format!("{path}.cost_usd_per_month"), raw.cost_usd_per_month, p),
         tokens_per_conversation: raw.tokens_per_conversation,
         cost_usd_per_conversation: money(format!("{path}.cost_usd_per_conversation"), raw.cost_usd_per_conversation, p),
+        mcp_requests_per_minute: raw.mcp_requests_per_minute,
+        mcp_requests_per_day: raw.mcp_requests_per_day,
+        tool_calls_per_minute: raw.tool_calls_per_minute,
+        tool_calls_per_day: raw.tool_calls_per_day,
         overrun: overrun(path, raw.overrun.as_deref(), p),
         max_wait_ms: max_wait(path, raw.max_wait_ms, p),
     }
@@ -66,6 +70,39 @@ pub(super) fn shared_limits(path: &str, raw: Option<&RawLimits>, p: &mut Problem
         p.add(format!("{path}.overrun"), "only a key's limits take an overrun policy");
     }
     limits(path, raw, p)
+}
+
+/// What a model field in a server's `limits` is told.
+const SERVER_FIELDS_ONLY: &str = "is a model limit: a server's limits take only mcp_requests_per_*, \
+     tool_calls_per_* and max_wait_ms (model limits go on keys, groups or the org)";
+
+/// The `limits` of an MCP server or an A2A agent (`path`): a cap on every caller of it
+/// together, so only what counts MCP/A2A requests and tool calls (and `max_wait_ms`) is read.
+/// A model field there is a problem: it would never count anything.
+pub(in crate::config) fn server_limits(path: &str, raw: Option<&RawLimits>, p: &mut Problems) -> AgentLimits {
+    let Some(r) = raw else { return AgentLimits::default() };
+    let model_fields = [
+        ("requests_per_minute", r.requests_per_minute.is_some()),
+        ("requests_per_day", r.requests_per_day.is_some()),
+        ("tokens_per_minute", r.tokens_per_minute.is_some()),
+        ("tokens_per_day", r.tokens_per_day.is_some()),
+        ("tokens_per_month", r.tokens_per_month.is_some()),
+        ("cost_usd_per_day", r.cost_usd_per_day.is_some()),
+        ("cost_usd_per_month", r.cost_usd_per_month.is_some()),
+        ("tokens_per_conversation", r.tokens_per_conversation.is_some()),
+        ("cost_usd_per_conversation", r.cost_usd_per_conversation.is_some()),
+        ("overrun", r.overrun.is_some()),
+    ];
+    for (field, _) in model_fields.iter().filter(|(_, present)| *present) {
+        p.add(format!("{path}.{field}"), SERVER_FIELDS_ONLY);
+    }
+    AgentLimits {
+        mcp_requests_per_minute: r.mcp_requests_per_minute,
+        mcp_requests_per_day: r.mcp_requests_per_day,
+        tool_calls_per_minute: r.tool_calls_per_minute,
+        tool_calls_per_day: r.tool_calls_per_day,
+        max_wait_ms: max_wait(path, r.max_wait_ms, p),
+    }
 }
 
 pub(super) fn pricing(raw: &BTreeMap<String, RawPrice>, p: &mut Problems) -> BTreeMap<String, Price> {

@@ -78,7 +78,7 @@ fn room_is_read_after_admission_without_changing_counters() {
     let c = config(YAML).unwrap();
     let plan = c.limit_plans.for_key(Some(0));
     let mut store = Store::default();
-    let amounts = Amounts { tokens: 300, micro_usd: Some(2_000) };
+    let amounts = Amounts::model(300, Some(2_000));
     admit(plan, amounts, NOW, &mut store).unwrap();
     let before = store.0.clone();
     let room = Room::read(plan, amounts, NOW, &mut store);
@@ -87,7 +87,7 @@ fn room_is_read_after_admission_without_changing_counters() {
     let usd = plan.iter().position(|s| s.metric == Metric::MicroUsd).unwrap();
     assert_eq!(room.tokens, Some(Tightest { spec: day, room: 700 }), "1000 - 300 beats 5000 - 300");
     assert_eq!(room.micro_usd, Some(Tightest { spec: usd, room: 8_000 }));
-    let unpriced = Room::read(plan, Amounts { tokens: 300, micro_usd: None }, NOW, &mut store);
+    let unpriced = Room::read(plan, Amounts::model(300, None), NOW, &mut store);
     assert_eq!(unpriced.micro_usd, None, "an unpriced request does not count against budgets");
     // 8000 µ$ at $1/M output is 8000 tokens: the key's 700 tokens are tighter.
     let a = allowance(200, room, Some(1.0)).unwrap();
