@@ -39,18 +39,26 @@ impl Stream {
             return Ok(Admission::Now);
         }
         let now_ms = self.started_ns / 1_000_000;
-        let view = config.redis_url_env.as_ref().map(|_| crate::limits_feed::view(now_ms));
-        if config.limits_fail_closed && view.is_some_and(|v| v.stale) {
-            return Err(self.unavailable());
-        }
+        let leased = self.admission_mode(config, now_ms)?;
         let amounts = estimate::amounts(config, plan, (d.provider, &d.upstream_model), body);
         if amounts.micro_usd.is_none() && plan.iter().any(|s| s.metric == Metric::MicroUsd) {
             self.unpriced(config.unpriced, &d.upstream_model)?;
         }
-        if view.is_some_and(|v| v.leases && !v.stale) {
+        if leased {
             return self.admit_leased(config, amounts, now_ms);
         }
         self.admit_local(plan, amounts, now_ms).map(|()| Admission::Now)
+    }
+
+    /// How a request's amounts are taken: `true` from the leases (shared through Redis, the
+    /// feed fresh), `false` by this proxy's own counts; the 503 when the shared counters
+    /// cannot be checked and `redis.fail_closed` is set.
+    pub(super) fn admission_mode(&mut self, config: &Config, now_ms: u64) -> Result<bool, Action> {
+        let view = config.redis_url_env.as_ref().map(|_| crate::limits_feed::view(now_ms));
+        if config.limits_fail_closed && view.is_some_and(|v| v.stale) {
+            return Err(self.unavailable());
+        }
+        Ok(view.is_some_and(|v| v.leases && !v.stale))
     }
 
     /// 503: the shared counters cannot be checked and `redis.fail_closed` is set.

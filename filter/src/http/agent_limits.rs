@@ -94,11 +94,7 @@ impl Stream {
         if !plan.iter().any(|s| amounts.of(s.metric).is_some()) {
             return Ok(Admission::Now);
         }
-        let view = config.redis_url_env.as_ref().map(|_| crate::limits_feed::view(now_ms));
-        if config.limits_fail_closed && view.is_some_and(|v| v.stale) {
-            return Err(self.unavailable());
-        }
-        if view.is_some_and(|v| v.leases && !v.stale) {
+        if self.admission_mode(config, now_ms)? {
             return self.admit_leased(config, amounts, now_ms);
         }
         self.admit_local(&plan, amounts, now_ms).map(|()| Admission::Now)

@@ -106,12 +106,7 @@ impl GuardedConnector {
     /// A plain-TCP connector under `policy`, giving up on a connection after `connect_timeout`.
     pub fn new(policy: PolicySource, connect_timeout: Option<Duration>) -> GuardedConnector {
         let resolver = GuardedResolver { inner: GaiResolver::new(), policy: policy.clone() };
-        let mut http = HttpConnector::new_with_resolver(resolver);
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(connect_timeout);
-        http.set_keepalive(Some(Duration::from_secs(60)));
-        GuardedConnector { inner: http, policy }
+        GuardedConnector { inner: super::upstream::http_connector(resolver, connect_timeout), policy }
     }
 }
 

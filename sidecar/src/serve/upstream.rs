@@ -16,6 +16,7 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::dns::GaiResolver;
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
 use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::TokioExecutor;
@@ -89,7 +90,7 @@ impl Upstream {
     ) -> std::io::Result<Upstream> {
         let live = clusters.clone();
         let policy: PolicySource = Arc::new(move || live.load().egress());
-        let internal = pooled(http_connector(timeouts.connect))?;
+        let internal = pooled(http_connector(GaiResolver::new(), timeouts.connect))?;
         let client = pooled(GuardedConnector::new(policy, timeouts.connect))?;
         Ok(Upstream { client, internal, clusters, cluster_header, timeout: timeouts.head })
     }
@@ -191,8 +192,9 @@ where
         .build(https))
 }
 
-fn http_connector(connect_timeout: Option<Duration>) -> HttpConnector {
-    let mut http = HttpConnector::new();
+/// The TCP connector every upstream client uses, looking names up with `resolver`.
+pub(super) fn http_connector<R>(resolver: R, connect_timeout: Option<Duration>) -> HttpConnector<R> {
+    let mut http = HttpConnector::new_with_resolver(resolver);
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(connect_timeout);

@@ -32,7 +32,6 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::services::auth::bearer_ok;
 
@@ -163,7 +162,7 @@ impl Federation {
 pub struct Caller {
     /// The virtual key, for the calls to `/mcp/{server}`.
     key: Option<String>,
-    /// Its SHA-256, hex: what sessions are sealed to.
+    /// Its `sha256:` digest, as the config writes keys: what sessions are sealed to.
     digest: String,
     /// The servers it may use.
     members: Vec<Member>,
@@ -181,10 +180,15 @@ impl Caller {
         let members = federation::parse_members(&text(federation::MEMBERS_HEADER).unwrap_or_default())
             .map_err(|e| RpcError { code: -32600, message: e.to_string(), data: None })?;
         let key = text(federation::CLIENT_KEY_HEADER).filter(|k| !k.is_empty());
-        let digest = key.as_deref().map(|k| hex::encode(Sha256::digest(k.as_bytes()))).unwrap_or_default();
+        let digest = key.as_deref().map(|k| ferrogate_core::auth::key_digest(k.as_bytes())).unwrap_or_default();
         let search = query.is_some_and(|q| q.split('&').any(|p| p == "tools=search"));
         let request_id = text(ferrogate_core::headers::REQUEST_ID);
         Ok(Self { key, scope: format!("key:{digest}"), digest, members, request_id, search })
+    }
+
+    /// The member server named `server`.
+    fn member(&self, server: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.name == server)
     }
 }
 
@@ -317,7 +321,7 @@ async fn handle_delete(State(fed): State<Arc<Federation>>, headers: HeaderMap, R
     let link = upstream::Link { fed: &fed, gateway: &gateway, caller: &caller };
     let closes = fed.sessions.take_scope(&scope).into_iter().map(|(server, s)| {
         let url = format!("{gateway}/mcp/{server}");
-        let limit = caller.members.iter().find(|m| m.name == server).and_then(|m| m.timeout_ms);
+        let limit = caller.member(&server).and_then(|m| m.timeout_ms);
         let limit = limit.map_or(upstream::CLOSE_TIMEOUT, std::time::Duration::from_millis);
         let link = &link;
         async move {

@@ -48,8 +48,8 @@ impl Stream {
         // Set after the swap, so a client's own copy of either header is replaced.
         self.set_http_request_header(federation::MEMBERS_HEADER, Some(&federation::members_header(&members)));
         self.set_http_request_header(federation::CLIENT_KEY_HEADER, key.as_deref());
-        // The sidecar's answer is bounded by the members' own deadlines, not the client's.
-        self.set_http_request_header(ferrogate_core::headers::UPSTREAM_TIMEOUT, None);
+        // No deadline of the client's: the sidecar's answer is bounded by the members' own.
+        self.set_upstream_timeout(head.method, None);
         self.federated_mcp = true;
         Action::Continue
     }

@@ -4,7 +4,7 @@
 //! the `search_tools` and `call_tool` meta-tools.
 
 use ferrogate_core::mcp::federation::search::{rank, Candidate};
-use ferrogate_core::mcp::federation::split;
+use ferrogate_core::mcp::federation::{split, Member};
 use serde_json::{json, Map, Value};
 
 use super::listing::{self, list, RESOURCES, TOOLS};
@@ -52,9 +52,7 @@ async fn call(link: &Link<'_>, params: Value) -> Result<Value, RpcError> {
 /// A `<server>__<tool>` call sent to its server; a name of no member server is an unknown
 /// tool, as a server answers one.
 async fn call_member(link: &Link<'_>, name: &str, arguments: Value, meta: Option<Value>) -> Result<Value, RpcError> {
-    let unknown = || RpcError { code: -32602, message: format!("Unknown tool: {name}"), data: None };
-    let (server, tool) = split(name).ok_or_else(unknown)?;
-    let member = link.caller.members.iter().find(|m| m.name == server).ok_or_else(unknown)?;
+    let (member, tool) = owner(link, name, "tool")?;
     let mut params = json!({"name": tool, "arguments": arguments});
     if let Some(meta) = meta {
         params["_meta"] = meta;
@@ -68,12 +66,18 @@ async fn call_member(link: &Link<'_>, name: &str, arguments: Value, meta: Option
     })
 }
 
+/// The member a `<server>__<name>` names, and the name on that server; a name of no member is
+/// unknown (`-32602 Unknown <what>: <name>`), as a server answers it.
+fn owner<'l, 'n>(link: &Link<'l>, name: &'n str, what: &str) -> Result<(&'l Member, &'n str), RpcError> {
+    let unknown = || RpcError { code: -32602, message: format!("Unknown {what}: {name}"), data: None };
+    let (server, inner) = split(name).ok_or_else(unknown)?;
+    Ok((link.caller.member(server).ok_or_else(unknown)?, inner))
+}
+
 /// `prompts/get` of `<server>__<prompt>`, sent to that server.
 async fn get_prompt(link: &Link<'_>, mut params: Value) -> Result<Value, RpcError> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-    let unknown = || RpcError { code: -32602, message: format!("Unknown prompt: {name}"), data: None };
-    let (server, prompt) = split(&name).ok_or_else(unknown)?;
-    let member = link.caller.members.iter().find(|m| m.name == server).ok_or_else(unknown)?;
+    let (member, prompt) = owner(link, &name, "prompt")?;
     params["name"] = Value::String(prompt.to_string());
     link.call(member, "prompts/get", params).await
 }
@@ -83,7 +87,7 @@ async fn get_prompt(link: &Link<'_>, mut params: Value) -> Result<Value, RpcErro
 async fn read_resource(link: &Link<'_>, params: Value) -> Result<Value, RpcError> {
     let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
     let listing = list(link, RESOURCES).await;
-    let owner = listing.owner_of(uri).and_then(|s| link.caller.members.iter().find(|m| m.name == s));
+    let owner = listing.owner_of(uri).and_then(|s| link.caller.member(s));
     // -32002: "resource not found" in the revisions this endpoint speaks.
     let member =
         owner.ok_or_else(|| RpcError { code: -32002, message: format!("Resource not found: {uri}"), data: None })?;

@@ -7,7 +7,6 @@ use ferrogate_core::mcp::federation::{CLIENT_KEY_HEADER, MEMBERS_HEADER, PATH, S
 use ferrogate_core::mcp::session;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tower::ServiceExt;
 
 use super::{router, Federation};
@@ -48,7 +47,7 @@ async fn initialize_negotiates_and_seals_a_session_to_the_key() {
     assert_eq!(body["result"]["protocolVersion"], "2025-03-26");
     assert!(body["result"]["capabilities"]["tools"].is_object());
     let sealed = headers.get("mcp-session-id").unwrap().as_bytes();
-    let digest = |k: &str| hex::encode(Sha256::digest(k.as_bytes()));
+    let digest = |k: &str| ferrogate_core::auth::key_digest(k.as_bytes());
     assert!(session::open(&digest("vk-1"), SESSION_SCOPE, sealed).is_ok());
     assert!(session::open(&digest("vk-2"), SESSION_SCOPE, sealed).is_err());
     // A revision this endpoint does not speak gets the latest it does.

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use ferrogate_core::mcp::federation::Member;
 use http::{header, HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use serde_json::{json, Value};
 
 use super::events::EventReader;
@@ -110,16 +111,14 @@ impl Link<'_> {
         if status == StatusCode::NOT_FOUND && session.is_some_and(|s| s.id.is_some()) {
             return Err(PostError::Stale);
         }
+        if !status.is_success() {
+            return Err(PostError::Rpc(failure(response, &m.name).await));
+        }
         let head = response.headers().clone();
-        let sse = is_event_stream(&head);
-        let body = response.into_body();
-        let answer = if sse && status.is_success() {
-            let mut events = EventReader::new(body);
-            answer_in_events(&mut events, id, &m.name).await?
+        let answer = if is_event_stream(&head) {
+            answer_in_events(&mut EventReader::new(response.into_body()), id, &m.name).await?
         } else {
-            let bytes =
-                Limited::new(body, BODY_LIMIT).collect().await.map_err(|e| unavailable(&m.name, &e.to_string()))?;
-            json_answer(&bytes.to_bytes(), status, &m.name)?
+            json_answer(response.into_body(), status, &m.name).await?
         };
         Ok((outcome(answer, &m.name)?, head))
     }
@@ -177,11 +176,7 @@ impl Link<'_> {
     async fn call_sse(&self, m: &Member, method: &str, params: Value) -> Result<Value, RpcError> {
         let response = self.send(Method::GET, &self.member_url(m), None, None).await?;
         if !response.status().is_success() {
-            let status = response.status();
-            let bytes = Limited::new(response.into_body(), BODY_LIMIT).collect().await.map(|b| b.to_bytes());
-            return Err(json_answer(&bytes.unwrap_or_default(), status, &m.name)
-                .err()
-                .unwrap_or_else(|| unavailable(&m.name, &format!("the event stream answered HTTP {status}"))));
+            return Err(failure(response, &m.name).await);
         }
         let mut events = EventReader::new(response.into_body());
         let endpoint = loop {
@@ -214,11 +209,8 @@ impl Link<'_> {
         let id = self.fed.next_id();
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let response = self.send(Method::POST, url, None, Some(&message)).await?;
-        let status = response.status();
-        if !status.is_success() {
-            let bytes = Limited::new(response.into_body(), BODY_LIMIT).collect().await.map(|b| b.to_bytes());
-            let answer = json_answer(&bytes.unwrap_or_default(), status, server)?;
-            return outcome(answer, server);
+        if !response.status().is_success() {
+            return Err(failure(response, server).await);
         }
         outcome(answer_in_events(events, id, server).await?, server)
     }
@@ -255,18 +247,29 @@ where
     }
 }
 
-/// A JSON answer's message; an HTTP error with a JSON-RPC error body (the filter writes every
-/// refusal and proxy error so) becomes that error, naming the server.
-fn json_answer(bytes: &[u8], status: StatusCode, server: &str) -> Result<Value, RpcError> {
-    let message: Option<Value> = serde_json::from_slice(bytes).ok();
-    match message {
-        Some(m) if status.is_success() => Ok(m),
-        Some(m) if m.get("error").is_some() => Err(member_error(&m, server, Some(status))),
-        _ => {
-            let said = String::from_utf8_lossy(bytes.get(..bytes.len().min(200)).unwrap_or_default()).into_owned();
-            Err(unavailable(server, &format!("HTTP {status} {said}")))
-        }
+/// A 2xx answer's JSON message.
+async fn json_answer(body: Incoming, status: StatusCode, server: &str) -> Result<Value, RpcError> {
+    let bytes = Limited::new(body, BODY_LIMIT).collect().await.map_err(|e| unavailable(server, &e.to_string()))?;
+    let bytes = bytes.to_bytes();
+    serde_json::from_slice(&bytes).map_err(|_| unavailable(server, &format!("HTTP {status} {}", opening(&bytes))))
+}
+
+/// An HTTP error answer as the error it says: a JSON-RPC error body (the filter writes every
+/// refusal and proxy error so) becomes that error, naming the server; anything else names
+/// the status and the body's opening.
+async fn failure(response: http::Response<Incoming>, server: &str) -> RpcError {
+    let status = response.status();
+    let bytes =
+        Limited::new(response.into_body(), BODY_LIMIT).collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(m) if m.get("error").is_some() => member_error(&m, server, Some(status)),
+        _ => unavailable(server, &format!("HTTP {status} {}", opening(&bytes))),
     }
+}
+
+/// The first 200 bytes of a body, for an error message.
+fn opening(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes.get(..bytes.len().min(200)).unwrap_or_default()).into_owned()
 }
 
 /// A member's answer: its result, or its error passed on.
