@@ -10,6 +10,7 @@ pub mod a2a;
 mod agent_limits;
 pub mod egress;
 pub mod grants;
+pub mod guardrails;
 pub mod mcp;
 pub mod named;
 mod raw;
@@ -359,6 +360,8 @@ pub struct Config {
     /// `egress:`: the upstream addresses the configuration may name and the proxy may connect
     /// to ([`crate::egress`]).
     pub egress: crate::egress::Policy,
+    /// Guardrail policies and where they apply.
+    pub guardrails: guardrails::Guardrails,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.

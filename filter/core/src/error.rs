@@ -201,6 +201,23 @@ impl ApiError {
         Self { param: Some("previous_response_id"), ..e }
     }
 
+    /// A guardrail refused the request (`input`) or the answer (`output`); names the rule,
+    /// never what it matched. `reason`: what an external check said, if anything.
+    pub fn guardrail_blocked(rule: &str, stage: &str, reason: Option<&str>) -> Self {
+        let what = if stage == "output" { "The answer" } else { "The request" };
+        let mut message = format!("{what} was blocked by guardrail {rule:?}.");
+        if let Some(reason) = reason {
+            message = format!("{message} {reason}");
+        }
+        Self::new(400, "invalid_request_error", Some("guardrail_blocked"), message)
+    }
+
+    /// A guardrail check that fails closed gave no verdict.
+    pub fn guardrail_unavailable(rule: &str, why: &str) -> Self {
+        let message = format!("Guardrail check {rule:?} gave no verdict ({why}); its policy refuses requests then.");
+        Self::new(503, "api_error", Some("guardrail_unavailable"), message)
+    }
+
     /// 429: a request or token limit has no room (`Retry-After` goes with it).
     pub fn rate_limited(message: String) -> Self {
         Self::new(429, "rate_limit_error", Some("rate_limit_exceeded"), message)

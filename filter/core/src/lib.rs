@@ -16,6 +16,7 @@ pub mod failover;
 pub mod flow;
 pub mod gen_ai;
 pub mod grants;
+pub mod guard;
 pub mod header_map;
 pub mod headers;
 pub mod hex;

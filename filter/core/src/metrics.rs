@@ -83,7 +83,7 @@ pub struct Family {
 }
 
 /// Every label any family carries; each has one `stats_tags` regex ([`tag_regex`]).
-pub const LABELS: [&str; 12] = [
+pub const LABELS: [&str; 15] = [
     "api",
     "model",
     "provider",
@@ -96,6 +96,9 @@ pub const LABELS: [&str; 12] = [
     "feed",
     "band",
     "key",
+    "rule",
+    "stage",
+    "action",
 ];
 
 /// The `stats_tags` regex of `label`: the first group (`;label=value`) leaves the name, the
@@ -152,6 +155,10 @@ pub const FAMILIES: &[Family] = &[
         "1 while the targets feed's engine figures are older than targets_max_age_ms (the sidecar stopped confirming them) and count as unknown, else 0."),
     family("ferrogate.targets_feed_stale_total", Kind::Counter, Unit::None, &[],
         "Times the targets feed went stale (its engine figures aged past targets_max_age_ms)."),
+    family("ferrogate.guardrail_hits_total", Kind::Counter, Unit::None, &["rule", "stage", "action"],
+        "Guardrail detector matches, by rule (policy/rule), stage (input, output) and the rule's action (block, redact, mask, log)."),
+    family("ferrogate.guardrail_checks_total", Kind::Counter, Unit::None, &["rule", "stage", "outcome"],
+        "External guardrail checks (webhooks, moderation), by rule, stage and verdict: allow, block, rewrite, error."),
 ];
 
 const fn family(

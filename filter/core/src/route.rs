@@ -289,6 +289,16 @@ pub fn route<'c>(
     route_with(config, caller, api, path, body, &mut Rotation(counter))
 }
 
+/// The model name a request asks for: a Gemini path's, else the body's `"model"` (empty when
+/// it names none).
+pub fn requested_name(api: Api, path: &str, body: &[u8]) -> String {
+    if api.model_in_path() {
+        let (bare, _) = split_query(path);
+        return paths::gemini_model(bare).map(|(m, _)| m.to_string()).unwrap_or_default();
+    }
+    openai::requested_model(body, api)
+}
+
 /// [`route`] with the target and endpoint choices made by `choose` (the filter's balancers).
 pub fn route_with<'c>(
     config: &'c Config,

@@ -22,6 +22,7 @@
 mod counts;
 mod extract;
 mod finish;
+mod guardrails;
 mod include;
 mod json;
 mod record;
@@ -33,6 +34,7 @@ use std::collections::BTreeMap;
 use crate::config::Price;
 
 pub use finish::FinishReasons;
+pub use guardrails::{GuardrailCheck, GuardrailHit, GuardrailRecord};
 pub use include::{ensure_include_usage, ensure_include_usage_in_valid, IncludeUsageError};
 pub use record::{LineError, Record, RecordView, STATUS_CLIENT_CLOSED};
 pub use tracker::Tracker;

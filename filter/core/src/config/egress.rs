@@ -48,6 +48,15 @@ pub(super) fn validate(raw: &RawConfig, p: &mut Problems) -> Policy {
     for (i, agent) in raw.a2a_agents.iter().enumerate() {
         check_url(&format!("a2a_agents[{i}].url"), &agent.url, &policy, p);
     }
+    for (i, g) in raw.guardrails.iter().enumerate() {
+        let rules = g.input.iter().map(|r| ("input", r)).chain(g.output.iter().map(|r| ("output", r)));
+        for (j, (side, rule)) in rules.enumerate() {
+            let j = if side == "input" { j } else { j - g.input.len() };
+            if let Some(url) = &rule.url {
+                check_url(&format!("guardrails[{i}].{side}[{j}].url"), url, &policy, p);
+            }
+        }
+    }
     policy
 }
 

@@ -54,6 +54,9 @@ pub struct RawConfig {
     /// metadata addresses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<super::egress::RawEgress>,
+    /// Guardrail policies, applied where models, keys or groups name them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrails: Vec<super::guardrails::RawGuardrail>,
     /// What a USD budget does with a model that has no price: `ignore`, `warn` (default:
     /// served, logged once per model) or `block` (402).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +248,9 @@ pub struct RawModel {
     /// Hold requests in a proxy-wide queue while every target is saturated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_control: Option<RawFlowControl>,
+    /// Guardrail policies (names of `guardrails:` entries) applied to its requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrails: Vec<String>,
 }
 
 /// `models[i].flow_control`.
@@ -319,6 +325,9 @@ pub struct RawGroup {
     /// A2A grants: `*` or an agent's name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub a2a: Vec<String>,
+    /// Guardrail policies (names of `guardrails:` entries) applied to its requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrails: Vec<String>,
 }
 
 /// A virtual key.
@@ -350,6 +359,9 @@ pub struct RawKey {
     /// A2A grants of the key itself, same syntax as a group's `a2a`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub a2a: Vec<String>,
+    /// Guardrail policies (names of `guardrails:` entries) applied to its requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrails: Vec<String>,
 }
 
 /// Request, token and cost limits; every field is optional (absent = unlimited).

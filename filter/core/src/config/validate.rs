@@ -81,6 +81,8 @@ impl TryFrom<RawConfig> for Config {
         let mcp = mcp_section(&raw, &mut p);
         let a2a = a2a_section(&raw, &mut p);
         let egress = super::egress::validate(&raw, &mut p);
+        let speaks_openai = |name: &str| providers.iter().find(|x| x.name == name).map(|x| x.kind.speaks_openai());
+        let guardrails = super::guardrails::validate(&raw, &speaks_openai, &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -106,6 +108,7 @@ impl TryFrom<RawConfig> for Config {
             a2a,
             a2a_grants: Vec::new(),
             egress,
+            guardrails,
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),

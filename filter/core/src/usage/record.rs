@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Usage;
+use super::{GuardrailRecord, Usage};
 
 /// Status recorded when the client went away before the response finished (nginx's 499).
 pub const STATUS_CLIENT_CLOSED: u16 = 499;
@@ -79,6 +79,10 @@ pub struct Record {
     /// provider's count of the whole conversation. Written only when true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rebuilt: bool,
+    /// What guardrails did to the request; absent when no policy applied. Written only when
+    /// set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrails: Option<GuardrailRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -143,6 +147,7 @@ impl Record {
             retries: self.retries,
             continues: self.continues.as_deref(),
             rebuilt: self.rebuilt,
+            guardrails: self.guardrails.as_ref(),
         }
     }
 }
@@ -174,6 +179,7 @@ pub struct RecordView<'a> {
     pub retries: u64,
     pub continues: Option<&'a str>,
     pub rebuilt: bool,
+    pub guardrails: Option<&'a GuardrailRecord>,
 }
 
 impl RecordView<'_> {
@@ -238,6 +244,10 @@ impl RecordView<'_> {
         if self.rebuilt {
             out.extend_from_slice(b",\"rebuilt\":true");
         }
+        if let Some(guardrails) = self.guardrails {
+            out.extend_from_slice(b",\"guardrails\":");
+            push_guardrails(out, guardrails);
+        }
         out.extend_from_slice(b"}\n");
     }
 }
@@ -252,8 +262,59 @@ impl RecordView<'_> {
             .map(|s| s.len() + 3)
             .sum::<usize>();
         let groups = self.groups.iter().map(|g| g.len() + 3).sum::<usize>();
-        strings + groups + 400
+        strings + groups + 400 + self.guardrails.map_or(0, guardrails_len_estimate)
     }
+}
+
+/// The guardrails object as serde writes [`GuardrailRecord`]: fields in declaration order,
+/// empty ones skipped.
+fn push_guardrails(out: &mut Vec<u8>, g: &GuardrailRecord) {
+    out.push(b'{');
+    let mut sep: &[u8] = b"";
+    if let Some(rule) = &g.blocked {
+        out.extend_from_slice(b"\"blocked\":");
+        push_str(out, rule);
+        sep = b",";
+    }
+    if !g.hits.is_empty() {
+        out.extend_from_slice(sep);
+        out.extend_from_slice(b"\"hits\":[");
+        for (i, hit) in g.hits.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"{\"rule\":" } else { b",{\"rule\":" });
+            push_str(out, &hit.rule);
+            out.extend_from_slice(b",\"stage\":");
+            push_str(out, &hit.stage);
+            out.extend_from_slice(b",\"action\":");
+            push_str(out, &hit.action);
+            push_field(out, b",\"count\":", Some(u64::from(hit.count)));
+            out.push(b'}');
+        }
+        out.push(b']');
+        sep = b",";
+    }
+    if !g.checks.is_empty() {
+        out.extend_from_slice(sep);
+        out.extend_from_slice(b"\"checks\":[");
+        for (i, check) in g.checks.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"{\"rule\":" } else { b",{\"rule\":" });
+            push_str(out, &check.rule);
+            out.extend_from_slice(b",\"stage\":");
+            push_str(out, &check.stage);
+            out.extend_from_slice(b",\"verdict\":");
+            push_str(out, &check.verdict);
+            push_field(out, b",\"latency_ms\":", Some(check.latency_ms));
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
+}
+
+/// Bytes of the guardrails member when no string needs escapes, names and numbers included.
+fn guardrails_len_estimate(g: &GuardrailRecord) -> usize {
+    let hits = g.hits.iter().map(|h| h.rule.len() + h.stage.len() + h.action.len() + 60).sum::<usize>();
+    let checks = g.checks.iter().map(|c| c.rule.len() + c.stage.len() + c.verdict.len() + 80).sum::<usize>();
+    g.blocked.as_ref().map_or(0, |b| b.len() + 14) + hits + checks + 40
 }
 
 /// `name` then the number, or `null`.

@@ -71,14 +71,55 @@ fn hand_written_record_json_matches_serde() {
             retries: 2,
             continues: Some(awkward.into()),
             rebuilt: true,
+            guardrails: Some(every_guardrail_field(awkward)),
         },
         Record { queued_ms: 7, ..Record::default() },
         Record { retries: 1, ..Record::default() },
         Record { continues: Some("resp_0123456789abcdef".into()), ..Record::default() },
         Record { rebuilt: true, ..Record::default() },
+        // Each part of the guardrails alone, and none (an empty object).
+        Record { guardrails: Some(GuardrailRecord::default()), ..Record::default() },
+        Record {
+            guardrails: Some(GuardrailRecord { blocked: Some("pii/email".into()), ..GuardrailRecord::default() }),
+            ..Record::default()
+        },
+        Record {
+            guardrails: Some(GuardrailRecord { hits: every_guardrail_field("x").hits, ..GuardrailRecord::default() }),
+            ..Record::default()
+        },
+        Record {
+            guardrails: Some(GuardrailRecord {
+                checks: every_guardrail_field("x").checks,
+                ..GuardrailRecord::default()
+            }),
+            rebuilt: true,
+            ..Record::default()
+        },
     ];
     for r in records {
-        assert_eq!(r.to_json_line(), format!("{}\n", serde_json::to_string(&r).unwrap()));
+        let line = r.to_json_line();
+        assert_eq!(line, format!("{}\n", serde_json::to_string(&r).unwrap()));
+        assert_eq!(Record::parse_lines(line.as_bytes()).unwrap(), [r], "reads back equal");
+    }
+}
+
+/// Guardrails with every field set, two hits and two checks, `text` in every string.
+fn every_guardrail_field(text: &str) -> GuardrailRecord {
+    GuardrailRecord {
+        blocked: Some(format!("{text}/block")),
+        hits: vec![
+            GuardrailHit { rule: format!("pii/{text}"), stage: "input".into(), action: "redact".into(), count: 3 },
+            GuardrailHit { rule: "pii/card".into(), stage: text.into(), action: text.into(), count: u32::MAX },
+        ],
+        checks: vec![
+            GuardrailCheck {
+                rule: format!("hook/{text}"),
+                stage: "output".into(),
+                verdict: "allow".into(),
+                latency_ms: 0,
+            },
+            GuardrailCheck { rule: "hook/mod".into(), stage: text.into(), verdict: text.into(), latency_ms: u64::MAX },
+        ],
     }
 }
 
