@@ -23,6 +23,7 @@ mod dialects;
 mod failover;
 mod flow_wait;
 mod forward;
+mod guard;
 mod handle;
 mod head;
 mod known_keys;
@@ -216,6 +217,10 @@ pub(crate) struct Stream {
     a2a: Option<Box<a2a::A2aState>>,
     /// A request to the federated `/mcp`, handed to the sidecar.
     federated_mcp: bool,
+    /// Guardrails of the request, when a policy applies ([`guard`]).
+    guard: Option<Box<guard::GuardState>>,
+    /// The request body was replaced (guardrails): its framing headers must follow.
+    body_rewritten: bool,
 }
 
 impl Stream {
@@ -281,6 +286,8 @@ impl Stream {
             mcp: None,
             a2a: None,
             federated_mcp: false,
+            guard: None,
+            body_rewritten: false,
         }
     }
 
@@ -431,7 +438,9 @@ impl Stream {
 
 impl Context for Stream {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
-        if self.on_store_answer(token_id, num_headers, body_size) {
+        if self.on_guard_answer(token_id, num_headers, body_size) {
+            // A guardrail check ([`guard`]).
+        } else if self.on_store_answer(token_id, num_headers, body_size) {
             // The response store's call ([`stored`]).
         } else if self.is_chain_call(token_id) {
             self.on_chain(num_headers, body_size);

@@ -108,6 +108,8 @@ pub(crate) struct Metrics {
     flow: [u64; 4],
     sidecar_calls: [[u64; 2]; FEEDS.len()],
     snapshot_version: Option<u64>,
+    /// Guardrail counters by their full labelled name (bounded by the configuration's rules).
+    guardrails: Vec<(String, u64)>,
 }
 
 impl Metrics {
@@ -196,6 +198,31 @@ impl Metrics {
         }
     }
 
+    /// Counts `n` matches of guardrail rule `rule` (`policy/rule`) on `stage` with `action`.
+    pub(crate) fn guardrail_hit(&mut self, rule: &str, stage: &str, action: &str, n: u64) {
+        let name = labelled("ferrogate.guardrail_hits_total", &[("rule", rule), ("stage", stage), ("action", action)]);
+        self.guardrail_count(name, n);
+    }
+
+    /// Counts one external guardrail check's verdict.
+    pub(crate) fn guardrail_check(&mut self, rule: &str, stage: &str, verdict: &str) {
+        let name =
+            labelled("ferrogate.guardrail_checks_total", &[("rule", rule), ("stage", stage), ("outcome", verdict)]);
+        self.guardrail_count(name, 1);
+    }
+
+    fn guardrail_count(&mut self, name: String, n: u64) {
+        match self.guardrails.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, sum)) => *sum += n,
+            None => {
+                if self.guardrails.len() >= MAX_TALLIES {
+                    self.flush();
+                }
+                self.guardrails.push((name, n));
+            }
+        }
+    }
+
     /// Records how long a request waited in `model`'s flow-control queue.
     pub(crate) fn queued(&mut self, model: &str, ms: u64) {
         let mut name = "ferrogate.queue_duration_ms".to_string();
@@ -254,6 +281,9 @@ impl Metrics {
     pub(crate) fn flush(&mut self) {
         for t in std::mem::take(&mut self.tallies) {
             self.flush_tally(&t);
+        }
+        for (name, n) in std::mem::take(&mut self.guardrails) {
+            self.ids.count(&name, n);
         }
         for a in std::mem::take(&mut self.attempts) {
             self.ids.count(&labelled("ferrogate.upstream_attempts_total", &[("provider", &a.provider)]), a.sent);

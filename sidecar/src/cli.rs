@@ -1,6 +1,7 @@
 //! The `ferrogate` command line (every subcommand and flag), and its small commands:
-//! `check`, `keys new`, signals.
+//! `check`, `keys new`, `guardrails detect`, signals.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -45,6 +46,28 @@ pub enum Command {
         /// What to do with keys.
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Guardrail tools.
+    Guardrails {
+        /// What to do.
+        #[command(subcommand)]
+        command: GuardrailsCommand,
+    },
+}
+
+/// `ferrogate guardrails` subcommands.
+#[derive(clap::Subcommand, Clone, Debug)]
+pub enum GuardrailsCommand {
+    /// Run a built-in detector over standard input and print its matches as JSON lines
+    /// (`{"start":…,"end":…,"text":…}`, byte offsets).
+    Detect {
+        /// The detector.
+        #[arg(value_parser = ["email", "phone", "card", "iban", "ip", "ssn", "secret"])]
+        detector: String,
+        /// Scan each input line by itself and print one JSON array of its matches per line
+        /// (offsets within the line).
+        #[arg(long)]
+        lines: bool,
     },
 }
 
@@ -216,6 +239,57 @@ pub fn keys(cmd: &KeysCommand) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// Runs a `guardrails` subcommand.
+pub fn guardrails(cmd: &GuardrailsCommand) -> ExitCode {
+    let GuardrailsCommand::Detect { detector, lines } = cmd;
+    let Some(detector) = ferrogate_core::guard::detect::Detector::builtin(detector) else {
+        eprintln!("ferrogate guardrails detect: unknown detector {detector}");
+        return ExitCode::FAILURE;
+    };
+    let mut input = String::new();
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut input) {
+        eprintln!("ferrogate guardrails detect: cannot read standard input as UTF-8 text: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = if *lines {
+        input.lines().try_for_each(|line| json_line(&mut out, &detect_json(&detector, line)))
+    } else {
+        detect_json(&detector, &input).iter().try_for_each(|m| json_line(&mut out, m))
+    };
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrogate guardrails detect: cannot write the matches: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One match as `guardrails detect` prints it.
+#[derive(serde::Serialize)]
+struct Found<'a> {
+    start: usize,
+    end: usize,
+    text: &'a str,
+}
+
+/// The matches of `detector` in `text`.
+fn detect_json<'a>(detector: &ferrogate_core::guard::detect::Detector, text: &'a str) -> Vec<Found<'a>> {
+    let mut found = Vec::new();
+    detector.find(text, &mut found);
+    found
+        .iter()
+        .map(|m| Found { start: m.start, end: m.end, text: text.get(m.start..m.end).unwrap_or_default() })
+        .collect()
+}
+
+/// `value` as one line of JSON.
+fn json_line(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    out.write_all(b"\n")
 }
 
 /// A fresh virtual key (`fg-` + 32 random bytes in hex) and its `sha256:` digest.

@@ -23,6 +23,7 @@ fn main() -> ExitCode {
             let _logs_only = telemetry::init(false);
             cli::keys(&command)
         }
+        Command::Guardrails { command } => cli::guardrails(&command),
         Command::Serve(args) => block_on(true, async move { run_serve(args).await }),
         Command::Sim(args) => block_on(false, async move { run_sim(args).await }),
         Command::HttpWasm(args) => block_on(false, async move { run_http_wasm(args).await }),

@@ -6,7 +6,7 @@
 //! `/v1/messages/count_tokens`; Gemini's `/v1beta/models/{model}:generateContent` and
 //! `:streamGenerateContent` (SSE with `alt=sse`, else a JSON array); vLLM's `/metrics`,
 //! `/health`, `/tokenize` and `/reset_prefix_cache`, and (with `--kv-events`) its KV-cache
-//! events over ZMQ; with `--lmcache-blocks`, an LMCache CPU tier (`/lmcache/occupancy`).
+//! events over ZMQ; OpenAI's `/v1/moderations` (`sim/moderation.rs`); with `--lmcache-blocks`, an LMCache CPU tier (`/lmcache/occupancy`).
 //! Output is deterministic and the same for every dialect; latency is configurable and faults
 //! are injected from a seeded RNG (429/500, slow requests, connection resets).
 //!
@@ -27,6 +27,7 @@ mod lmcache;
 mod lmcache_worker;
 mod lora;
 mod metrics;
+mod moderation;
 mod openai;
 mod prefix;
 mod reply;
@@ -172,6 +173,8 @@ struct SimState {
     /// Unix time the sim started, reported as the models' `created`.
     started: u64,
     next_id: AtomicU64,
+    /// `/v1/moderations` counters.
+    moderation: moderation::Counters,
 }
 
 impl SimState {
@@ -198,6 +201,7 @@ impl SimState {
             kv_events,
             started: unix_now(),
             next_id: AtomicU64::new(1),
+            moderation: moderation::Counters::default(),
         }
     }
 
@@ -260,6 +264,10 @@ fn router_with(args: &SimArgs, events: Option<&KvPublisher>, worker: Option<lmca
         // Inside fault injection: a request refused with a simulated error loads no adapter.
         .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), lora::layer))
         .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), faults::inject));
+    // Faults apply to moderation too; it names no served model, so no adapter either.
+    let moderation = Router::new()
+        .route("/v1/moderations", post(moderation::moderations))
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), faults::inject));
     Router::new()
         .route("/v1/models", get(openai::models))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
@@ -269,6 +277,7 @@ fn router_with(args: &SimArgs, events: Option<&KvPublisher>, worker: Option<lmca
         .route("/reset_prefix_cache", post(metrics::reset_prefix_cache))
         .route("/lmcache/occupancy", get(lmcache::occupancy))
         .merge(inference)
+        .merge(moderation)
         .fallback(not_found)
         .with_state(state)
 }

@@ -50,6 +50,9 @@ impl Guest {
             abi::log_line(abi::Level::Error, &format!("ferrogate: the middleware's settings are refused: {e}"));
         }
         let active = settings.as_ref().ok().and_then(|s| s.config.clone()).map(Rc::new);
+        if let Some(config) = &active {
+            crate::guard::warn_skipped_checks(config);
+        }
         Guest {
             settings,
             active,
@@ -70,6 +73,7 @@ impl Guest {
     pub(crate) fn refresh(&mut self, now_ms: u64) {
         let Ok(settings) = &self.settings else { return };
         if let Some(config) = self.snapshot.refresh(settings, now_ms) {
+            crate::guard::warn_skipped_checks(&config);
             self.active = Some(Rc::new(config));
         }
     }

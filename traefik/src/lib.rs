@@ -2,9 +2,10 @@
 //!
 //! The same `ferrogate_core` as the proxy-wasm filter, behind the two calls Traefik makes per
 //! request: [`request`] authenticates, answers what it can itself (errors in the caller's
-//! dialect, the model list), routes, applies the limits and rewrites the request (model,
-//! credential, path, the provider in the routing header Traefik's routers match); [`response`]
-//! translates a buffered answer back and writes its usage record.
+//! dialect, the model list), applies the guardrails' input rules ([`guard`]), routes, applies
+//! the limits and rewrites the request (model, credential, path, the provider in the routing
+//! header Traefik's routers match); [`response`] translates a buffered answer back, applies the
+//! output rules to a non-streamed one and writes its usage record.
 //!
 //! What Traefik's ABI cannot do shapes the rest: no calls out, so the configuration comes
 //! inline or from a snapshot file on a plugin mount ([`snapshot_file`]) and usage goes to a
@@ -13,6 +14,7 @@
 
 mod abi;
 mod counters;
+mod guard;
 mod guest;
 mod record;
 mod reply;

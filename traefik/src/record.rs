@@ -1,5 +1,6 @@
 //! Usage records of this guest: one per request that named a model, forwarded or refused (a
-//! 401 at the door or the model list is not usage), appended to `usageFile` when set.
+//! 401 at the door or the model list is not usage), appended to `usageFile` when set, with
+//! what guardrails did when a policy applied.
 
 use ferrogate_core::config::Config;
 use ferrogate_core::usage::{RecordView, Usage};
@@ -50,5 +51,7 @@ pub(crate) fn write(path: Option<&str>, config: &Config, req: &Request, names: &
     };
     record.set_usage(&outcome.usage);
     record.cost_micro_usd = outcome.cost_micro_usd;
+    let guardrails = req.guard.as_ref().map(|g| g.record(&config.guardrails));
+    record.guardrails = guardrails.as_ref();
     crate::usage_file::append(path, &record);
 }

@@ -1,7 +1,8 @@
 //! `handle_request`: everything up to the upstream. The order of checks is the proxy-wasm
 //! filter's: configuration, then the key (even for a path that does not exist), then the
-//! endpoint; a forwarded request has its body read, is routed (404 unknown model, 403 not
-//! granted), admitted on its limits (429/402), and rewritten for the provider.
+//! endpoint; a forwarded request has its body read, goes through its guardrails (400 on a
+//! block, the rewritten body on a redaction), is routed (404 unknown model, 403 not granted),
+//! admitted on its limits (429/402), and rewritten for the provider.
 
 use std::rc::Rc;
 
@@ -15,6 +16,7 @@ use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecisio
 use ferrogate_core::translate::{self, Outbound};
 
 use crate::abi::{self, Kind};
+use crate::guard::GuardState;
 use crate::guest::{now_ns, Guest};
 use crate::record::{self, Names, Outcome};
 use crate::reply;
@@ -26,6 +28,8 @@ pub(crate) struct Request {
     pub(crate) dialect: Dialect,
     pub(crate) started_ns: u64,
     pub(crate) caller: Caller,
+    /// Guardrails, when a policy applies to the request.
+    pub(crate) guard: Option<Box<GuardState>>,
 }
 
 impl Guest {
@@ -40,7 +44,7 @@ impl Guest {
             .filter(|v| headers::usable_request_id(v));
         let generated = id.is_none();
         let id = id.unwrap_or_else(|| headers::generate_request_id(started_ns, self.next_seq()));
-        let mut req = Request { id, dialect: Dialect::from_path(&uri), started_ns, caller: Caller::Open };
+        let mut req = Request { id, dialect: Dialect::from_path(&uri), started_ns, caller: Caller::Open, guard: None };
         if generated {
             // The upstream and the usage record see the same id as the client.
             abi::set_header(Kind::Request, headers::REQUEST_ID, req.id.as_bytes());
@@ -79,7 +83,7 @@ impl Guest {
     }
 
     /// A request for an upstream: read and routed, or answered here.
-    fn forward(&mut self, config: &Rc<Config>, api: Api, uri: &str, req: Request) -> u64 {
+    fn forward(&mut self, config: &Rc<Config>, api: Api, uri: &str, mut req: Request) -> u64 {
         let max_body = self.settings.as_ref().map_or(0, |s| s.max_body_bytes);
         let Some(body) = abi::body(Kind::Request, max_body) else {
             return reply::error(&ApiError::payload_too_large(max_body), req.dialect, &req.id);
@@ -90,6 +94,10 @@ impl Guest {
         if api == Api::CountTokens {
             return count_tokens(config, &req, &body);
         }
+        let body = match self.guard_input(config, api, uri, &mut req, body) {
+            Ok(body) => body,
+            Err(answered) => return answered,
+        };
         if api == Api::Responses {
             if let Err(e) = ferrogate_core::stored::check_background(&body) {
                 return reply::error(&e, req.dialect, &req.id);
@@ -102,6 +110,27 @@ impl Guest {
             Err(e) => {
                 let requested = openai::requested_model(&body, api);
                 self.refuse(config, &req, (&e, None), &Names { requested: &requested, ..Names::default() })
+            }
+        }
+    }
+
+    /// The input guardrails over the request body: the body to route (rewritten when a rule
+    /// redacted or masked), or the refusal answered and recorded.
+    fn guard_input(
+        &self,
+        config: &Config,
+        api: Api,
+        uri: &str,
+        req: &mut Request,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, u64> {
+        req.guard = GuardState::for_request(config, req.caller, api, uri, &body);
+        let Some(guard) = req.guard.as_mut() else { return Ok(body) };
+        match guard.input(&config.guardrails, api, &body) {
+            Ok(rewritten) => Ok(rewritten.unwrap_or(body)),
+            Err(e) => {
+                let requested = ferrogate_core::route::requested_name(api, uri, &body);
+                Err(self.refuse(config, req, (&e, None), &Names { requested: &requested, ..Names::default() }))
             }
         }
     }

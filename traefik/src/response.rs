@@ -3,12 +3,14 @@
 //!
 //! Traefik hands the guest an answer only when it buffered it whole (`buffer_response`), which
 //! this guest asks for per request: for translated answers and for non-streamed ones it must
-//! account. A stream it does not translate passes through untouched and unseen: its record says
-//! `streamed` with no status or tokens, and its reservation stays at the estimate.
+//! account or guard (output rules, restored placeholders: [`crate::guard`]). A stream it does
+//! not translate passes through untouched and unseen: its record says `streamed` with no status
+//! or tokens, and its reservation stays at the estimate. Streams are never guarded.
 
 use std::rc::Rc;
 
 use ferrogate_core::config::Config;
+use ferrogate_core::guard::body::Shape;
 use ferrogate_core::headers::REQUEST_ID;
 use ferrogate_core::limits::{Amounts, Reservation};
 use ferrogate_core::route::{Api, RouteDecision};
@@ -34,6 +36,8 @@ pub(crate) struct Pending {
     streaming: bool,
     /// Traefik holds the answer for this guest.
     buffered: bool,
+    /// The answer's shape when output guardrails apply to it.
+    guard_shape: Option<Shape>,
 }
 
 impl Pending {
@@ -46,9 +50,15 @@ impl Pending {
         (reservation, streaming): (Option<Reservation>, bool),
     ) -> Pending {
         let accounted = reservation.is_some() || api.is_generation();
-        let buffered = d.translation.is_some() || (!streaming && accounted);
+        let guard_shape =
+            req.guard.as_ref().and_then(|g| g.answer_shape(&config.guardrails, api)).filter(|_| !streaming);
+        let buffered = d.translation.is_some() || (!streaming && (accounted || guard_shape.is_some()));
         if buffered {
             abi::enable(FEATURE_BUFFER_RESPONSE);
+        }
+        if guard_shape.is_some() {
+            // A compressed answer could not be scanned: the upstream is asked for a plain one.
+            abi::remove(Kind::Request, "accept-encoding");
         }
         abi::set_header(Kind::Response, REQUEST_ID, req.id.as_bytes());
         Pending {
@@ -62,6 +72,7 @@ impl Pending {
             reservation,
             streaming,
             buffered,
+            guard_shape,
         }
     }
 }
@@ -95,8 +106,9 @@ impl Pending {
         let mut tracker = Tracker::new(self.usage_dialect, self.streaming, false);
         let _ = tracker.on_end(&body);
         abi::set_header(Kind::Response, REQUEST_ID, self.req.id.as_bytes());
-        if let Some((pair, ctx)) = self.translation.take() {
-            let out = self.translate_back(pair, &ctx, &mut status, &body);
+        let translated = self.translation.take().map(|(pair, ctx)| self.translate_back(pair, &ctx, &mut status, &body));
+        let guarded = self.guard_answer(&mut status, translated.as_deref().unwrap_or(&body));
+        if let Some(out) = guarded.or(translated) {
             // Traefik's host never fixes the length of a rewritten answer.
             abi::set_header(Kind::Response, "content-length", out.len().to_string().as_bytes());
             abi::set_body(Kind::Response, &out);
@@ -105,6 +117,22 @@ impl Pending {
             abi::set_body(Kind::Response, &body);
         }
         Outcome { status, usage: tracker.finish().unwrap_or_default(), first_byte_ns, ..Outcome::default() }
+    }
+
+    /// The output guardrails over a successful answer in the caller's dialect: the answer to
+    /// send instead, or the refusal in the caller's dialect (`status` becomes its).
+    fn guard_answer(&mut self, status: &mut u16, answer: &[u8]) -> Option<Vec<u8>> {
+        let shape = self.guard_shape.filter(|_| (200..300).contains(status))?;
+        let guard = self.req.guard.as_mut()?;
+        match guard.output(&self.config.guardrails, shape, answer) {
+            Ok(rewritten) => rewritten,
+            Err(e) => {
+                *status = e.status;
+                abi::set_status(e.status);
+                abi::set_header(Kind::Response, "content-type", b"application/json");
+                Some(e.body_in(self.req.dialect))
+            }
+        }
     }
 
     /// The provider's answer in the caller's dialect: a stream translated whole (delivered at

@@ -24,13 +24,21 @@ impl Stream {
         if api == Api::CountTokens {
             return self.count_tokens(&config, &original);
         }
+        let original = match self.guard_body(&config, api, original) {
+            Ok(body) => body,
+            Err(action) => return action,
+        };
         if api == Api::Responses {
             if let Err(action) = self.prepare_responses(plugin, &config, &original) {
                 return action;
             }
         }
         // A follow-up to a stored response is routed with its whole conversation (`chain`).
-        let rebuilt = self.rebuilt_body();
+        let rebuilt = match self.rebuilt_body().map(|b| self.guard_rebuilt(&config, b)) {
+            Some(Err(action)) => return action,
+            Some(Ok(b)) => Some(b),
+            None => None,
+        };
         let body: &[u8] = rebuilt.as_deref().unwrap_or(&original);
         if self.token_ids_span.is_none() && self.start_tokenize(&config, api, body) {
             self.api = Some(api); // Routed when the ids arrive.
@@ -93,11 +101,14 @@ impl Stream {
         let new_body = self.with_usage_requested(api, original, &mut d);
         if let Some(new_body) = &new_body {
             self.set_http_request_body(0, self.body_size, new_body);
+        }
+        let new_length = new_body.as_ref().map(Vec::len).or(self.body_rewritten.then_some(self.body_size));
+        if let Some(new_length) = new_length {
             // Envoy never recomputes framing; a stale length (or chunked plus length) corrupts it.
             if self.present.transfer_encoding {
                 self.set_http_request_header("transfer-encoding", None);
             }
-            let length = ferrogate_core::decimal::Decimal::new(new_body.len() as u64);
+            let length = ferrogate_core::decimal::Decimal::new(new_length as u64);
             self.set_http_request_header("content-length", Some(length.as_str()));
         }
         self.set_http_request_header(&plugin.cluster_header, Some(d.provider));

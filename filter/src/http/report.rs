@@ -23,7 +23,12 @@ impl Stream {
         let usage = self.delivered_usage(usage);
         let status = self.local_status.unwrap_or_else(|| self.recorded_status());
         let config = self.config.clone();
-        let record = self.record(config.as_deref(), &usage, status, start_ns);
+        let guardrails = self.guard_record();
+        let mut record = self.record(config.as_deref(), &usage, status, start_ns);
+        if let Some(g) = &guardrails {
+            record.guardrails = Some(g);
+            self.guard_metrics(g);
+        }
         let cost = record.cost_micro_usd;
         // Requests that never named a model (401 at the door, model list) are not usage.
         let is_usage = self.routed.is_some() || !self.model_requested.is_empty();

@@ -72,6 +72,7 @@ impl Stream {
             self.prepare_translation(streaming);
             self.meter_answer(streaming);
         }
+        let hold_for_guard = self.guard.is_some() && self.guard_answer_headers(streaming, has_length);
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
         }
@@ -80,7 +81,7 @@ impl Stream {
         }
         // A buffered translation holds the headers too, so an answer that cannot be translated
         // can still become a 502 (needs `allow_on_headers_stop_iteration`, as routing does).
-        if self.translation.is_some() && self.stream_translator.is_none() && !end_of_stream {
+        if (hold_for_guard || self.translation.is_some() && self.stream_translator.is_none()) && !end_of_stream {
             return Action::Pause;
         }
         Action::Continue
@@ -118,6 +119,9 @@ impl Stream {
         if self.stream_translator.is_none() && self.translation.is_some() {
             return self.translate_response(body_size, end_of_stream);
         }
+        if self.guard_holds_answer() {
+            return self.guarded_answer(body_size, end_of_stream);
+        }
         if self.stream_translator.is_none() && self.tracker.is_none() {
             return Action::Continue;
         }
@@ -146,6 +150,11 @@ impl Stream {
         if cut_at.is_some() {
             let mut out = out.unwrap_or_else(|| passed.to_vec());
             self.cut_stream(&mut out);
+            self.set_http_response_body(0, body_size, &out);
+        } else if self.guard_streams() {
+            let out = out.unwrap_or_else(|| passed.to_vec());
+            let out = self.guard_stream(&out, eos);
+            self.capture_bytes(&out);
             self.set_http_response_body(0, body_size, &out);
         } else if let Some(out) = out {
             self.capture_bytes(&out);
@@ -217,8 +226,24 @@ impl Stream {
         } else {
             pair.error_body(self.status, &body)
         };
+        if self.guard_holds_answer() {
+            return self.guard_answer(translated, body_size);
+        }
         self.capture_bytes(&translated);
         self.set_http_response_body(0, body_size, &translated);
         Action::Continue
+    }
+
+    /// A successful answer (not a stream, not translated) held whole for the output rules.
+    fn guarded_answer(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let body = self.get_http_response_body(0, body_size).unwrap_or_default();
+        let _ = self.track(&body, true);
+        if self.first_byte_ns.is_none() {
+            self.first_byte_ns = Some(self.callback_start_ns);
+        }
+        self.guard_answer(body, body_size)
     }
 }

@@ -158,7 +158,8 @@ pub fn plugin_configuration(
 }
 
 /// One cluster per provider: its pool when it has one, else its base URL's host and port;
-/// and one per MCP server (`mcp:<name>`) and A2A agent (`a2a:<name>`), its URL's host and port.
+/// one per MCP server (`mcp:<name>`), A2A agent (`a2a:<name>`) and guardrail webhook
+/// (`guardrail:<policy>:<rule>`), its URL's host and port.
 pub fn clusters_of(config: &Config) -> Result<Vec<Cluster>, ClusterError> {
     let mut clusters = Vec::with_capacity(config.providers.len() + config.mcp.items.len());
     for s in &config.mcp.items {
@@ -168,6 +169,13 @@ pub fn clusters_of(config: &Config) -> Result<Vec<Cluster>, ClusterError> {
     for a in &config.a2a.items {
         let endpoint = format!("{}:{}", bracket(&a.url.host), a.url.port);
         clusters.push(Cluster::new(&a.cluster, a.url.scheme.as_str(), vec![endpoint])?);
+    }
+    // Guardrail webhooks (`guardrail:<policy>:<rule>`), their URL's host and port.
+    for check in config.guardrails.policies.items.iter().flat_map(|p| p.input_checks.iter().chain(&p.output_checks)) {
+        if let ferrogate_core::config::guardrails::CheckTarget::Webhook { cluster, url } = &check.target {
+            let endpoint = format!("{}:{}", bracket(&url.host), url.port);
+            clusters.push(Cluster::new(cluster, url.scheme.as_str(), vec![endpoint])?);
+        }
     }
     for p in &config.providers {
         let endpoints = if p.endpoints.is_empty() {

@@ -85,7 +85,7 @@ pub fn router(state: Admin) -> Router {
         .route("/api/v1/kv", get(kv_query))
         .route("/api/v1/config/problems", get(config_problems))
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
-        .route("/api/v1/{section}/{name}", axum::routing::put(crud::replace).delete(crud::delete))
+        .route("/api/v1/{section}/{name}", get(crud::get).put(crud::replace).delete(crud::delete))
         .with_state(state)
 }
 
@@ -267,8 +267,9 @@ mod tests {
         let digest = format!("sha256:{}", "ab".repeat(32));
         let yaml = format!(
             "providers: [{{ name: local, kind: openai_compatible, base_url: 'http://h:1', api_key: sk-hidden }}]\n\
-             models: [{{ name: chat, targets: [{{ provider: local, model: m }}] }}]\n\
-             keys: [{{ name: alice, digest: '{digest}', models: [chat] }}]\n"
+             models: [{{ name: chat, targets: [{{ provider: local, model: m }}], guardrails: [pii] }}]\n\
+             keys: [{{ name: alice, digest: '{digest}', models: [chat] }}]\n\
+             guardrails: [{{ name: pii, input: [{{ detector: email, action: redact }}] }}]\n"
         );
         snapshots.publish(serde_saphyr::from_str(&yaml).unwrap()).unwrap();
         let admin = file_store_admin(snapshots);
@@ -284,7 +285,15 @@ mod tests {
         let answer = app.clone().oneshot(call("GET", "/api/v1/providers")).await.unwrap();
         let body = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
         assert!(!String::from_utf8_lossy(&body).contains("sk-hidden"), "provider keys are never listed");
-        let write = app.clone().oneshot(call("POST", "/api/v1/keys")).await.unwrap();
-        assert_eq!(write.status().as_u16(), 409);
+        let answer = app.clone().oneshot(call("GET", "/api/v1/guardrails/pii")).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
+        let policy: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(policy["input"][0]["detector"], "email", "{policy}");
+        let answer = app.clone().oneshot(call("GET", "/api/v1/keys/bob")).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 404);
+        for write in [call("POST", "/api/v1/keys"), call("PUT", "/api/v1/guardrails/pii")] {
+            assert_eq!(app.clone().oneshot(write).await.unwrap().status().as_u16(), 409);
+        }
     }
 }

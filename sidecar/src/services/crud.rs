@@ -1,11 +1,13 @@
 //! Admin CRUD over the configuration (`/api/v1/{providers,models,aliases,groups,keys,pricing,
-//! mcp_servers,a2a_agents}`),
+//! mcp_servers,a2a_agents,guardrails}`),
 //! for the `postgres` store. Bodies have the shape of the config file's entries; unknown fields
 //! are refused with their name. Writes answer `{"version": n}` once committed; the new
 //! snapshot is published here at once and on other sidecars through Redis (or their poll).
 //!
 //! - `GET /api/v1/{section}`: the rows (credentials of providers, MCP servers and A2A agents
 //!   never shown; `api_key_set` instead).
+//! - `GET /api/v1/{section}/{name}`: one row as listed (aliases as `{name, model}`, prices with
+//!   their `model`), 404 when absent.
 //! - `POST /api/v1/{section}`: create; an existing name is 409. `POST /api/v1/keys` without a
 //!   `digest` generates the key and returns its plaintext once (only the digest is stored).
 //! - `PUT /api/v1/{section}/{name}`: create or replace (the path names the row).
@@ -20,6 +22,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ferrogate_core::config::a2a::RawA2aAgent;
+use ferrogate_core::config::guardrails::RawGuardrail;
 use ferrogate_core::config::mcp::RawMcpServer;
 use ferrogate_core::config::{RawGroup, RawKey, RawModel, RawPrice, RawProvider};
 use serde::Deserialize;
@@ -98,23 +101,60 @@ fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, R
 /// being served (its rows as the file gives them, provider keys never shown).
 pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
     let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
-    match gate(&admin, &headers) {
-        Ok(db) => match db.store.list(section).await {
-            Ok(rows) => Json(rows).into_response(),
-            Err(e) => store_error(&e),
-        },
-        // The file store (`gate`'s 409): the rows of the snapshot being served.
-        Err(Reject(StatusCode::CONFLICT, _)) => list_served(&admin, section),
+    match rows(&admin, &headers, section).await {
+        Ok(rows) => Json(rows).into_response(),
         Err(r) => r.into_response(),
     }
 }
 
+/// `GET /api/v1/{section}/{name}`: one row of [`list`]'s, in the shape a write takes.
+pub async fn get(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    Path((name, row)): Path<(String, String)>,
+) -> Response {
+    let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
+    match rows(&admin, &headers, section).await.map(|rows| one(section, rows, &row)) {
+        Ok(Some(found)) => Json(found).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, json!({"error": format!("{name}/{row} not found")})),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// A section's rows: from the database, or with the file store from the served snapshot.
+async fn rows(admin: &Admin, headers: &HeaderMap, section: Section) -> Result<Value, Reject> {
+    match gate(admin, headers) {
+        Ok(db) => db.store.list(section).await.map_err(|e| store_reject(&e)),
+        // The file store (`gate`'s 409): the rows of the snapshot being served.
+        Err(Reject(StatusCode::CONFLICT, _)) => served_rows(admin, section),
+        Err(r) => Err(r),
+    }
+}
+
 /// The rows of the served snapshot (file store).
-fn list_served(admin: &Admin, section: Section) -> Response {
+fn served_rows(admin: &Admin, section: Section) -> Result<Value, Reject> {
     let parsed = admin.snapshots.current().and_then(|s| ferrogate_core::snapshot::Snapshot::parse(&s.body).ok());
     match parsed {
-        Some((doc, _)) => Json(super::pg::rows::section_json(&doc.config, section)).into_response(),
-        None => error(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "no configuration snapshot is served yet"})),
+        Some((doc, _)) => Ok(super::pg::rows::section_json(&doc.config, section)),
+        None => {
+            Err(Reject(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "no configuration snapshot is served yet"})))
+        }
+    }
+}
+
+/// The row `name` of a section's listing: aliases and prices (maps) in their body's shape.
+fn one(section: Section, rows: Value, name: &str) -> Option<Value> {
+    match (section, rows) {
+        (Section::Aliases, Value::Object(aliases)) => {
+            aliases.get(name).map(|model| json!({"name": name, "model": model}))
+        }
+        (Section::Pricing, Value::Object(mut prices)) => {
+            let mut price = prices.remove(name)?;
+            price.as_object_mut()?.insert("model".into(), name.into());
+            Some(price)
+        }
+        (_, Value::Array(items)) => items.into_iter().find(|r| r.get("name").and_then(Value::as_str) == Some(name)),
+        _ => None,
     }
 }
 
@@ -182,17 +222,21 @@ async fn write(db: &super::source::Database, change: Change, plaintext_key: Opti
 }
 
 fn store_error(e: &StoreError) -> Response {
+    store_reject(e).into_response()
+}
+
+fn store_reject(e: &StoreError) -> Reject {
     match e {
         StoreError::Invalid(problems) => {
             let list: Vec<Value> = problems.iter().map(|p| json!({"path": p.path, "message": p.message})).collect();
-            error(StatusCode::BAD_REQUEST, json!({"error": "the change would not be servable", "problems": list}))
+            Reject(StatusCode::BAD_REQUEST, json!({"error": "the change would not be servable", "problems": list}))
         }
-        StoreError::NoMasterKey => error(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
-        StoreError::Conflict(_) => error(StatusCode::CONFLICT, json!({"error": e.to_string()})),
-        StoreError::NotFound(_) => error(StatusCode::NOT_FOUND, json!({"error": e.to_string()})),
+        StoreError::NoMasterKey => Reject(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
+        StoreError::Conflict(_) => Reject(StatusCode::CONFLICT, json!({"error": e.to_string()})),
+        StoreError::NotFound(_) => Reject(StatusCode::NOT_FOUND, json!({"error": e.to_string()})),
         _ => {
             tracing::error!("configuration store: {e}");
-            error(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "configuration store unavailable"}))
+            Reject(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "configuration store unavailable"}))
         }
     }
 }
@@ -211,6 +255,7 @@ fn parse(section: Section, body: &[u8], path_name: Option<&str>) -> Result<(Reso
         Section::Groups => entry(body, |g: &mut RawGroup| named(&mut g.name)).map(Resource::Group)?,
         Section::McpServers => entry(body, |m: &mut RawMcpServer| named(&mut m.name)).map(Resource::McpServer)?,
         Section::A2aAgents => entry(body, |a: &mut RawA2aAgent| named(&mut a.name)).map(Resource::A2aAgent)?,
+        Section::Guardrails => entry(body, |g: &mut RawGuardrail| named(&mut g.name)).map(Resource::Guardrail)?,
         Section::Aliases => {
             let mut a: AliasBody = entry(body, |a: &mut AliasBody| named(&mut a.name))?;
             Resource::Alias { name: std::mem::take(&mut a.name), model: a.model }

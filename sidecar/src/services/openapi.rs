@@ -77,6 +77,7 @@ pub fn operations() -> Vec<Operation> {
         let name = s.as_str();
         ops.push(op("get", format!("/api/v1/{name}"), format!("List {name}"), false));
         ops.push(op("post", format!("/api/v1/{name}"), format!("Create one of {name} (409 if the name exists)"), true));
+        ops.push(op("get", format!("/api/v1/{name}/{{name}}"), format!("One of {name} (404 when absent)"), false));
         ops.push(op("put", format!("/api/v1/{name}/{{name}}"), format!("Create or replace one of {name}"), true));
         ops.push(op("delete", format!("/api/v1/{name}/{{name}}"), format!("Delete one of {name}"), false));
     }

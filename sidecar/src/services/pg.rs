@@ -43,6 +43,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (10, include_str!("pg/0010_conversations.sql")),
     (11, include_str!("pg/0011_agents.sql")),
     (12, include_str!("pg/0012_usage_continues.sql")),
+    (13, include_str!("pg/0013_usage_guardrails.sql")),
+    (14, include_str!("pg/0014_guardrails.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
@@ -281,9 +283,22 @@ fn servable(raw: RawConfig) -> BTreeSet<(Section, String)> {
     snapshot::build(raw).map(|b| rows::names(&b.raw)).unwrap_or_default()
 }
 
-/// Refuses a change that drops its own row (400) or rows that were servable before (409).
+/// Refuses a change that drops its own row (400) or rows that were servable before (409). A
+/// configuration that does not build at all (a problem no single row can be dropped for, such
+/// as a guardrail policy's rule) is the written row's fault (400), or, for a delete, the rows
+/// that still need the deleted one (409: a provider a moderation rule names).
 fn check_change(change: &Change, before: &BTreeSet<(Section, String)>, after: RawConfig) -> Result<(), StoreError> {
-    let built = snapshot::build(after.clone()).map_err(|e| StoreError::Invalid(e.problems))?;
+    let built = match snapshot::build(after.clone()) {
+        Ok(built) => built,
+        Err(e) if change.is_put() => return Err(StoreError::Invalid(e.problems)),
+        Err(e) => {
+            let why = join(&e.problems);
+            return Err(StoreError::Conflict(format!(
+                "{} would make the configuration invalid: {why}",
+                change.target()
+            )));
+        }
+    };
     let now = rows::names(&built.raw);
     let own = change.row();
     if change.is_put() && !now.contains(&own) {

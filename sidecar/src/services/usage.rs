@@ -369,6 +369,27 @@ mod tests {
         assert_eq!((a.totals.requests, a.totals.prompt_tokens), (2, 40));
         assert_eq!(after.query(&Query::default()).totals.requests, 3);
         assert_eq!(Record::parse_lines(&std::fs::read(&path).unwrap()).unwrap().len(), 3);
+        // Guardrails survive the file and its reading back.
+        use ferrogate_core::usage::{GuardrailHit, GuardrailRecord};
+        let guarded = Record {
+            request_id: "g".into(),
+            started_at_unix_ms: 4,
+            guardrails: Some(GuardrailRecord {
+                blocked: Some("pii/\"ssn\"".into()),
+                hits: vec![GuardrailHit {
+                    rule: "pii/ssn".into(),
+                    stage: "input".into(),
+                    action: "block".into(),
+                    count: 1,
+                }],
+                checks: Vec::new(),
+            }),
+            ..Record::default()
+        };
+        after.add(Bytes::from(guarded.to_json_line())).unwrap();
+        drop(after);
+        let reopened = UsageStore::open(Some(path.clone()));
+        assert_eq!(reopened.query(&Query { limit: Some(1), ..Query::default() }).records, [guarded]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

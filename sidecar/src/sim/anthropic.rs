@@ -185,7 +185,7 @@ async fn serve(
         id: state.unique_id("msg_"),
         model: request.model,
         input_tokens,
-        reply: reply::answer(&ask, state.output_tokens)?,
+        reply: reply::answer_with(&ask, state.output_tokens, faults::knobs(headers)?)?,
         tool_use_id: state.unique_id("toolu_"),
     };
     let reason = answer.reply.engine_reason();

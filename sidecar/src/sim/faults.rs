@@ -25,6 +25,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::error::{Dialect, SimError};
+use super::reply::Knobs;
 use super::{SimArgs, SimState};
 
 /// Header forcing a connection reset (`1` or `true`).
@@ -50,6 +51,12 @@ pub const STREAM_END_AFTER_HEADER: &str = "x-sim-stream-end-after";
 /// Header (`1` or `true`) making a text answer the tool traffic of the conversation received
 /// (`tools::Traffic`), so a test sees every call and result a gateway delivered.
 pub const ECHO_TOOLS_HEADER: &str = "x-sim-echo-tools";
+/// Header (`1` or `true`) making a text answer the prompt the sim read (`role: text` lines),
+/// so a test sees the text a gateway delivered.
+pub const ECHO_PROMPT_HEADER: &str = "x-sim-echo-prompt";
+/// Header cutting a text answer into deltas of this many characters instead of words, so a
+/// test can have a value split across streamed chunks.
+pub const CHUNK_CHARS_HEADER: &str = "x-sim-chunk-chars";
 
 /// What to do to one request instead of (or before) serving it normally.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +189,16 @@ pub fn kv_drop(headers: &HeaderMap) -> bool {
 /// Whether the request asks for its tool traffic back ([`ECHO_TOOLS_HEADER`]).
 pub fn echo_tools(headers: &HeaderMap) -> bool {
     header_flag(headers, ECHO_TOOLS_HEADER)
+}
+
+/// The text knobs a request asks for ([`ECHO_PROMPT_HEADER`], [`CHUNK_CHARS_HEADER`]); a
+/// malformed or zero chunk size is a 400.
+pub fn knobs(headers: &HeaderMap) -> Result<Knobs, SimError> {
+    let chunk_chars = header_count(headers, CHUNK_CHARS_HEADER)?;
+    if chunk_chars == Some(0) {
+        return Err(SimError::BadRequest(format!("{CHUNK_CHARS_HEADER} must be at least 1")));
+    }
+    Ok(Knobs { echo_prompt: header_flag(headers, ECHO_PROMPT_HEADER), chunk_chars })
 }
 
 /// A count header such as `x-sim-stream-end-after`; absent → `None`, malformed → 400.

@@ -141,7 +141,7 @@ async fn serve(
         model: model.to_owned(),
         response_id: state.unique_id(""),
         prompt_tokens,
-        reply: reply::answer(&ask, state.output_tokens)?,
+        reply: reply::answer_with(&ask, state.output_tokens, faults::knobs(headers)?)?,
     };
     let reason = answer.reply.engine_reason();
     let guard = counters.admit(prompt_tokens).await;

@@ -288,6 +288,7 @@ pub async fn handler(State(state): State<Arc<SimState>>) -> impl IntoResponse {
     if let Some(adapters) = &state.adapters {
         adapters.render(&mut page);
     }
+    state.moderation.render(&mut page);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], page)
 }
 

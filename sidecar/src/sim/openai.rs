@@ -181,7 +181,7 @@ pub async fn completions(
         created: super::unix_now(),
         model: request.model,
         prompt_tokens: prompts.iter().map(|p| p.tokens).fold(0, u32::saturating_add),
-        reply: reply::answer(&ask, state.output_tokens)?,
+        reply: reply::answer_with(&ask, state.output_tokens, faults::knobs(&headers)?)?,
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
         cached_tokens: 0,
     };

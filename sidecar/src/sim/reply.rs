@@ -9,9 +9,10 @@
 //! Text comes from one of three sources: the tool-result mention ("The tool returned: ...")
 //! when the last turn hands back tool results, JSON built from the requested output schema,
 //! or the prompt-hashed words of [`text::completion_words`]; with `x-sim-echo-tools`, it is
-//! the conversation's tool traffic instead ([`Traffic`]). The text is cut at the first stop
-//! sequence, then at the output cap; its streamed deltas are whitespace-led words (one delta,
-//! one token) that concatenate to the text exactly.
+//! the conversation's tool traffic instead ([`Traffic`]), and with `x-sim-echo-prompt` the
+//! prompt itself ([`Knobs`]). The text is cut at the first stop sequence, then at the output
+//! cap; its streamed deltas are whitespace-led words (one delta, one token) that concatenate to
+//! the text exactly, or with `x-sim-chunk-chars` pieces of that many characters.
 
 use serde_json::Value;
 
@@ -54,6 +55,18 @@ pub struct Ask {
     pub json_schema: Option<Value>,
     /// With `x-sim-echo-tools`: the conversation's tool traffic, which a text answer is.
     pub echo: Option<Traffic>,
+}
+
+/// Per-request test knobs on how a text answer is made and cut (`x-sim-echo-prompt`,
+/// `x-sim-chunk-chars`; read by `super::faults::knobs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// The text is the prompt as the sim reads it (the `role: text` lines of [`prompt`]), so
+    /// a test sees what a gateway delivered; a tool call is still a tool call.
+    pub echo_prompt: bool,
+    /// Deltas of this many characters (the last one shorter) instead of words; still one
+    /// token each.
+    pub chunk_chars: Option<usize>,
 }
 
 /// Why a text answer ended.
@@ -114,21 +127,29 @@ pub fn prompt(turns: &[Turn]) -> (String, u32) {
     (hashed.join("\n"), text::chat_prompt_tokens(turns.iter().map(|turn| turn.text.as_str())))
 }
 
-/// The answer to `ask`; plain generated text has `natural_len` tokens (`--output-tokens`).
+/// The answer to `ask` without knobs (the handlers pass theirs to [`answer_with`]).
+#[cfg(test)]
+pub fn answer(ask: &Ask, natural_len: u32) -> Result<Reply, SimError> {
+    answer_with(ask, natural_len, Knobs::default())
+}
+
+/// The answer to `ask` with a request's test [`Knobs`]; plain generated text has
+/// `natural_len` tokens (`--output-tokens`).
 ///
 /// # Errors
 /// The tool choice names an undeclared tool.
-pub fn answer(ask: &Ask, natural_len: u32) -> Result<Reply, SimError> {
+pub fn answer_with(ask: &Ask, natural_len: u32, knobs: Knobs) -> Result<Reply, SimError> {
     if let Some(call) = tools::pick(&ask.tools, &ask.choice, ask.tool_result.is_some())? {
         return Ok(Reply::Tool(call));
     }
     let full = match (&ask.echo, &ask.tool_result, &ask.json_schema) {
         (Some(traffic), _, _) => traffic.text(),
+        (None, _, _) if knobs.echo_prompt => ask.prompt.clone(),
         (None, Some(result), _) => format!("The tool returned: {result}"),
         (None, None, Some(schema)) => json_text(schema),
         (None, None, None) => text::completion_words(&ask.prompt, natural_len).join(" "),
     };
-    Ok(cut(&full, &ask.stop, ask.max_tokens))
+    Ok(cut(&full, &ask.stop, ask.max_tokens, knobs.chunk_chars))
 }
 
 /// JSON output: a sample of the schema, or `{}` when no schema was given.
@@ -139,8 +160,9 @@ fn json_text(schema: &Value) -> String {
     }
 }
 
-/// `full` cut at the earliest stop sequence, then at `max_tokens` deltas.
-fn cut(full: &str, stop: &[String], max_tokens: Option<u32>) -> Reply {
+/// `full` cut at the earliest stop sequence, then at `max_tokens` deltas (words, or pieces of
+/// `chunk_chars` characters).
+fn cut(full: &str, stop: &[String], max_tokens: Option<u32>, chunk_chars: Option<usize>) -> Reply {
     let hit = stop
         .iter()
         .filter(|sequence| !sequence.is_empty())
@@ -150,7 +172,10 @@ fn cut(full: &str, stop: &[String], max_tokens: Option<u32>) -> Reply {
         Some((at, sequence)) => (&full[..at], Ending::StopSequence(sequence.clone())),
         None => (full, Ending::Natural),
     };
-    let mut deltas = split_deltas(kept);
+    let mut deltas = match chunk_chars {
+        Some(n) => split_chars(kept, n),
+        None => split_deltas(kept),
+    };
     let cap = max_tokens.map_or(usize::MAX, |cap| usize::try_from(cap).unwrap_or(usize::MAX));
     if deltas.len() > cap {
         deltas.truncate(cap);
@@ -176,6 +201,13 @@ pub fn split_deltas(text: &str) -> Vec<String> {
         deltas.push(current);
     }
     deltas
+}
+
+/// `text` cut into pieces of `n` characters (at least one), the last one shorter; they
+/// concatenate to `text`.
+pub fn split_chars(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(n.max(1)).map(|piece| piece.iter().collect()).collect()
 }
 
 #[cfg(test)]
@@ -231,6 +263,31 @@ mod tests {
         assert_eq!(split_deltas("a b  c "), ["a", " b", "  c", " "]);
         assert_eq!(split_deltas("  lead"), ["  lead"]);
         assert!(split_deltas("").is_empty());
+        assert_eq!(split_chars("abcdefg", 3), ["abc", "def", "g"]);
+        assert_eq!(split_chars("héé", 2), ["hé", "é"]);
+        assert!(split_chars("", 4).is_empty());
+    }
+
+    #[test]
+    fn knobs_echo_the_prompt_in_pieces() {
+        let knobs = Knobs { echo_prompt: true, chunk_chars: Some(4) };
+        let echoed = answer_with(&ask("user: a@b.example"), 6, knobs).unwrap();
+        assert_eq!(echoed.text(), "user: a@b.example");
+        assert_eq!(
+            echoed,
+            Reply::Text {
+                deltas: ["user", ": a@", "b.ex", "ampl", "e"].map(String::from).to_vec(),
+                ending: Ending::Natural,
+            }
+        );
+        // The output cap counts pieces; stop sequences still cut.
+        let capped = answer_with(&Ask { max_tokens: Some(2), ..ask("user: a@b.example") }, 6, knobs).unwrap();
+        assert_eq!((capped.text().as_str(), capped.engine_reason()), ("user: a@", FinishReason::Length));
+        let stopped = Ask { stop: vec!["@".into()], ..ask("user: a@b.example") };
+        assert_eq!(answer_with(&stopped, 6, Knobs { echo_prompt: true, chunk_chars: None }).unwrap().text(), "user: a");
+        // Tool traffic and tool calls come first.
+        let tools = Ask { tools: vec![ToolSpec { name: "t".into(), schema: json!({}) }], ..ask("user: hi") };
+        assert!(matches!(answer_with(&tools, 6, knobs).unwrap(), Reply::Tool(_)));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use deadpool_postgres::GenericClient;
 use ferrogate_core::config::a2a::RawA2aAgent;
+use ferrogate_core::config::guardrails::RawGuardrail;
 use ferrogate_core::config::mcp::RawMcpServer;
 use ferrogate_core::config::{
     Problem, RawConfig, RawEndpoint, RawGroup, RawKey, RawLimits, RawModel, RawPrice, RawProvider, RawTarget,
@@ -14,6 +15,7 @@ use serde_json::Value;
 use super::StoreError;
 
 mod agents;
+mod guardrails;
 
 /// A section of the configuration, i.e. a resource collection of the admin API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -34,11 +36,13 @@ pub enum Section {
     McpServers,
     /// `a2a_agents`
     A2aAgents,
+    /// `guardrails`
+    Guardrails,
 }
 
 impl Section {
     /// Every section, in document order.
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Providers,
         Section::Models,
         Section::Aliases,
@@ -47,6 +51,7 @@ impl Section {
         Section::Pricing,
         Section::McpServers,
         Section::A2aAgents,
+        Section::Guardrails,
     ];
 
     /// Its name in the document and in the admin API's paths.
@@ -60,6 +65,7 @@ impl Section {
             Section::Pricing => "pricing",
             Section::McpServers => "mcp_servers",
             Section::A2aAgents => "a2a_agents",
+            Section::Guardrails => "guardrails",
         }
     }
 }
@@ -93,6 +99,8 @@ pub enum Resource {
     McpServer(RawMcpServer),
     /// An A2A agent (its `api_key`, when given, is sealed before it is stored).
     A2aAgent(RawA2aAgent),
+    /// A guardrail policy.
+    Guardrail(RawGuardrail),
 }
 
 impl Resource {
@@ -106,6 +114,7 @@ impl Resource {
             Resource::Price { model, .. } => (Section::Pricing, model.clone()),
             Resource::McpServer(s) => (Section::McpServers, s.name.clone()),
             Resource::A2aAgent(a) => (Section::A2aAgents, a.name.clone()),
+            Resource::Guardrail(g) => (Section::Guardrails, g.name.clone()),
         }
     }
 }
@@ -196,6 +205,7 @@ pub(super) fn changes_of(raw: &RawConfig) -> Vec<Change> {
     );
     out.extend(raw.mcp_servers.iter().cloned().map(|s| Change::Replace(Resource::McpServer(s))));
     out.extend(raw.a2a_agents.iter().cloned().map(|a| Change::Replace(Resource::A2aAgent(a))));
+    out.extend(raw.guardrails.iter().cloned().map(|g| Change::Replace(Resource::Guardrail(g))));
     out
 }
 
@@ -226,7 +236,8 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let targets = c
         .query("SELECT model, provider, upstream_model, weight FROM fg_model_targets ORDER BY model, position", &[])
         .await?;
-    for r in c.query("SELECT name, strategy, fallbacks, flow_control FROM fg_models ORDER BY name", &[]).await? {
+    let models = "SELECT name, strategy, fallbacks, flow_control, guardrails FROM fg_models ORDER BY name";
+    for r in c.query(models, &[]).await? {
         let name: String = r.get(0);
         let targets = targets.iter().filter(|t| t.get::<_, String>(0) == name).map(|t| RawTarget {
             provider: t.get(1),
@@ -240,12 +251,14 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             strategy: r.get(1),
             fallbacks: r.get(2),
             flow_control,
+            guardrails: r.get(4),
         });
     }
     for r in c.query("SELECT name, model FROM fg_aliases ORDER BY name", &[]).await? {
         raw.aliases.insert(r.get(0), r.get(1));
     }
-    for r in c.query("SELECT name, models, limits, priority, mcp, a2a FROM fg_groups ORDER BY name", &[]).await? {
+    let groups = "SELECT name, models, limits, priority, mcp, a2a, guardrails FROM fg_groups ORDER BY name";
+    for r in c.query(groups, &[]).await? {
         raw.groups.push(RawGroup {
             name: r.get(0),
             models: r.get(1),
@@ -253,9 +266,11 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             priority: r.get(3),
             mcp: r.get(4),
             a2a: r.get(5),
+            guardrails: r.get(6),
         });
     }
-    let keys = "SELECT name, digest, groups, models, expires_at, limits, priority, mcp, a2a FROM fg_keys ORDER BY name";
+    let keys =
+        "SELECT name, digest, groups, models, expires_at, limits, priority, mcp, a2a, guardrails FROM fg_keys ORDER BY name";
     for r in c.query(keys, &[]).await? {
         raw.keys.push(RawKey {
             name: r.get(0),
@@ -267,6 +282,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             priority: r.get(6),
             mcp: r.get(7),
             a2a: r.get(8),
+            guardrails: r.get(9),
         });
     }
     for r in c
@@ -280,6 +296,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
         raw.pricing.insert(r.get(0), price);
     }
     agents::read(c, &mut raw).await?;
+    guardrails::read(c, &mut raw).await?;
     Ok(raw)
 }
 
@@ -347,12 +364,13 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         }
         Resource::Model(m) => {
             c.execute(
-                "INSERT INTO fg_models (name, strategy, fallbacks, flow_control) VALUES ($1, $2, $3, $4)",
+                "INSERT INTO fg_models (name, strategy, fallbacks, flow_control, guardrails) VALUES ($1, $2, $3, $4, $5)",
                 &[
                     &m.name,
                     &m.strategy,
                     &m.fallbacks,
                     &m.flow_control.as_ref().and_then(|f| serde_json::to_value(f).ok()),
+                    &m.guardrails,
                 ],
             )
             .await?;
@@ -372,16 +390,27 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         Resource::Group(g) => {
             let limits = limits_json(g.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_groups (name, models, limits, priority, mcp, a2a) VALUES ($1, $2, $3, $4, $5, $6)",
-                &[&g.name, &g.models, &limits, &g.priority, &g.mcp, &g.a2a],
+                "INSERT INTO fg_groups (name, models, limits, priority, mcp, a2a, guardrails) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[&g.name, &g.models, &limits, &g.priority, &g.mcp, &g.a2a, &g.guardrails],
             )
             .await?;
         }
         Resource::Key(k) => {
             let limits = limits_json(k.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority, mcp, a2a) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &[&k.name, &k.digest, &k.groups, &k.models, &k.expires_at, &limits, &k.priority, &k.mcp, &k.a2a],
+                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority, mcp, a2a, guardrails) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                &[
+                    &k.name,
+                    &k.digest,
+                    &k.groups,
+                    &k.models,
+                    &k.expires_at,
+                    &limits,
+                    &k.priority,
+                    &k.mcp,
+                    &k.a2a,
+                    &k.guardrails,
+                ],
             )
             .await?;
         }
@@ -394,6 +423,7 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         }
         Resource::McpServer(s) => agents::insert_mcp(c, s).await?,
         Resource::A2aAgent(a) => agents::insert_a2a(c, a).await?,
+        Resource::Guardrail(g) => guardrails::insert(c, g).await?,
     }
     Ok(())
 }
@@ -409,6 +439,7 @@ pub(super) fn names(raw: &RawConfig) -> BTreeSet<(Section, String)> {
     out.extend(raw.pricing.keys().map(|m| (Section::Pricing, m.clone())));
     out.extend(raw.mcp_servers.iter().map(|s| (Section::McpServers, s.name.clone())));
     out.extend(raw.a2a_agents.iter().map(|a| (Section::A2aAgents, a.name.clone())));
+    out.extend(raw.guardrails.iter().map(|g| (Section::Guardrails, g.name.clone())));
     out
 }
 
@@ -422,6 +453,7 @@ pub(super) fn problems_of(problems: &[Problem], raw: &RawConfig, row: &(Section,
         Section::Keys => raw.keys.iter().position(|k| &k.name == name),
         Section::McpServers => raw.mcp_servers.iter().position(|s| &s.name == name),
         Section::A2aAgents => raw.a2a_agents.iter().position(|a| &a.name == name),
+        Section::Guardrails => raw.guardrails.iter().position(|g| &g.name == name),
         Section::Aliases | Section::Pricing => None,
     };
     let prefix = index.map_or_else(|| format!("{}.{name}", section.as_str()), |i| format!("{}[{i}]", section.as_str()));
@@ -457,6 +489,7 @@ pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
         Section::Groups => to(serde_json::to_value(&raw.groups)),
         Section::Keys => to(serde_json::to_value(&raw.keys)),
         Section::Pricing => to(serde_json::to_value(&raw.pricing)),
+        Section::Guardrails => to(serde_json::to_value(&raw.guardrails)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Usage records in Postgres: the `fg_usage` table (`0002_usage.sql`), one typed column per
-//! [`Record`] field, written one batch per statement and read by the admin API's queries.
+//! [`Record`] field (`guardrails` as its JSON, `jsonb`), written one batch per statement and read
+//! by the admin API's queries.
 //!
 //! A batch is one `INSERT … SELECT FROM UNNEST(<one array per column>)`: one round trip and one
 //! implicit transaction whatever the batch size, so the filter is acknowledged only once every
@@ -19,9 +20,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use deadpool_postgres::GenericClient;
-use ferrogate_core::usage::Record;
+use ferrogate_core::usage::{GuardrailRecord, Record};
 use sha2::{Digest, Sha256};
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{Json, ToSql};
 use tokio_postgres::Row;
 
 use super::{PgStore, StoreError};
@@ -32,13 +33,13 @@ const MAX_MS: u64 = 253_402_300_799_999;
 
 const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, model_requested, provider, \
     upstream_model, status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, \
-    started_at, streamed, cut, partial, queued_ms, retries, continues, rebuilt) \
+    started_at, streamed, cut, partial, queued_ms, retries, continues, rebuilt, guardrails) \
     SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, \
-    co, rb \
+    co, rb, gr \
     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::int4[], \
     $9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[], $16::bool[], $17::bool[], \
-    $18::bool[], $19::int8[], $20::int8[], $21::text[], $22::bool[]) \
-    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, co, rb, n) \
+    $18::bool[], $19::int8[], $20::int8[], $21::text[], $22::bool[], $23::jsonb[]) \
+    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, co, rb, gr, n) \
     ORDER BY n \
     ON CONFLICT (digest) DO NOTHING \
     RETURNING digest";
@@ -46,7 +47,7 @@ const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, mod
 /// The columns [`record_of`] reads, in its order.
 pub(super) const COLUMNS: &str = "request_id, key, groups, model_requested, provider, upstream_model, status, \
     prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, \
-    partial, queued_ms, retries, continues, rebuilt";
+    partial, queued_ms, retries, continues, rebuilt, guardrails";
 
 /// One record ready for the table, identified by the digest of the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +94,7 @@ impl PgStore {
         }
         let c = Columns::of(rows);
         let client = self.pool.get().await?;
-        let params: [&(dyn ToSql + Sync); 22] = [
+        let params: [&(dyn ToSql + Sync); 23] = [
             &c.digest,
             &c.request_id,
             &c.key,
@@ -116,6 +117,7 @@ impl PgStore {
             &c.retries,
             &c.continues,
             &c.rebuilt,
+            &c.guardrails,
         ];
         let stored = client.query(INSERT, &params).await?;
         let digest = |row: &Row| row.try_get::<_, &[u8]>(0).ok().and_then(|d| <[u8; 16]>::try_from(d).ok());
@@ -187,6 +189,8 @@ struct Columns<'a> {
     retries: Vec<i64>,
     continues: Vec<Option<&'a str>>,
     rebuilt: Vec<bool>,
+    /// `NULL` when the record has none.
+    guardrails: Vec<Option<Json<&'a GuardrailRecord>>>,
 }
 
 impl<'a> Columns<'a> {
@@ -217,6 +221,7 @@ impl<'a> Columns<'a> {
             retries: num(|r| r.retries),
             continues: rows.iter().map(|r| r.record.continues.as_deref()).collect(),
             rebuilt: rows.iter().map(|r| r.record.rebuilt).collect(),
+            guardrails: rows.iter().map(|r| r.record.guardrails.as_ref().map(Json)).collect(),
         }
     }
 }
@@ -301,6 +306,7 @@ pub(super) fn record_of(row: &Row) -> Result<Record, StoreError> {
         retries: num(18)?,
         continues: row.try_get(19)?,
         rebuilt: row.try_get(20)?,
+        guardrails: row.try_get::<_, Option<Json<GuardrailRecord>>>(21)?.map(|Json(g)| g),
     })
 }
 

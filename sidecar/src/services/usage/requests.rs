@@ -14,7 +14,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
-use ferrogate_core::usage::Record;
+use ferrogate_core::usage::{GuardrailRecord, Record};
 use serde::{Deserialize, Serialize};
 
 use super::UsageStore;
@@ -209,8 +209,8 @@ fn class_range(class: &str) -> Result<(u16, u16), ParamError> {
 }
 
 /// One request as the API and the request log show it: the record's fields (all of them
-/// written, defaults included; not `admitted`, which only steers the limits ledger at
-/// ingestion and is not kept by Postgres), and `attempts`.
+/// written, defaults included, but `guardrails` only when set; not `admitted`, which only
+/// steers the limits ledger at ingestion and is not kept by Postgres), and `attempts`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[allow(missing_docs)] // field for field the documented `Record`
 pub struct RequestItem {
@@ -235,6 +235,8 @@ pub struct RequestItem {
     pub retries: u64,
     pub continues: Option<String>,
     pub rebuilt: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guardrails: Option<GuardrailRecord>,
     /// Upstream attempts the request took: `retries + 1`.
     pub attempts: u64,
 }
@@ -264,6 +266,7 @@ impl From<Record> for RequestItem {
             retries: r.retries,
             continues: r.continues,
             rebuilt: r.rebuilt,
+            guardrails: r.guardrails,
         }
     }
 }

@@ -160,7 +160,7 @@ pub async fn chat(
         created: crate::sim::unix_now(),
         model: request.model,
         prompt_tokens,
-        reply: reply::answer(&ask, state.output_tokens)?,
+        reply: reply::answer_with(&ask, state.output_tokens, faults::knobs(&headers)?)?,
         include_usage: request.stream_options.is_some_and(|o| o.include_usage),
         cached_tokens: 0,
     };

@@ -41,8 +41,32 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         retries: prompt % 3,
         continues: prompt.is_multiple_of(2).then(|| format!("resp_{prompt:016x}")),
         rebuilt: prompt.is_multiple_of(4),
+        // r5 with every guardrail field, r3 with an empty (but present) record, the rest none.
+        guardrails: match prompt {
+            50 => Some(guardrails()),
+            30 => Some(GuardrailRecord::default()),
+            _ => None,
+        },
     };
     record.to_json_line()
+}
+
+/// Guardrails with every field set, strings that need escapes included.
+fn guardrails() -> GuardrailRecord {
+    use ferrogate_core::usage::{GuardrailCheck, GuardrailHit};
+    GuardrailRecord {
+        blocked: Some("pii/\"email\"\n\u{1}é".into()),
+        hits: vec![
+            GuardrailHit { rule: "pii/email".into(), stage: "input".into(), action: "redact".into(), count: 2 },
+            GuardrailHit { rule: "pii/o'q\\".into(), stage: "output".into(), action: "block".into(), count: u32::MAX },
+        ],
+        checks: vec![GuardrailCheck {
+            rule: "hook/moderation".into(),
+            stage: "input".into(),
+            verdict: "allow".into(),
+            latency_ms: 12,
+        }],
+    }
 }
 
 /// Two batches: keys a, b and none; models chat and embed; a tie at 2000 ms; one unpriced.
@@ -119,6 +143,14 @@ async fn every_field_round_trips_through_typed_columns() {
     let (groups, at): (Vec<String>, String) = client.query_one(sql, &[]).await.map(|r| (r.get(0), r.get(1))).unwrap();
     assert_eq!(groups, ["dev", "o'q\"s,{x}"], "groups are a text[] column");
     assert_eq!(at, "2023-11-14 22:13:20.123", "started_at is a timestamptz");
+    let r5 = all.records.iter().find(|r| r.request_id == "r5").unwrap();
+    assert_eq!(r5.guardrails, Some(guardrails()));
+    let r3 = all.records.iter().find(|r| r.request_id == "r3").unwrap();
+    assert_eq!(r3.guardrails, Some(GuardrailRecord::default()), "an empty record is not NULL");
+    let sql = "SELECT guardrails->'hits'->0->>'count', count(guardrails) FROM fg_usage GROUP BY 1 ORDER BY 1";
+    let rows: Vec<(Option<String>, i64)> =
+        client.query(sql, &[]).await.unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(rows, [(Some("2".into()), 1), (None, 1)], "a jsonb column, NULL without guardrails");
 }
 
 #[tokio::test]

@@ -5,14 +5,15 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use ferrogate_core::usage::Record;
+use ferrogate_core::usage::{GuardrailCheck, GuardrailHit, GuardrailRecord, Record};
 
 use super::*;
 use crate::services::usage::UsageBackend;
 
 /// Record number `i` (its `prompt_tokens`, which identify it): request ids repeat every 7, a
 /// key of three or none, two models, three providers, six statuses, two records per start
-/// millisecond, some streamed and some of those partial, retries 0 to 2.
+/// millisecond, some streamed and some of those partial, retries 0 to 2, guardrails on every
+/// fourth.
 pub(crate) fn record(i: u64) -> Record {
     let pick = |options: &[&str], n: u64| options[(i % n) as usize].to_string();
     Record {
@@ -32,6 +33,21 @@ pub(crate) fn record(i: u64) -> Record {
         streamed: i % 5 < 2,
         partial: i.is_multiple_of(5),
         retries: i % 3,
+        guardrails: (i % 4 == 1).then(|| GuardrailRecord {
+            blocked: i.is_multiple_of(3).then(|| "pii/\"email\"".into()),
+            hits: vec![GuardrailHit {
+                rule: "pii/email".into(),
+                stage: "input".into(),
+                action: "redact".into(),
+                count: i as u32,
+            }],
+            checks: vec![GuardrailCheck {
+                rule: "hook/mod".into(),
+                stage: "output".into(),
+                verdict: "allow".into(),
+                latency_ms: i,
+            }],
+        }),
         ..Record::default()
     }
 }
@@ -110,6 +126,9 @@ pub(crate) async fn filters_case(backend: &UsageBackend) {
     let newest = &page.requests[0];
     assert_eq!(*newest, RequestItem::from(record(29)), "every field comes back");
     assert_eq!((newest.retries, newest.attempts), (2, 3));
+    let json = |item: &RequestItem| serde_json::to_value(item).unwrap();
+    assert_eq!(json(newest)["guardrails"]["hits"][0]["count"], 29, "guardrails are written when set");
+    assert!(json(&page.requests[1]).get("guardrails").is_none(), "and only then");
 }
 
 /// Paging through more than two pages collects every record once, in order, while records
