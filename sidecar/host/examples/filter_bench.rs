@@ -12,6 +12,10 @@
 //! one engine; the request carries its 1,024 token ids (`x-ferrogate-token-ids`). `KV=0`: the
 //! same without the header (no scoring), so the difference is the header's parsing and the pick;
 //! `IDS=n` sends only the first n ids (a shorter prompt: n/16 blocks).
+//! `GUARD=1` gives the model a guardrail policy with every built-in detector (email, phone,
+//! card, iban, ip, ssn, secret), action redact, on input and output (on top of any of the
+//! configurations above but the reference's). `BODY_KB=n` pads the user message to n KiB of
+//! plain prose with one email address in its middle (the only match); without it, "ping".
 //! Prints the mean wall time per request: the filter's guest code plus the host's hostcalls.
 
 use std::time::Instant;
@@ -61,6 +65,42 @@ const KV_CONFIG: &str = r#"{"sidecar_cluster":"ferrogate_sidecar","poll_interval
   "groups":[{"name":"dev","models":["chat"]}],
   "keys":[{"name":"alice","digest":"sha256:099295a3784e1bd368dc348843a7398c1931b6b8ec2504c73e91ed2040bdc46c","groups":["dev"]}],
   "pricing":{"sim-small":{"input_per_mtok":0.1,"output_per_mtok":0.4}}}}"#;
+
+/// `GUARD=1`: a policy with every built-in detector, redact, on the request and the answer.
+const GUARD_DETECTORS: [&str; 7] = ["email", "phone", "card", "iban", "ip", "ssn", "secret"];
+
+/// `configuration` with the `GUARD=1` policy added and named by its first model.
+fn with_guard(configuration: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let mut plugin: serde_json::Value = serde_json::from_str(configuration)?;
+    let rules: Vec<serde_json::Value> =
+        GUARD_DETECTORS.iter().map(|d| serde_json::json!({"detector": d, "action": "redact"})).collect();
+    let config = &mut plugin["config"];
+    config["guardrails"] = serde_json::json!([{"name": "bench", "input": rules, "output": rules}]);
+    config["models"][0]["guardrails"] = serde_json::json!(["bench"]);
+    Ok(plugin.to_string())
+}
+
+/// `BODY_KB=n`: the request with its user message padded to n KiB of prose (no digits, no `@`,
+/// nothing a detector takes) with one email address in the middle; `BODY` without it.
+fn request_body(kb: usize) -> Vec<u8> {
+    if kb == 0 {
+        return BODY.to_vec();
+    }
+    const PROSE: &str = "Thanks for getting back to me so quickly about the delivery schedule. The team \
+        reviewed the draft over the weekend and we agree that the second option is the better fit for our \
+        warehouse, although the loading dock will need a small change before the first truck arrives. Could \
+        you send the revised plan when it is ready, and let me know whether the installation crew can start \
+        earlier in the morning? ";
+    let size = kb * 1024;
+    let text: String = PROSE.chars().cycle().take(size).collect();
+    let mid = text[..size / 2].rfind(' ').unwrap_or(0);
+    let mut content =
+        format!("{} Please copy maria.lopez@example.com on the reply. {}", &text[..mid], &text[mid + 1..]);
+    content.truncate(size);
+    let body =
+        serde_json::json!({"model": "chat", "messages": [{"role": "user", "content": content}], "max_tokens": 4});
+    body.to_string().into_bytes()
+}
 
 /// Prompt `p`'s 1,024 token ids.
 fn prompt(p: u64) -> Vec<u32> {
@@ -121,16 +161,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let wasm = std::fs::read(path)?;
     let limits = std::env::var("LIMITS").ok();
     let kv = std::env::var("KV").ok();
+    let guard = std::env::var("GUARD").is_ok_and(|g| g != "0");
+    let body_kb: usize = std::env::var("BODY_KB").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let body = request_body(body_kb);
+    let configuration = match (reference.is_some(), limits.as_deref()) {
+        (true, _) => REF_CONFIG,
+        (false, _) if kv.is_some() => KV_CONFIG,
+        (false, Some("7")) => LIMITS_CONFIG,
+        (false, Some(_)) => ONE_LIMIT_CONFIG,
+        (false, None) => CONFIG,
+    };
+    if guard && reference.is_some() {
+        return Err("GUARD=1: the reference filter has no guardrails".into());
+    }
     let spec = PluginSpec {
-        configuration: match (reference.is_some(), limits.as_deref()) {
-            (true, _) => REF_CONFIG,
-            (false, _) if kv.is_some() => KV_CONFIG,
-            (false, Some("7")) => LIMITS_CONFIG,
-            (false, Some(_)) => ONE_LIMIT_CONFIG,
-            (false, None) => CONFIG,
-        }
-        .as_bytes()
-        .to_vec(),
+        configuration: if guard { with_guard(configuration)? } else { configuration.to_string() }.into_bytes(),
         allow_on_headers_stop_iteration: true,
         ..PluginSpec::default()
     };
@@ -146,7 +191,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (":authority", "gw"),
         (":path", "/v1/chat/completions"),
         ("content-type", "application/json"),
-        ("content-length", "78"),
+        ("content-length", body.len().to_string().as_str()),
         ("authorization", "Bearer sk-alice"),
         ("x-request-id", "0b6f4a4e-8d1c-4c1e-9a53-3d7c2a1b9e10"),
     ]);
@@ -160,7 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in 0..count {
             let s = vm.create_stream(StreamInfo::default(), None);
             vm.request_headers(s, request.clone(), false)?;
-            vm.request_data(s, BODY, true)?;
+            vm.request_data(s, &body, true)?;
             vm.response_headers(s, response.clone(), false)?;
             vm.response_data(s, ANSWER, true)?;
             vm.finish_stream(s, false);
@@ -185,6 +230,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (false, Some(_)) => "filter with 1 limit",
         (false, None) => "filter",
     };
-    println!("filter_bench: {n} requests, {us:.2} µs per request ({which} + host, one thread)");
+    let guarded = if guard { ", guardrails (7 detectors, redact, input and output)" } else { "" };
+    let sized = if body_kb > 0 { format!(", {body_kb} KiB message") } else { String::new() };
+    println!("filter_bench: {n} requests, {us:.2} µs per request ({which}{guarded}{sized} + host, one thread)");
     Ok(())
 }
