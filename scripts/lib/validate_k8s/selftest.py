@@ -143,7 +143,7 @@ SELF_TESTS = [
      "spec.bootstrap.value.stats_config: Message type \"envoy.config.metrics.v3.StatsConfig\" has no field "
      "named \"stat_tags\""),
     ("metric labels: an Istio custom bootstrap missing a tag", ISTIO_BOOTSTRAP, 0,
-     _istio_bootstrap(lambda b: b["stats_config"]["stats_tags"].pop()), "lacks the tag(s) ['key']"),
+     _istio_bootstrap(lambda b: b["stats_config"]["stats_tags"].pop()), "lacks the tag(s) ['action']"),
     ("metric labels: an Istio custom bootstrap with a changed regex", ISTIO_BOOTSTRAP, 0,
      _istio_bootstrap(lambda b: b["stats_config"]["stats_tags"][0].update(regex="(;api=([^;]*)")),
      "tag 'api' is 'api': '(;api=([^;]*)'"),
