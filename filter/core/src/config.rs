@@ -8,6 +8,7 @@
 
 pub mod a2a;
 mod agent_limits;
+pub mod cache;
 pub mod egress;
 pub mod grants;
 pub mod guardrails;
@@ -362,6 +363,8 @@ pub struct Config {
     pub egress: crate::egress::Policy,
     /// Guardrail policies and where they apply.
     pub guardrails: guardrails::Guardrails,
+    /// The response cache: where entries live and which requests are cached.
+    pub cache: cache::CacheSettings,
     /// Org-wide default limits.
     pub limits: Limits,
     /// What USD budgets do with unpriced models.

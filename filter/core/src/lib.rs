@@ -7,6 +7,7 @@ pub mod auth;
 pub mod backoff;
 pub mod balance;
 pub mod bytes;
+pub mod cache;
 pub mod config;
 pub mod decimal;
 pub mod dialect;

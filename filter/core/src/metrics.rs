@@ -159,6 +159,8 @@ pub const FAMILIES: &[Family] = &[
         "Guardrail detector matches, by rule (policy/rule), stage (input, output) and the rule's action (block, redact, mask, log)."),
     family("ferrogate.guardrail_checks_total", Kind::Counter, Unit::None, &["rule", "stage", "outcome"],
         "External guardrail checks (webhooks, moderation), by rule, stage and verdict: allow, block, rewrite, error."),
+    family("ferrogate.cache_lookups_total", Kind::Counter, Unit::None, &["model", "outcome"],
+        "Requests under a response-cache policy, by model and outcome: hit, miss, bypass."),
 ];
 
 const fn family(

@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::cache::Purge;
 use crate::config::{Config, ConfigError, Problem, RawConfig};
 
 mod prune;
@@ -27,6 +28,11 @@ pub struct Snapshot {
     /// Rows dropped from the store's configuration, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<WireProblem>,
+    /// Response-cache purges recorded by the sidecar, oldest first (into
+    /// `config.cache.purges` on receipt). Absent when there are none, so filters older than
+    /// the field keep taking snapshots until a purge is made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_purges: Vec<Purge>,
 }
 
 /// A problem as sent to filters and shown by the admin API.
@@ -75,6 +81,20 @@ pub fn content_version(config_json: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// The version of a snapshot whose configuration serializes to `config_json` and that carries
+/// `purges`: [`content_version`] of the configuration alone when there are none (the version
+/// a sidecar without purges gives), else of the configuration followed by the purges, so a new
+/// purge is a new version that filters fetch.
+pub fn version_with_purges(config_json: &[u8], purges: &[Purge]) -> String {
+    if purges.is_empty() {
+        return content_version(config_json);
+    }
+    let mut all = config_json.to_vec();
+    all.push(b'\n');
+    all.extend_from_slice(&serde_json::to_vec(purges).unwrap_or_default());
+    content_version(&all)
+}
+
 /// A content version as a number for a metric gauge: its first 32 bits (8 hex digits), the
 /// same in the filter's `ferrogate_snapshot_version` and the sidecar's
 /// `ferrogate_snapshot_served_version`; `None` for a version that is not hex.
@@ -90,7 +110,8 @@ impl Snapshot {
     /// prunes before sending, so this means version skew or corruption).
     pub fn parse(body: &[u8]) -> Result<(Snapshot, Config), SnapshotError> {
         let snapshot: Snapshot = serde_json::from_slice(body)?;
-        let config = Config::try_from(snapshot.config.clone())?;
+        let mut config = Config::try_from(snapshot.config.clone())?;
+        config.cache.purges.clone_from(&snapshot.cache_purges);
         Ok((snapshot, config))
     }
 
@@ -101,8 +122,10 @@ impl Snapshot {
     /// # Errors
     /// As [`Snapshot::parse`].
     pub fn receive(body: &[u8]) -> Result<Received, SnapshotError> {
-        let Snapshot { version, config, problems } = serde_json::from_slice(body)?;
-        Ok(Received { version, problems, config: Config::try_from(config)? })
+        let Snapshot { version, config, problems, cache_purges } = serde_json::from_slice(body)?;
+        let mut config = Config::try_from(config)?;
+        config.cache.purges = cache_purges;
+        Ok(Received { version, problems, config })
     }
 }
 
@@ -114,7 +137,7 @@ pub struct Received {
     pub version: String,
     /// Rows the sidecar dropped, and why.
     pub problems: Vec<WireProblem>,
-    /// The validated configuration.
+    /// The validated configuration (the snapshot's cache purges in `config.cache.purges`).
     pub config: Config,
 }
 

@@ -57,6 +57,9 @@ pub struct RawConfig {
     /// Guardrail policies, applied where models, keys or groups name them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guardrails: Vec<super::guardrails::RawGuardrail>,
+    /// Where the response cache keeps entries, and how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_store: Option<super::cache::RawCacheStore>,
     /// What a USD budget does with a model that has no price: `ignore`, `warn` (default:
     /// served, logged once per model) or `block` (402).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,6 +254,9 @@ pub struct RawModel {
     /// Guardrail policies (names of `guardrails:` entries) applied to its requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guardrails: Vec<String>,
+    /// Response cache for its requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<super::cache::RawCache>,
 }
 
 /// `models[i].flow_control`.
@@ -328,6 +334,9 @@ pub struct RawGroup {
     /// Guardrail policies (names of `guardrails:` entries) applied to its requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guardrails: Vec<String>,
+    /// Response cache for its requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<super::cache::RawCache>,
 }
 
 /// A virtual key.
@@ -362,6 +371,9 @@ pub struct RawKey {
     /// Guardrail policies (names of `guardrails:` entries) applied to its requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guardrails: Vec<String>,
+    /// Response cache for its requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<super::cache::RawCache>,
 }
 
 /// Request, token and cost limits; every field is optional (absent = unlimited).

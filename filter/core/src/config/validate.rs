@@ -83,6 +83,8 @@ impl TryFrom<RawConfig> for Config {
         let egress = super::egress::validate(&raw, &mut p);
         let speaks_openai = |name: &str| providers.iter().find(|x| x.name == name).map(|x| x.kind.speaks_openai());
         let guardrails = super::guardrails::validate(&raw, &speaks_openai, &mut p);
+        let is_model = |name: &str| model_index.contains_key(name);
+        let cache = super::cache::validate(&raw, &is_model, &mut p);
         let org_limits = shared_limits("limits", raw.limits.as_ref(), &mut p);
         let unpriced = unpriced(raw.unpriced.as_deref(), &mut p);
         let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
@@ -109,6 +111,7 @@ impl TryFrom<RawConfig> for Config {
             a2a_grants: Vec::new(),
             egress,
             guardrails,
+            cache,
             limits: org_limits,
             unpriced,
             limit_plans: Default::default(),

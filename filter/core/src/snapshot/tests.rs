@@ -1,6 +1,7 @@
 //! Snapshot building: rows dropped with their original paths, cascades, structural failures.
 
 use super::*;
+use crate::config::cache::Purge;
 
 fn raw(yaml: &str) -> RawConfig {
     serde_saphyr::from_str(yaml).unwrap()
@@ -126,8 +127,8 @@ models: [{ name: chat, targets: [{ provider: local, model: m }] }]
     let v1 = content_version(&json);
     assert_eq!(v1, content_version(&json));
     assert_ne!(v1, content_version(b"{}"));
-    let snap =
-        Snapshot { version: v1, config: doc, problems: vec![WireProblem { path: "x".into(), message: "y".into() }] };
+    let problems = vec![WireProblem { path: "x".into(), message: "y".into() }];
+    let snap = Snapshot { version: v1, config: doc, problems, cache_purges: Vec::new() };
     let body = serde_json::to_vec(&snap).unwrap();
     let (back, config) = Snapshot::parse(&body).unwrap();
     assert_eq!(back, snap);
@@ -148,4 +149,51 @@ fn a_version_as_a_number_is_its_first_32_bits() {
     assert_eq!(version_number("00000001ffffffff"), Some(1));
     assert_eq!(version_number("short"), None);
     assert_eq!(version_number("zzzzzzzz"), None);
+}
+
+fn purge(scopes: &[&str], model: Option<&str>, at_ms: u64) -> Purge {
+    Purge { scopes: scopes.iter().map(|s| s.to_string()).collect(), model: model.map(String::from), at_ms }
+}
+
+#[test]
+fn purges_change_the_version_only_when_there_are_some() {
+    let json = br#"{"models":[]}"#;
+    assert_eq!(version_with_purges(json, &[]), content_version(json), "no purge: the version of old sidecars");
+    let one = [purge(&["key:alice"], None, 1_000)];
+    let two = [purge(&["key:alice"], None, 1_000), purge(&[], Some("chat"), 2_000)];
+    let versions = [version_with_purges(json, &[]), version_with_purges(json, &one), version_with_purges(json, &two)];
+    assert_ne!(versions[0], versions[1]);
+    assert_ne!(versions[1], versions[2]);
+    assert_eq!(versions[2], version_with_purges(json, &two), "stable");
+}
+
+/// A snapshot without `cache_purges` (an older sidecar) is read with none, and one with purges
+/// gives the filter `config.cache.purged(..)` for exactly the entries they cover.
+#[test]
+fn a_received_snapshot_carries_its_purges_into_the_cache_settings() {
+    let doc = raw(r#"
+providers: [{ name: local, kind: openai_compatible, base_url: "http://127.0.0.1:8000" }]
+models: [{ name: chat, targets: [{ provider: local, model: m }] }, { name: other, targets: [{ provider: local, model: m }] }]
+"#);
+    let old = serde_json::json!({"version": "1", "config": doc});
+    let received = Snapshot::receive(&serde_json::to_vec(&old).unwrap()).unwrap();
+    assert!(received.config.cache.purges.is_empty());
+    assert!(!received.config.cache.purged("chat", "global", 0));
+    let purges = vec![purge(&["key:alice", "group:team"], None, 5_000), purge(&[], Some("chat"), 7_000)];
+    let snap = Snapshot { version: "2".into(), config: doc, problems: Vec::new(), cache_purges: purges.clone() };
+    let body = serde_json::to_vec(&snap).unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("\"cache_purges\""));
+    let received = Snapshot::receive(&body).unwrap();
+    assert_eq!(received.config.cache.purges, purges);
+    let c = &received.config.cache;
+    assert!(c.purged("other", "key:alice", 4_000), "a scope purge covers every model");
+    assert!(c.purged("other", "group:team", 5_000), "at the purge's own millisecond");
+    assert!(!c.purged("other", "key:alice", 5_001), "created after the purge");
+    assert!(!c.purged("other", "key:bob", 1), "another scope");
+    assert!(c.purged("chat", "key:bob", 6_999), "a model purge covers every scope");
+    assert!(!c.purged("chat", "key:bob", 7_001));
+    assert!(!c.purged("other", "global", 1), "another model, another scope");
+    let everything = Snapshot { cache_purges: vec![purge(&[], None, 9_000)], ..snap };
+    let (_, config) = Snapshot::parse(&serde_json::to_vec(&everything).unwrap()).unwrap();
+    assert!(config.cache.purged("other", "global", 8_000) && !config.cache.purged("other", "global", 9_001));
 }

@@ -90,22 +90,11 @@ impl StreamTranslator {
     /// A translator for `pair`'s answer to the request `ctx` describes; `created` is the Unix
     /// time OpenAI chunks report.
     pub fn new(pair: Pair, ctx: &Context, created: u64) -> StreamTranslator {
-        let decoder = match pair.outbound {
-            Outbound::OpenAiChat => Decoder::OpenAi(openai::Decoder::default()),
-            Outbound::Anthropic => Decoder::Anthropic(anthropic::Decoder::new(ctx.structured)),
-            Outbound::Gemini => Decoder::Gemini(gemini::Decoder::default()),
-        };
-        let encoder = match pair.inbound {
-            Inbound::OpenAiChat => Encoder::OpenAi(openai::Encoder::new(&ctx.model, created, ctx.stream_usage)),
-            Inbound::Anthropic => Encoder::Anthropic(anthropic::Encoder::new(&ctx.model)),
-            Inbound::Gemini => Encoder::Gemini(gemini::Encoder::new(&ctx.model)),
-            Inbound::Responses => Encoder::Responses(responses::Encoder::new(&ctx.model, created, ctx.kept.clone())),
-        };
         StreamTranslator {
             splitter: Splitter::default(),
             pending: Vec::new(),
-            decoder,
-            encoder,
+            decoder: Decoder::new(pair.outbound, ctx.structured),
+            encoder: Encoder::new(pair.inbound, ctx, created),
             events: Vec::new(),
             overflowed: false,
         }
@@ -140,12 +129,7 @@ impl StreamTranslator {
         if !last.is_empty() || self.splitter.finish() {
             self.decode(&last, &mut out);
         }
-        match &mut self.encoder {
-            Encoder::OpenAi(e) => e.finish(&mut out),
-            Encoder::Anthropic(e) => e.finish(&mut out),
-            Encoder::Gemini(e) => e.finish(&mut out),
-            Encoder::Responses(e) => e.finish(&mut out),
-        }
+        self.encoder.finish(&mut out);
         out
     }
 
@@ -165,11 +149,7 @@ impl StreamTranslator {
             return;
         }
         let mut events = std::mem::take(&mut self.events);
-        match &mut self.decoder {
-            Decoder::OpenAi(d) => d.event(&data, &mut events),
-            Decoder::Anthropic(d) => d.event(name, &data, &mut events),
-            Decoder::Gemini(d) => d.event(&data, &mut events),
-        }
+        self.decoder.event(name, &data, &mut events);
         for e in events.drain(..) {
             self.encode(e, out);
         }
@@ -177,17 +157,91 @@ impl StreamTranslator {
     }
 
     fn encode(&mut self, event: Event, out: &mut Vec<u8>) {
-        match &mut self.encoder {
+        self.encoder.event(event, out);
+    }
+}
+
+impl Decoder {
+    fn new(outbound: Outbound, structured: bool) -> Decoder {
+        match outbound {
+            Outbound::OpenAiChat => Decoder::OpenAi(openai::Decoder::default()),
+            Outbound::Anthropic => Decoder::Anthropic(anthropic::Decoder::new(structured)),
+            Outbound::Gemini => Decoder::Gemini(gemini::Decoder::default()),
+        }
+    }
+
+    /// One event (`name` from its `event:` line, `data` its data).
+    fn event(&mut self, name: &[u8], data: &[u8], out: &mut Vec<Event>) {
+        match self {
+            Decoder::OpenAi(d) => d.event(data, out),
+            Decoder::Anthropic(d) => d.event(name, data, out),
+            Decoder::Gemini(d) => d.event(data, out),
+        }
+    }
+}
+
+impl Encoder {
+    fn new(inbound: Inbound, ctx: &Context, created: u64) -> Encoder {
+        match inbound {
+            Inbound::OpenAiChat => Encoder::OpenAi(openai::Encoder::new(&ctx.model, created, ctx.stream_usage)),
+            Inbound::Anthropic => Encoder::Anthropic(anthropic::Encoder::new(&ctx.model)),
+            Inbound::Gemini => Encoder::Gemini(gemini::Encoder::new(&ctx.model)),
+            Inbound::Responses => Encoder::Responses(responses::Encoder::new(&ctx.model, created, ctx.kept.clone())),
+        }
+    }
+
+    fn event(&mut self, event: Event, out: &mut Vec<u8>) {
+        match self {
             Encoder::OpenAi(e) => e.event(event, out),
             Encoder::Anthropic(e) => e.event(event, out),
             Encoder::Gemini(e) => e.event(event, out),
             Encoder::Responses(e) => e.event(event, out),
         }
     }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        match self {
+            Encoder::OpenAi(e) => e.finish(out),
+            Encoder::Anthropic(e) => e.finish(out),
+            Encoder::Gemini(e) => e.finish(out),
+            Encoder::Responses(e) => e.finish(out),
+        }
+    }
+}
+
+/// A provider-dialect stream decoder on its own, for callers that frame the stream themselves
+/// (the response cache rebuilds whole answers from streams a client received).
+#[derive(Debug)]
+pub struct EventDecoder(Decoder);
+
+impl EventDecoder {
+    /// A decoder for streams in `outbound`'s dialect (`structured` as [`Context::structured`]).
+    pub fn new(outbound: Outbound, structured: bool) -> EventDecoder {
+        EventDecoder(Decoder::new(outbound, structured))
+    }
+
+    /// Decodes one event: `name` from its `event:` line (empty when absent), `data` its data
+    /// (`crate::usage::sse` framing). An OpenAI `[DONE]` yields nothing.
+    pub fn event(&mut self, name: &[u8], data: &[u8], out: &mut Vec<Event>) {
+        self.0.event(name, data, out);
+    }
+}
+
+/// Encodes `events` as the whole stream a client of `inbound` receives, closing bytes included,
+/// exactly as [`StreamTranslator`] would had a provider sent them; `created` is the Unix time
+/// OpenAI chunks and Responses objects report.
+pub fn encode_events(inbound: Inbound, ctx: &Context, created: u64, events: &[Event]) -> Vec<u8> {
+    let mut encoder = Encoder::new(inbound, ctx, created);
+    let mut out = Vec::new();
+    for event in events {
+        encoder.event(event.clone(), &mut out);
+    }
+    encoder.finish(&mut out);
+    out
 }
 
 /// The `event:` field of an SSE event (empty when absent).
-fn event_name(event: &[u8]) -> &[u8] {
+pub(crate) fn event_name(event: &[u8]) -> &[u8] {
     event
         .split(|&b| b == b'\n' || b == b'\r')
         .find_map(|line| line.strip_prefix(b"event:"))
@@ -195,7 +249,7 @@ fn event_name(event: &[u8]) -> &[u8] {
 }
 
 /// Writes one SSE event (`event:` line only when named).
-fn write_event(out: &mut Vec<u8>, name: Option<&str>, data: &serde_json::Value) {
+pub(crate) fn write_event(out: &mut Vec<u8>, name: Option<&str>, data: &serde_json::Value) {
     if let Some(name) = name {
         out.extend_from_slice(b"event: ");
         out.extend_from_slice(name.as_bytes());

@@ -83,6 +83,10 @@ pub struct Record {
     /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guardrails: Option<GuardrailRecord>,
+    /// Answered from the response cache: no provider was called (`provider` is empty, the cost
+    /// `None` or 0), the tokens are the cached answer's. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -148,6 +152,7 @@ impl Record {
             continues: self.continues.as_deref(),
             rebuilt: self.rebuilt,
             guardrails: self.guardrails.as_ref(),
+            cached: self.cached,
         }
     }
 }
@@ -180,6 +185,7 @@ pub struct RecordView<'a> {
     pub continues: Option<&'a str>,
     pub rebuilt: bool,
     pub guardrails: Option<&'a GuardrailRecord>,
+    pub cached: bool,
 }
 
 impl RecordView<'_> {
@@ -247,6 +253,9 @@ impl RecordView<'_> {
         if let Some(guardrails) = self.guardrails {
             out.extend_from_slice(b",\"guardrails\":");
             push_guardrails(out, guardrails);
+        }
+        if self.cached {
+            out.extend_from_slice(b",\"cached\":true");
         }
         out.extend_from_slice(b"}\n");
     }

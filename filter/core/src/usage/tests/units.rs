@@ -72,7 +72,9 @@ fn hand_written_record_json_matches_serde() {
             continues: Some(awkward.into()),
             rebuilt: true,
             guardrails: Some(every_guardrail_field(awkward)),
+            cached: true,
         },
+        Record { cached: true, provider: String::new(), cost_micro_usd: None, ..Record::default() },
         Record { queued_ms: 7, ..Record::default() },
         Record { retries: 1, ..Record::default() },
         Record { continues: Some("resp_0123456789abcdef".into()), ..Record::default() },
@@ -445,4 +447,15 @@ fn quick_usage_reader_agrees_with_serde() {
         }
     }
     assert!(quick_answers > 10_000 && declined > 10_000, "{quick_answers} {declined}");
+}
+
+/// `cached` is written only when true, and a line without it (every older filter's) reads false.
+#[test]
+fn cached_is_written_only_when_true() {
+    let plain = Record::default().to_json_line();
+    assert!(!plain.contains("cached\""), "{plain}");
+    let hit = Record { cached: true, cost_micro_usd: Some(0), ..Record::default() }.to_json_line();
+    assert!(hit.ends_with(",\"cached\":true}\n"), "{hit}");
+    assert!(Record::parse_lines(hit.as_bytes()).unwrap()[0].cached);
+    assert!(!Record::parse_lines(plain.as_bytes()).unwrap()[0].cached);
 }
