@@ -15,6 +15,7 @@ mod a2a;
 mod admission;
 mod agent_limits;
 mod balance;
+mod cache;
 mod chain;
 mod conversations;
 mod cut;
@@ -221,6 +222,8 @@ pub(crate) struct Stream {
     guard: Option<Box<guard::GuardState>>,
     /// The request body was replaced (guardrails): its framing headers must follow.
     body_rewritten: bool,
+    /// The response cache's state, when a `cache:` policy applies ([`cache`]).
+    cache: Option<Box<cache::CacheState>>,
 }
 
 impl Stream {
@@ -288,6 +291,7 @@ impl Stream {
             federated_mcp: false,
             guard: None,
             body_rewritten: false,
+            cache: None,
         }
     }
 
@@ -438,7 +442,9 @@ impl Stream {
 
 impl Context for Stream {
     fn on_http_call_response(&mut self, token_id: u32, num_headers: usize, body_size: usize, _trailers: usize) {
-        if self.on_guard_answer(token_id, num_headers, body_size) {
+        if self.on_cache_answer(token_id, num_headers, body_size) {
+            // A response-cache lookup or store ([`cache`]).
+        } else if self.on_guard_answer(token_id, num_headers, body_size) {
             // A guardrail check ([`guard`]).
         } else if self.on_store_answer(token_id, num_headers, body_size) {
             // The response store's call ([`stored`]).

@@ -211,6 +211,14 @@ impl Metrics {
         self.guardrail_count(name, 1);
     }
 
+    /// Counts one response-cache outcome (`hit`, `miss`, `bypass`) of `model`.
+    pub(crate) fn cache_lookup(&mut self, model: &str, outcome: &str) {
+        let name = labelled("ferrogate.cache_lookups_total", &[("model", model), ("outcome", outcome)]);
+        self.guardrail_count(name, 1);
+    }
+
+    /// Adds `n` to the labelled counter `name` (guardrail and cache counters), flushed with
+    /// the other tallies.
     fn guardrail_count(&mut self, name: String, n: u64) {
         match self.guardrails.iter_mut().find(|(k, _)| *k == name) {
             Some((_, sum)) => *sum += n,

@@ -24,10 +24,17 @@ impl Stream {
         if api == Api::CountTokens {
             return self.count_tokens(&config, &original);
         }
+        // Keyed on the body as the client sent it, looked up once the guardrails let it pass.
+        self.cache_prepare(&config, api, &original);
         let original = match self.guard_body(&config, api, original) {
             Ok(body) => body,
             Err(action) => return action,
         };
+        self.api = Some(api); // Kept while a lookup waits, so `finish` runs again.
+        if let Some(action) = self.cache_lookup(&config) {
+            return action;
+        }
+        self.api = None;
         if api == Api::Responses {
             if let Err(action) = self.prepare_responses(plugin, &config, &original) {
                 return action;

@@ -182,6 +182,11 @@ impl Stream {
         self.reply_error(&error)
     }
 
+    /// True when a guardrail refused the request or ended its answer.
+    pub(super) fn guard_refused(&self) -> bool {
+        self.guard.as_ref().is_some_and(|s| s.blocked.is_some())
+    }
+
     /// What guardrails did, for the usage record; `None` when no policy applied.
     pub(super) fn guard_record(&self) -> Option<GuardrailRecord> {
         let state = self.guard.as_ref()?;

@@ -21,10 +21,20 @@ impl Stream {
     pub(super) fn report_with_overhead(&mut self, start_ns: u64) {
         let usage = self.tracker.as_mut().and_then(|t| t.finish()).unwrap_or_default();
         let usage = self.delivered_usage(usage);
+        // A cache hit: the tokens the stored answer cost when it was made, charged to no one.
+        let hit = self.cache.as_ref().and_then(|c| c.hit_tokens);
+        let usage = match hit {
+            Some((prompt_tokens, completion_tokens)) => Usage { prompt_tokens, completion_tokens, cached_tokens: 0 },
+            None => usage,
+        };
         let status = self.local_status.unwrap_or_else(|| self.recorded_status());
         let config = self.config.clone();
         let guardrails = self.guard_record();
         let mut record = self.record(config.as_deref(), &usage, status, start_ns);
+        if hit.is_some() {
+            record.cached = true;
+            record.cost_micro_usd = Some(0);
+        }
         if let Some(g) = &guardrails {
             record.guardrails = Some(g);
             self.guard_metrics(g);
@@ -44,7 +54,7 @@ impl Stream {
         let overhead_ns = self.overhead_ns + self.now_nanos().saturating_sub(start_ns);
         self.observe(config.as_deref(), &record, start_ns, overhead_ns);
         // The limits learn what the request really used (its reservation is replaced).
-        if let (true, Some(c)) = (is_usage, config.as_deref()) {
+        if let (true, None, Some(c)) = (is_usage, hit, config.as_deref()) {
             self.settle(c, &usage, cost, start_ns / 1_000_000);
         }
     }
@@ -55,6 +65,9 @@ impl Stream {
         let provider = if record.provider.is_empty() { NO_PROVIDER } else { record.provider };
         let key_label = self.shared.plugin.as_ref().is_some_and(|p| p.metrics_key_label);
         let mut metrics = self.shared.metrics.borrow_mut();
+        if let Some(outcome) = self.cache_outcome() {
+            metrics.cache_lookup(&model, outcome.as_str());
+        }
         if !record.provider.is_empty() {
             metrics.attempt(provider, false);
         }

@@ -76,6 +76,9 @@ impl Stream {
         if let Some(id) = &self.request_id {
             self.set_http_response_header(headers::REQUEST_ID, Some(id));
         }
+        if let Some(outcome) = self.cache_outcome() {
+            self.set_http_response_header(super::cache::HEADER, Some(outcome.as_str()));
+        }
         if plain && self.hold_proxy_error(end_of_stream) {
             return Action::Pause;
         }

@@ -77,6 +77,7 @@ impl Stream {
 
     /// Copies `bytes` the client gets.
     pub(super) fn capture_bytes(&mut self, bytes: &[u8]) {
+        self.cache_bytes(bytes);
         let Some(c) = self.capture.as_mut() else { return };
         if c.too_big || c.answer.len() + bytes.len() > MAX_CAPTURE_BYTES {
             c.too_big = true;
@@ -154,7 +155,10 @@ impl Stream {
 
     /// The response body callback, then the store at the end of a captured answer.
     pub(super) fn on_response_body_stored(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let action = self.on_response_body(body_size, end_of_stream);
+        let mut action = self.on_response_body(body_size, end_of_stream);
+        if end_of_stream && self.cache.is_some() {
+            action = self.cache_at_end(action);
+        }
         if end_of_stream && self.capture.is_some() {
             return self.store_at_end(action);
         }
