@@ -228,9 +228,10 @@ impl Gateway {
         let responses = Arc::new(services::responses::ResponseStore::choose(postgres, &db, retention));
         services::responses::start_sweeper(responses.clone(), rx.clone());
         let gateway_url = loopback_url(reserved.local_addr()?);
+        let cache = services::cache::start(snapshots.clone(), db.clone(), rx.clone());
         let (sidecar_addr, mut link) = start_sidecar_listener(
             (sidecar_socket, gateway_url),
-            (usage.clone(), responses),
+            (usage.clone(), responses, cache.clone()),
             snapshots.clone(),
             ledger.clone(),
             (targets.clone(), kv.clone()),
@@ -273,6 +274,7 @@ impl Gateway {
         let admin = services::admin::Admin {
             runtime: Some(runtime.clone()),
             usage: usage.clone(),
+            cache,
             snapshots: snapshots.clone(),
             postgres,
             db,
@@ -415,7 +417,11 @@ async fn open_database(
 /// `FERROGATE_INTERNAL_TOKEN` or is generated and shared with the filter in process.
 async fn start_sidecar_listener(
     (socket, gateway_url): (tokio::net::TcpSocket, String),
-    (usage, responses): (Arc<UsageBackend>, Arc<services::responses::ResponseStore>),
+    (usage, responses, cache): (
+        Arc<UsageBackend>,
+        Arc<services::responses::ResponseStore>,
+        Arc<services::cache::Cache>,
+    ),
     snapshots: Arc<Snapshots>,
     ledger: Arc<services::limits::Ledger>,
     (targets, kv): (Arc<services::targets::Targets>, Arc<services::kv::Kv>),
@@ -435,9 +441,15 @@ async fn start_sidecar_listener(
         usage_failing: Default::default(),
     };
     let stored = services::responses::api::ResponsesApi { store: responses, internal_token: Some(token.clone()) };
+    let cached = services::cache::CacheApi { cache, internal_token: Some(token.clone()) };
+    let semantic = services::semantic::SemanticApi::new(api.snapshots.clone(), Some(token.clone()));
+    cached.cache.set_semantic_purge(semantic.purge_hook());
     let federation = services::mcp_federation::Federation::new(Some(gateway_url), Some(token.clone()));
     let router = services::mcp_federation::mount(
-        services::filter_api::router(api).merge(services::responses::router(stored)),
+        services::filter_api::router(api)
+            .merge(services::responses::router(stored))
+            .merge(services::cache::router(cached))
+            .merge(services::semantic::router(semantic)),
         federation,
     );
     let bound = serve_router(listen(socket)?, router, shutdown)?;

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod cache;
 pub mod crud;
 pub mod dns;
 pub mod filter_api;
@@ -17,6 +18,7 @@ pub mod openapi;
 pub mod pg;
 pub mod responses;
 pub mod secrets;
+pub mod semantic;
 pub mod snapshot;
 pub mod source;
 pub mod store;

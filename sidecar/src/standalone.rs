@@ -134,11 +134,19 @@ impl Sidecar {
             kv: kv.clone(),
             usage_failing: Default::default(),
         };
+        let semantic = crate::services::semantic::SemanticApi::new(snapshots.clone(), api.internal_token.clone());
+        let cache = crate::services::cache::start(snapshots.clone(), db.clone(), rx.clone());
+        let cached =
+            crate::services::cache::CacheApi { cache: cache.clone(), internal_token: api.internal_token.clone() };
+        cache.set_semantic_purge(semantic.purge_hook());
         let sidecar_addr = spawn_router(
             Listener::Sidecar,
             args.sidecar_listen,
             crate::services::mcp_federation::mount(
-                filter_api::router(api).merge(crate::services::responses::router(stored)),
+                filter_api::router(api)
+                    .merge(crate::services::responses::router(stored))
+                    .merge(crate::services::cache::router(cached))
+                    .merge(crate::services::semantic::router(semantic)),
                 federation,
             ),
             rx.clone(),
@@ -147,6 +155,7 @@ impl Sidecar {
         let state = admin::Admin {
             runtime: None,
             usage,
+            cache,
             snapshots: snapshots.clone(),
             db,
             postgres,

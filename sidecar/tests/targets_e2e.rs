@@ -140,6 +140,7 @@ async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketA
     let state = Admin {
         runtime: None,
         usage,
+        cache: Arc::new(ferrogate_sidecar::services::cache::Cache::new(snapshots.clone())),
         snapshots,
         db: Arc::new(OnceLock::new()),
         postgres: false,

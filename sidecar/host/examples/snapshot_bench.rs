@@ -54,6 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         version: ferrogate_core::snapshot::content_version(&config_json),
         config: built.raw,
         problems: Vec::new(),
+        cache_purges: Vec::new(),
     };
     let body = serde_json::to_vec(&doc)?;
     let build_ms = start.elapsed().as_secs_f64() * 1e3;

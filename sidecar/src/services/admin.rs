@@ -47,6 +47,8 @@ pub struct Admin {
     pub targets: Arc<Targets>,
     /// The engines' KV block index (`/api/v1/kv`, `/metrics`).
     pub kv: Arc<super::kv::Kv>,
+    /// The response cache (`/api/v1/cache`, purges).
+    pub cache: Arc<super::cache::Cache>,
 }
 
 /// Errors configuring the admin listener.
@@ -84,6 +86,8 @@ pub fn router(state: Admin) -> Router {
         .route("/api/v1/targets", get(targets_query))
         .route("/api/v1/kv", get(kv_query))
         .route("/api/v1/config/problems", get(config_problems))
+        .route("/api/v1/cache", get(super::cache::admin::status))
+        .route("/api/v1/cache/purge", axum::routing::post(super::cache::admin::purge))
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
         .route("/api/v1/{section}/{name}", get(crud::get).put(crud::replace).delete(crud::delete))
         .with_state(state)
@@ -221,13 +225,14 @@ mod tests {
         Admin {
             runtime: None,
             usage: Arc::new(UsageBackend::memory(usage::UsageStore::new(None))),
-            snapshots,
+            snapshots: snapshots.clone(),
             db: Arc::new(OnceLock::new()),
             postgres: false,
             token: None,
             ledger: Arc::new(Ledger::new("test".into(), false)),
             targets: Arc::new(Targets::new(targets::Settings::default())),
             kv: Arc::default(),
+            cache: Arc::new(super::super::cache::Cache::new(snapshots.clone())),
         }
     }
 
@@ -257,6 +262,12 @@ mod tests {
         let doc = super::super::openapi::document();
         assert!(doc["paths"]["/api/v1/keys"]["post"]["requestBody"].is_object());
         assert!(doc["paths"]["/api/v1/keys/{name}"]["delete"].is_object());
+        let purge = &doc["paths"]["/api/v1/cache/purge"]["post"];
+        assert_eq!(
+            purge["requestBody"]["content"]["application/json"]["schema"]["oneOf"].as_array().map(Vec::len),
+            Some(4)
+        );
+        assert!(purge["responses"]["200"]["content"]["application/json"]["schema"]["properties"]["purge"].is_object());
     }
 
     /// With the file store, reads list the served snapshot's rows; writes stay 409.

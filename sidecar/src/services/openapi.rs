@@ -72,6 +72,19 @@ pub fn operations() -> Vec<Operation> {
             "Rows dropped from the served snapshot; why the latest change was rejected",
             false,
         ),
+        op(
+            "get",
+            "/api/v1/cache",
+            "The response cache: store, bounds, Redis reachability and entries, recorded purges",
+            false,
+        ),
+        op(
+            "post",
+            "/api/v1/cache/purge",
+            "Purge cached answers of one key, group (and its keys), model, or all; recorded and sent to every filter \
+             (400 for another body, 404 for an unknown name, 503 when Redis cannot be reached: the purge is still recorded)",
+            true,
+        ),
     ];
     for s in Section::ALL {
         let name = s.as_str();
@@ -117,6 +130,52 @@ fn query_param(name: &str, kind: &str, description: &str) -> Value {
     json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": kind}})
 }
 
+/// A recorded purge, as `GET /api/v1/cache` lists it and a purge answers it.
+fn purge_schema() -> Value {
+    json!({"type": "object", "required": ["at_ms"], "properties": {
+        "scopes": {"type": "array", "items": {"type": "string"},
+            "description": "key:<name>, group:<name> or global; absent: every scope"},
+        "model": {"type": "string", "description": "the public model; absent: every model"},
+        "at_ms": {"type": "integer", "description": "when it was recorded, Unix ms: entries created until then are purged"}
+    }})
+}
+
+/// The request and answer schemas of the cache operations.
+fn cache_schemas(o: &Operation, operation: &mut Value) {
+    let name = |what: &str| {
+        json!({"type": "object", "additionalProperties": false, "required": [what],
+        "properties": {what: {"type": "string", "minLength": 1}}})
+    };
+    let answer = match (o.method, o.path.as_str()) {
+        ("post", "/api/v1/cache/purge") => {
+            let all = json!({"type": "object", "additionalProperties": false, "required": ["all"],
+                "properties": {"all": {"const": true}}});
+            let one_of = json!([name("key"), name("group"), name("model"), all]);
+            operation["requestBody"] =
+                json!({"required": true, "content": {"application/json": {"schema": {"oneOf": one_of}}}});
+            json!({"type": "object", "properties": {
+                "purged": {"type": ["integer", "null"], "description": "entries deleted in Redis; null with the memory store"},
+                "semantic": {"type": ["integer", "null"], "description": "entries dropped from the semantic store; null when none is wired"},
+                "purge": purge_schema()
+            }})
+        }
+        ("get", "/api/v1/cache") => json!({"type": "object", "properties": {
+            "store": {"enum": ["memory", "redis"]},
+            "max_entries": {"type": "integer"},
+            "max_entry_bytes": {"type": "integer"},
+            "redis": {"type": ["object", "null"], "properties": {
+                "reachable": {"type": "boolean"},
+                "entries": {"type": ["integer", "null"], "description": "entries counted with SCAN (at most 1,000,000)"},
+                "complete": {"type": "boolean", "description": "false when the count stopped at its bound"},
+                "error": {"type": "string"}
+            }},
+            "purges": {"type": "array", "items": purge_schema()}
+        }}),
+        _ => return,
+    };
+    operation["responses"]["200"]["content"] = json!({"application/json": {"schema": answer}});
+}
+
 /// The OpenAPI 3.1 document.
 pub fn document() -> Value {
     let mut paths = Map::new();
@@ -142,6 +201,7 @@ pub fn document() -> Value {
                 "description": "The entry in the config file's shape; unknown fields are refused"
             }}}});
         }
+        cache_schemas(&o, &mut operation);
         if let Some(Value::Object(methods)) = paths.get_mut(&o.path) {
             methods.insert(o.method.to_string(), operation);
         } else {

@@ -9,18 +9,22 @@
 //! new snapshot. Provider keys are stored sealed (`services::secrets`) and opened only to build
 //! the snapshot.
 //!
-//! The same database holds the usage records filters report (`fg_usage`, see [`usage`]).
+//! The same database holds the usage records filters report (`fg_usage`, see [`usage`]) and
+//! the response cache's purges ([`cache_purges`]).
 
 use std::collections::BTreeSet;
 
 use deadpool_postgres::{GenericClient, Pool};
+use ferrogate_core::config::cache::RawCacheStore;
 use ferrogate_core::config::egress::RawEgress;
+use ferrogate_core::config::RawRedis;
 use ferrogate_core::config::{Problem, RawConfig};
 use ferrogate_core::snapshot;
 use tokio_postgres::NoTls;
 
 use super::secrets::{MasterKey, SecretError};
 
+pub mod cache_purges;
 pub mod conversations;
 pub mod requests;
 pub mod responses;
@@ -45,6 +49,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (12, include_str!("pg/0012_usage_continues.sql")),
     (13, include_str!("pg/0013_usage_guardrails.sql")),
     (14, include_str!("pg/0014_guardrails.sql")),
+    (15, include_str!("pg/0015_cache.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
@@ -100,6 +105,9 @@ pub struct PgStore {
     /// The file's `egress:` block: a security policy, so it governs the rows too (every other
     /// top-level block of the file stays out of the configuration the rows make).
     egress: Option<RawEgress>,
+    /// The file's `cache_store:` with the `redis:` it may need: where response-cache entries
+    /// live is a property of the deployment (its Redis), not of rows.
+    cache: Option<(RawCacheStore, Option<RawRedis>)>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -118,7 +126,7 @@ impl PgStore {
             url.parse().map_err(|e: tokio_postgres::Error| StoreError::Url(e.to_string()))?;
         let manager = deadpool_postgres::Manager::new(pg, NoTls);
         let pool = Pool::builder(manager).max_size(8).build().map_err(|e| StoreError::Url(e.to_string()))?;
-        let store = PgStore { pool, master, egress: None };
+        let store = PgStore { pool, master, egress: None, cache: None };
         store.migrate().await?;
         Ok(store)
     }
@@ -129,10 +137,25 @@ impl PgStore {
         self
     }
 
-    /// Every row, under the file's egress policy.
+    /// The same store, serving the file's `cache_store:` (and, when it names Redis, `redis:`).
+    pub fn with_cache_store(mut self, file: &RawConfig) -> PgStore {
+        self.cache = file.cache_store.clone().map(|store| {
+            let redis = (store.kind.as_deref() == Some("redis")).then(|| file.redis.clone()).flatten();
+            (store, redis)
+        });
+        self
+    }
+
+    /// Every row, under the file's egress policy and cache store.
     async fn rows(&self, c: &impl GenericClient) -> Result<RawConfig, StoreError> {
         let mut raw = rows::read(c).await?;
         raw.egress.clone_from(&self.egress);
+        if let Some((store, redis)) = &self.cache {
+            raw.cache_store = Some(store.clone());
+            if raw.redis.is_none() {
+                raw.redis.clone_from(redis);
+            }
+        }
         Ok(raw)
     }
 

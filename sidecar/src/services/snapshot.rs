@@ -9,16 +9,23 @@
 //! atomically, mode 0600, provider keys sealed or left out), and a sidecar whose store is
 //! unreachable at start serves the cached one until the store answers.
 //!
+//! Cache purges: [`Snapshots::add_purge`] records a purge of the response cache (the last
+//! [`MAX_PURGES`]; a purge of everything drops the older ones) and publishes the last
+//! configuration again with them in `cache_purges`, under a new version, so filters holding
+//! entries in their own memory learn of it on their next poll. The cache file keeps them too.
+//!
 //! Snapshot file: with `--snapshot-file`, [`file`] keeps the served body in a file for a filter
 //! that reads its configuration from disk instead of calling the sidecar.
 
 mod cache;
 pub mod file;
+mod purges;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use ferrogate_core::config::cache::Purge;
 use ferrogate_core::config::{Config, ConfigError, RawConfig};
 use ferrogate_core::snapshot::{self, Snapshot, WireProblem};
 use serde::Serialize;
@@ -26,6 +33,9 @@ use tokio::sync::{watch, Notify};
 
 use crate::services::dns;
 use crate::services::secrets::MasterKey;
+
+/// Purges kept (and sent to filters) at most; older ones are dropped first.
+pub const MAX_PURGES: usize = 256;
 
 /// One published snapshot.
 #[derive(Debug)]
@@ -88,6 +98,11 @@ pub struct Snapshots {
     /// DNS answer republishes while the store's publication may still be building), so one
     /// that took its configuration before the one served is dropped instead of overwriting it.
     served_ticket: Mutex<u64>,
+    /// Response-cache purges, oldest first, sent with every publication.
+    purges: Mutex<Vec<Purge>>,
+    /// The configuration last given to [`Snapshots::publish`], published again when a purge
+    /// is added.
+    last_raw: Mutex<Option<RawConfig>>,
     /// Runs once between a publication's build and its serving (tests of that interleaving).
     #[cfg(test)]
     pub(crate) before_serving: Mutex<Option<TestHook>>,
@@ -141,6 +156,8 @@ impl Snapshots {
             oauth_tokens: Mutex::default(),
             oauth_wake: Notify::new(),
             served_ticket: Mutex::new(0),
+            purges: Mutex::default(),
+            last_raw: Mutex::default(),
             #[cfg(test)]
             before_serving: Mutex::new(None),
         }
@@ -161,7 +178,10 @@ impl Snapshots {
     /// # Errors
     /// The problems that fail the whole build (they are also kept for the problems report).
     pub fn publish(&self, raw: RawConfig) -> Result<Arc<Served>, ConfigError> {
+        *lock(&self.last_raw) = Some(raw.clone());
         let (raw, ticket) = self.with_dns_endpoints(raw);
+        // Read after the ticket is taken: a purge added later publishes under a later ticket.
+        let cache_purges = lock(&self.purges).clone();
         let built = match snapshot::build(raw) {
             Ok(built) => built,
             Err(e) => {
@@ -175,7 +195,9 @@ impl Snapshots {
         built.raw.responses = None;
         let config_json = serde_json::to_vec(&built.raw).unwrap_or_default();
         let problems: Vec<WireProblem> = built.problems.iter().map(WireProblem::from).collect();
-        let doc = Snapshot { version: snapshot::content_version(&config_json), config: built.raw, problems };
+        let version = snapshot::version_with_purges(&config_json, &cache_purges);
+        built.config.cache.purges.clone_from(&cache_purges);
+        let doc = Snapshot { version, config: built.raw, problems, cache_purges };
         let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         // Publishing the same content again (a DNS answer that did not change it) keeps its age.
         let previous = self.current().filter(|c| c.version == doc.version).map(|c| c.published_unix_ms);
@@ -305,7 +327,13 @@ impl Snapshots {
     /// No cache configured is `Ok(false)`; an unreadable or invalid cache is an error.
     pub fn restore_cached(&self) -> Result<bool, CacheError> {
         let Some(path) = &self.cache else { return Ok(false) };
-        let raw = cache::read(path, self.master.as_ref(), |name| std::env::var(name).ok())?;
+        let (raw, purges) = cache::read(path, self.master.as_ref(), |name| std::env::var(name).ok())?;
+        {
+            let mut held = lock(&self.purges);
+            if held.is_empty() {
+                *held = purges;
+            }
+        }
         self.publish(raw)?;
         Ok(true)
     }
@@ -341,6 +369,11 @@ impl Snapshots {
     fn lock_rejected(&self) -> std::sync::MutexGuard<'_, Vec<WireProblem>> {
         self.rejected.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// `mutex` locked; a poisoned lock is taken over (its data is replaced whole, never torn).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

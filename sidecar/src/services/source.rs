@@ -82,7 +82,7 @@ pub async fn start(
     let var = raw.store.as_ref().and_then(|s| s.url_env.clone()).unwrap_or_else(|| "FERROGATE_DATABASE_URL".into());
     let url = std::env::var(&var).map_err(|_| SourceError::Settings(format!("{var} is not set")))?;
     let master = MasterKey::from_env().map_err(|e| SourceError::Settings(e.to_string()))?;
-    let store = Arc::new(PgStore::connect(&url, master).await?.with_egress(raw.egress.clone()));
+    let store = Arc::new(PgStore::connect(&url, master).await?.with_egress(raw.egress.clone()).with_cache_store(raw));
     if store.seed(raw).await? {
         tracing::info!("empty configuration database seeded from {}", file.display());
     }

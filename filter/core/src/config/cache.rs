@@ -20,7 +20,7 @@ pub const DEFAULT_MAX_ENTRY_BYTES: u32 = 256 * 1024;
 /// The semantic store's entries when none is configured.
 pub const DEFAULT_SEMANTIC_MAX_ENTRIES: u32 = 10_000;
 /// Cosine similarity a semantic candidate needs when none is configured.
-pub const DEFAULT_THRESHOLD: f32 = 0.9;
+pub const DEFAULT_THRESHOLD: f32 = 0.93;
 /// Hard ceilings, so a typo cannot reserve the machine.
 const MAX_ENTRIES: u32 = 1_000_000;
 const MAX_ENTRY_BYTES: u32 = 16 * 1024 * 1024;
@@ -65,7 +65,7 @@ pub struct RawCache {
 pub struct RawSemantic {
     /// A public model name serving `/v1/embeddings`.
     pub embedding_model: String,
-    /// Cosine similarity a stored turn needs to be served (default 0.9).
+    /// Cosine similarity a stored turn needs to be served (default 0.93).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f32>,
 }

@@ -217,3 +217,22 @@ async fn amounts_lost_by_redis_are_written_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// An answer from the response cache (`cached`, no provider, no cost) folds like any admitted
+/// request: one request and its tokens, no cost, and no MCP/A2A counter is touched.
+#[test]
+fn a_cached_answer_without_provider_or_cost_folds_as_a_request() {
+    let c = config("dave");
+    let ledger = Ledger::new("r1".into(), false);
+    let hit = Record {
+        provider: String::new(),
+        upstream_model: String::new(),
+        cost_micro_usd: None,
+        cached: true,
+        ..serde_json::from_str(&line("dave", 40, true, NOW)).unwrap()
+    };
+    ledger.fold(hit.to_json_line().as_bytes(), "v1", &c);
+    let all = ledger.consumption(&c, &Filter::default(), NOW + 1_000);
+    let got: Vec<(&str, &str, u64)> = all.iter().map(|c| (c.scope, c.metric, c.used)).collect();
+    assert_eq!(got, [("key", "requests", 1), ("group", "tokens", 40)]);
+}

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use deadpool_postgres::GenericClient;
 use ferrogate_core::config::a2a::RawA2aAgent;
+use ferrogate_core::config::cache::RawCache;
 use ferrogate_core::config::guardrails::RawGuardrail;
 use ferrogate_core::config::mcp::RawMcpServer;
 use ferrogate_core::config::{
@@ -236,7 +237,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let targets = c
         .query("SELECT model, provider, upstream_model, weight FROM fg_model_targets ORDER BY model, position", &[])
         .await?;
-    let models = "SELECT name, strategy, fallbacks, flow_control, guardrails FROM fg_models ORDER BY name";
+    let models = "SELECT name, strategy, fallbacks, flow_control, guardrails, cache FROM fg_models ORDER BY name";
     for r in c.query(models, &[]).await? {
         let name: String = r.get(0);
         let targets = targets.iter().filter(|t| t.get::<_, String>(0) == name).map(|t| RawTarget {
@@ -252,12 +253,13 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             fallbacks: r.get(2),
             flow_control,
             guardrails: r.get(4),
+            cache: cache(r.get(5)),
         });
     }
     for r in c.query("SELECT name, model FROM fg_aliases ORDER BY name", &[]).await? {
         raw.aliases.insert(r.get(0), r.get(1));
     }
-    let groups = "SELECT name, models, limits, priority, mcp, a2a, guardrails FROM fg_groups ORDER BY name";
+    let groups = "SELECT name, models, limits, priority, mcp, a2a, guardrails, cache FROM fg_groups ORDER BY name";
     for r in c.query(groups, &[]).await? {
         raw.groups.push(RawGroup {
             name: r.get(0),
@@ -267,10 +269,11 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             mcp: r.get(4),
             a2a: r.get(5),
             guardrails: r.get(6),
+            cache: cache(r.get(7)),
         });
     }
-    let keys =
-        "SELECT name, digest, groups, models, expires_at, limits, priority, mcp, a2a, guardrails FROM fg_keys ORDER BY name";
+    let keys = "SELECT name, digest, groups, models, expires_at, limits, priority, mcp, a2a, guardrails, cache \
+                FROM fg_keys ORDER BY name";
     for r in c.query(keys, &[]).await? {
         raw.keys.push(RawKey {
             name: r.get(0),
@@ -283,6 +286,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             mcp: r.get(7),
             a2a: r.get(8),
             guardrails: r.get(9),
+            cache: cache(r.get(10)),
         });
     }
     for r in c
@@ -306,6 +310,17 @@ fn limits(v: Option<Value>) -> Option<RawLimits> {
 
 fn limits_json(l: Option<&RawLimits>) -> Option<Value> {
     l.and_then(|l| serde_json::to_value(l).ok())
+}
+
+/// A `cache` column as the row's `cache:` block (`NULL`, or a block this build cannot read:
+/// none, so the row still serves, uncached).
+fn cache(v: Option<Value>) -> Option<RawCache> {
+    v.and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// A row's `cache:` block as its `cache` column holds it.
+fn cache_json(c: Option<&RawCache>) -> Option<Value> {
+    c.and_then(|c| serde_json::to_value(c).ok())
 }
 
 /// Applies `change`; false when a replace or delete found no row to act on (deletes only).
@@ -364,13 +379,14 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         }
         Resource::Model(m) => {
             c.execute(
-                "INSERT INTO fg_models (name, strategy, fallbacks, flow_control, guardrails) VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO fg_models (name, strategy, fallbacks, flow_control, guardrails, cache) VALUES ($1, $2, $3, $4, $5, $6)",
                 &[
                     &m.name,
                     &m.strategy,
                     &m.fallbacks,
                     &m.flow_control.as_ref().and_then(|f| serde_json::to_value(f).ok()),
                     &m.guardrails,
+                    &cache_json(m.cache.as_ref()),
                 ],
             )
             .await?;
@@ -390,15 +406,15 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
         Resource::Group(g) => {
             let limits = limits_json(g.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_groups (name, models, limits, priority, mcp, a2a, guardrails) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[&g.name, &g.models, &limits, &g.priority, &g.mcp, &g.a2a, &g.guardrails],
+                "INSERT INTO fg_groups (name, models, limits, priority, mcp, a2a, guardrails, cache) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[&g.name, &g.models, &limits, &g.priority, &g.mcp, &g.a2a, &g.guardrails, &cache_json(g.cache.as_ref())],
             )
             .await?;
         }
         Resource::Key(k) => {
             let limits = limits_json(k.limits.as_ref());
             c.execute(
-                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority, mcp, a2a, guardrails) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                "INSERT INTO fg_keys (name, digest, groups, models, expires_at, limits, priority, mcp, a2a, guardrails, cache) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 &[
                     &k.name,
                     &k.digest,
@@ -410,6 +426,7 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
                     &k.mcp,
                     &k.a2a,
                     &k.guardrails,
+                    &cache_json(k.cache.as_ref()),
                 ],
             )
             .await?;
@@ -571,3 +588,6 @@ fn with_kv(mut provider: RawProvider, kv: Option<serde_json::Value>) -> RawProvi
     provider.kv_replay_port = kv.kv_replay_port;
     provider
 }
+
+#[cfg(test)]
+mod cache_tests;

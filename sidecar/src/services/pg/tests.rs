@@ -328,3 +328,28 @@ async fn writes_that_break_the_egress_policy_are_refused() {
     assert_eq!(store.load().await.unwrap().1.egress, None);
     assert_eq!(strict.load().await.unwrap().1.egress.and_then(|e| e.block_loopback), Some(true));
 }
+
+/// The file's `cache_store:` is served with the rows, with its `redis:` when it names Redis
+/// (where entries live belongs to the deployment); without one, the rows carry neither.
+#[tokio::test]
+async fn the_files_cache_store_is_served_with_the_rows() {
+    use ferrogate_core::config::cache::RawCacheStore;
+    use ferrogate_core::config::RawRedis;
+    let schema = Schema::new().await;
+    let redis = RawRedis { url_env: "FERROGATE_REDIS_URL".into(), ..RawRedis::default() };
+    let store_kind = |kind: &str| RawCacheStore { kind: Some(kind.into()), ..RawCacheStore::default() };
+    let file = |kind: &str| RawConfig {
+        cache_store: Some(store_kind(kind)),
+        redis: Some(redis.clone()),
+        ..RawConfig::default()
+    };
+    let shared = PgStore::connect(&schema.url, None).await.unwrap().with_cache_store(&file("redis"));
+    let (_, raw) = shared.load().await.unwrap();
+    assert_eq!((raw.cache_store, raw.redis), (Some(store_kind("redis")), Some(redis.clone())));
+    let local = PgStore::connect(&schema.url, None).await.unwrap().with_cache_store(&file("memory"));
+    let (_, raw) = local.load().await.unwrap();
+    assert_eq!((raw.cache_store, raw.redis), (Some(store_kind("memory")), None));
+    let plain = PgStore::connect(&schema.url, None).await.unwrap().with_cache_store(&RawConfig::default());
+    let (_, raw) = plain.load().await.unwrap();
+    assert_eq!((raw.cache_store, raw.redis), (None, None));
+}

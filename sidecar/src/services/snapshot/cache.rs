@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use ferrogate_core::config::cache::Purge;
 use ferrogate_core::config::RawConfig;
 use ferrogate_core::snapshot::Snapshot;
 
@@ -48,8 +49,9 @@ pub(super) fn write(path: &Path, doc: &Snapshot, master: Option<&MasterKey>) -> 
     Ok(())
 }
 
-/// Reads the cached configuration back: sealed keys opened with `master`, missing ones taken
-/// from the variables their providers name (`env` looks them up).
+/// Reads the cached configuration back, with the cache purges it was served with: sealed keys
+/// opened with `master`, missing ones taken from the variables their providers name (`env`
+/// looks them up).
 ///
 /// # Errors
 /// The file cannot be read or is not a snapshot; a sealed key cannot be opened (no master
@@ -58,7 +60,7 @@ pub(super) fn read(
     path: &Path,
     master: Option<&MasterKey>,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<RawConfig, CacheError> {
+) -> Result<(RawConfig, Vec<Purge>), CacheError> {
     let body = std::fs::read(path)?;
     let doc: Snapshot = serde_json::from_slice(&body).map_err(|e| CacheError::Format(e.to_string()))?;
     let mut config = doc.config;
@@ -87,5 +89,5 @@ pub(super) fn read(
     for agent in &mut config.a2a_agents {
         agent.api_key = agent.api_key_env.as_deref().and_then(&env);
     }
-    Ok(config)
+    Ok((config, doc.cache_purges))
 }

@@ -1,6 +1,7 @@
 //! Publication, failed builds, the problems report and the last-known-good cache.
 
 use super::*;
+use ferrogate_core::config::cache::Purge;
 
 fn raw(yaml: &str) -> RawConfig {
     serde_saphyr::from_str(yaml).unwrap()
@@ -117,7 +118,7 @@ fn sealed_keys_come_back_with_the_master_key_and_unsealed_ones_from_their_variab
     keyed.providers[1].api_key = Some("sk-secret-two".into());
     Snapshots::with_master(Some(cache.clone()), Some(master())).publish(keyed).unwrap();
     let env = |name: &str| (name == "FG_TEST_CACHE_KEY_NEVER_SET").then(|| "sk-from-env".to_string());
-    let back = cache::read(&cache, Some(&master()), env).unwrap();
+    let (back, _) = cache::read(&cache, Some(&master()), env).unwrap();
     assert_eq!(back.providers[0].api_key.as_deref(), Some("sk-secret-one"));
     assert_eq!(back.providers[1].api_key.as_deref(), Some("sk-secret-two"));
     // Without the master key a sealed cache is refused rather than served keyless.
@@ -127,7 +128,7 @@ fn sealed_keys_come_back_with_the_master_key_and_unsealed_ones_from_their_variab
     keyed.providers[1].api_key = Some("sk-old-value".into());
     keyed.providers[0].api_key = None;
     Snapshots::with_master(Some(cache.clone()), None).publish(keyed).unwrap();
-    let back = cache::read(&cache, None, env).unwrap();
+    let (back, _) = cache::read(&cache, None, env).unwrap();
     assert_eq!(back.providers[1].api_key.as_deref(), Some("sk-from-env"));
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -144,4 +145,56 @@ fn the_responses_block_stays_with_the_sidecar() {
     let bad = format!("{GOOD}responses: {{ttl_secs: 0}}\n");
     let e = snapshots.publish(raw(&bad)).unwrap_err();
     assert_eq!(e.problems[0].path, "responses.ttl_secs");
+}
+
+fn purge(scopes: &[&str], model: Option<&str>, at_ms: u64) -> Purge {
+    Purge { scopes: scopes.iter().map(|s| s.to_string()).collect(), model: model.map(String::from), at_ms }
+}
+
+/// A purge publishes the configuration again under a new version, with the purges in the body
+/// and in the served configuration; a purge of everything drops the older ones; the bound holds.
+#[test]
+fn a_purge_is_a_new_version_carrying_the_purges() {
+    let snapshots = Snapshots::new(None);
+    assert!(!snapshots.add_purge(purge(&["key:a"], None, 1)), "nothing published yet");
+    let first = snapshots.publish(raw(GOOD)).unwrap();
+    assert_eq!(first.config.cache.purges.len(), 1, "a purge made before the first publication is kept");
+    assert!(snapshots.add_purge(purge(&[], Some("chat"), 2)));
+    let second = snapshots.current().unwrap();
+    assert_ne!(second.version, first.version);
+    let received = Snapshot::receive(&second.body).unwrap();
+    assert_eq!(received.version, second.version);
+    assert!(received.config.cache.purged("chat", "key:b", 2) && !received.config.cache.purged("x", "key:b", 2));
+    assert_eq!(second.config.cache.purges, snapshots.purges());
+    assert_eq!(snapshots.publish(raw(GOOD)).unwrap().version, second.version, "the store publishing again keeps them");
+    snapshots.add_purge(purge(&[], None, 3));
+    assert_eq!(snapshots.purges(), [purge(&[], None, 3)], "everything: the older ones go");
+    for at in 4..(4 + MAX_PURGES as u64 + 10) {
+        snapshots.add_purge(purge(&["global"], None, at));
+    }
+    let all = snapshots.purges();
+    assert_eq!(all.len(), MAX_PURGES);
+    assert_eq!(all.last().map(|p| p.at_ms), Some(3 + MAX_PURGES as u64 + 10));
+    // Purges from elsewhere: new ones merged in time order, known ones change nothing.
+    let version = snapshots.current().unwrap().version.clone();
+    assert!(!snapshots.merge_purges(&all[..3]));
+    assert_eq!(snapshots.current().unwrap().version, version);
+    assert!(snapshots.merge_purges(&[purge(&["key:z"], None, 100_000)]));
+    assert_ne!(snapshots.current().unwrap().version, version);
+}
+
+/// The cache file keeps the purges: a sidecar restored from it serves them, same version.
+#[test]
+fn the_cache_keeps_the_purges() {
+    let dir = scratch();
+    let cache = dir.join("snapshot.json");
+    let first = Snapshots::with_master(Some(cache.clone()), None);
+    first.publish(raw(GOOD)).unwrap();
+    first.add_purge(purge(&["group:team"], Some("chat"), 42));
+    let served = first.current().unwrap();
+    let second = Snapshots::with_master(Some(cache.clone()), None);
+    assert!(second.restore_cached().unwrap());
+    assert_eq!(second.purges(), first.purges());
+    assert_eq!(second.current().unwrap().version, served.version);
+    std::fs::remove_dir_all(dir).unwrap();
 }

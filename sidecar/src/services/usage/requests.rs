@@ -237,6 +237,8 @@ pub struct RequestItem {
     pub rebuilt: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guardrails: Option<GuardrailRecord>,
+    /// Answered from the response cache (no provider call).
+    pub cached: bool,
     /// Upstream attempts the request took: `retries + 1`.
     pub attempts: u64,
 }
@@ -267,6 +269,7 @@ impl From<Record> for RequestItem {
             continues: r.continues,
             rebuilt: r.rebuilt,
             guardrails: r.guardrails,
+            cached: r.cached,
         }
     }
 }

@@ -234,10 +234,12 @@ fn admin_over(store: PgStore) -> axum::Router {
     use crate::services::usage::{UsageBackend, UsageStore};
     let db = OnceLock::new();
     db.set(Database { store: Arc::new(store), changed: Arc::default(), redis: None }).unwrap();
+    let snapshots = Arc::new(Snapshots::new(None));
     router(Admin {
         runtime: None,
         usage: Arc::new(UsageBackend::memory(UsageStore::new(None))),
-        snapshots: Arc::new(Snapshots::new(None)),
+        cache: Arc::new(crate::services::cache::Cache::new(snapshots.clone())),
+        snapshots,
         db: Arc::new(db),
         postgres: true,
         token: None,

@@ -47,6 +47,8 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
             30 => Some(GuardrailRecord::default()),
             _ => None,
         },
+        // Every third one answered from the response cache.
+        cached: prompt.is_multiple_of(3),
     };
     record.to_json_line()
 }
