@@ -22,14 +22,21 @@
 //!   threshold outside (0, 1], is `400`.
 //! - `PUT /v1/cache/semantic/{ticket}` with the entry bytes and `x-ferrogate-cache-ttl:
 //!   <secs>` (capped at 30 days): `204`. An unknown, used or expired ticket is `404`; a body
-//!   over the served `cache_store.max_entry_bytes` is `413`; a TTL header that is not a number
+//!   over the served `cache_store.max_entry_bytes`, or an entry costing more than the whole
+//!   `cache_store.semantic_max_bytes` (see below), is `413`; a TTL header that is not a number
 //!   is `400`. A TTL of 0 stores nothing (still `204`).
 //!
 //! Memory: the store ([`store`]) holds at most the served `cache_store.semantic_max_entries`
-//! entries (default 10,000), each about `4·d` bytes of vector (1,536 B for all-MiniLM-L6-v2's
-//! d = 384) + the entry bytes (≤ `max_entry_bytes`) + ~200 B of bookkeeping. So the bound is
-//! `semantic_max_entries × (4·d + 200 B + max_entry_bytes)`: with the defaults, ~37 MB for
-//! 2 KB answers and 2.6 GB if every answer were the largest allowed 256 KiB. Pending tickets
+//! entries (default 10,000) **and** `cache_store.semantic_max_bytes` bytes (default 64 MiB),
+//! both read from the served configuration on each store call; to fit a new entry, expired
+//! entries are evicted first, then the least recently used (a hit is a use), until both hold.
+//! An entry costs its answer bytes (≤ `max_entry_bytes`) + `4·d` bytes of vector (1,536 B for
+//! all-MiniLM-L6-v2's d = 384) + its partition's names (~100–200 B) + a fixed
+//! [`store::ENTRY_OVERHEAD`] of 512 B of bookkeeping (record, text digest, signature, index
+//! slots, a partition of its own); the answer is copied on store, so the count is what is
+//! held. With the defaults, 10,000 entries of 2 KB answers take ~42 MB (the count binds), and
+//! ~250 entries of the largest allowed 256 KiB answers fill the 64 MiB: whatever the answers'
+//! sizes, the store stays within `semantic_max_bytes` (plus allocator slack). Pending tickets
 //! add at most ~15 MB. Lookups scan their partition by brute force: one `d`-long dot product
 //! per candidate (384 multiply-adds, ~0.1 µs), about 1 ms for a 10,000-entry partition.
 //! Everything is lost on restart, and each sidecar has its own (Redis here has no vector
@@ -50,12 +57,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, put};
 use axum::{Json, Router};
-use ferrogate_core::config::cache::{DEFAULT_MAX_ENTRY_BYTES, DEFAULT_SEMANTIC_MAX_ENTRIES};
+use ferrogate_core::config::cache::{
+    DEFAULT_MAX_ENTRY_BYTES, DEFAULT_SEMANTIC_MAX_BYTES, DEFAULT_SEMANTIC_MAX_ENTRIES,
+};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 pub use embed::{EmbedError, Embedder};
-pub use store::{Partition, SemanticStore};
+pub use store::{Limits, Partition, SemanticStore, TooLarge};
 pub use tickets::Tickets;
 
 use super::auth::{bearer_ok, unauthorized};
@@ -119,13 +128,16 @@ impl SemanticApi {
         result.ok()
     }
 
-    /// `(max_entry_bytes, semantic_max_entries)` of the served configuration.
-    fn bounds(&self) -> (usize, usize) {
-        let (bytes, entries) =
-            self.snapshots.current().map_or((DEFAULT_MAX_ENTRY_BYTES, DEFAULT_SEMANTIC_MAX_ENTRIES), |s| {
-                (s.config.cache.max_entry_bytes, s.config.cache.semantic_max_entries)
-            });
-        (bytes as usize, entries as usize)
+    /// `max_entry_bytes` and the store's [`Limits`] (`semantic_max_entries`,
+    /// `semantic_max_bytes`) of the served configuration.
+    fn bounds(&self) -> (usize, Limits) {
+        let (entry_bytes, entries, bytes) = self.snapshots.current().map_or(
+            (DEFAULT_MAX_ENTRY_BYTES, DEFAULT_SEMANTIC_MAX_ENTRIES, DEFAULT_SEMANTIC_MAX_BYTES),
+            |s| {
+                (s.config.cache.max_entry_bytes, s.config.cache.semantic_max_entries, s.config.cache.semantic_max_bytes)
+            },
+        );
+        (entry_bytes as usize, Limits { entries: entries as usize, bytes })
     }
 }
 
@@ -193,12 +205,20 @@ async fn store(
         return unauthorized().into_response();
     }
     let now = now_ms();
-    let (max_bytes, max_entries) = api.bounds();
+    let (max_bytes, limits) = api.bounds();
     if body.len() > max_bytes {
         // The answer will never be stored: free its vector now.
         api.tickets.take(&ticket, now);
-        let error = format!("entry of {} bytes over cache_store.max_entry_bytes ({max_bytes})", body.len());
-        return (StatusCode::PAYLOAD_TOO_LARGE, Json(serde_json::json!({ "error": error }))).into_response();
+        return too_large(format!("entry of {} bytes over cache_store.max_entry_bytes ({max_bytes})", body.len()));
+    }
+    // Its answer alone (with the fixed bookkeeping) already exceeds the store's whole budget.
+    let least = body.len() as u64 + store::ENTRY_OVERHEAD;
+    if least > limits.bytes {
+        api.tickets.take(&ticket, now);
+        let budget = limits.bytes;
+        return too_large(format!(
+            "entry of at least {least} bytes (answer and bookkeeping) over cache_store.semantic_max_bytes ({budget})"
+        ));
     }
     let ttl = match headers.get(TTL_HEADER).map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())) {
         None => None,
@@ -209,13 +229,22 @@ async fn store(
         let body = Json(serde_json::json!({"error": "unknown, used or expired ticket"}));
         return (StatusCode::NOT_FOUND, body).into_response();
     };
-    let ttl_secs = ttl.unwrap_or(pending.ttl_secs).min(MAX_TTL_SECS);
-    if ttl_secs > 0 {
-        let tickets::Pending { partition, vector, text_digest, signature, .. } = pending;
-        let entry = store::NewEntry { partition, vector, text_digest, signature, body, ttl_ms: ttl_secs * 1000 };
-        api.store.insert(entry, max_entries, now);
+    let tickets::Pending { partition, vector, text_digest, signature, ttl_secs } = pending;
+    let ttl_secs = ttl.unwrap_or(ttl_secs).min(MAX_TTL_SECS);
+    if ttl_secs == 0 {
+        return StatusCode::NO_CONTENT.into_response();
     }
-    StatusCode::NO_CONTENT.into_response()
+    let entry = store::NewEntry { partition, vector, text_digest, signature, body, ttl_ms: ttl_secs * 1000 };
+    match api.store.insert(entry, limits, now) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(TooLarge { cost, budget }) => too_large(format!(
+            "entry of {cost} bytes (answer, vector and bookkeeping) over cache_store.semantic_max_bytes ({budget})"
+        )),
+    }
+}
+
+fn too_large(error: String) -> Response {
+    (StatusCode::PAYLOAD_TOO_LARGE, Json(serde_json::json!({ "error": error }))).into_response()
 }
 
 fn bad_request(error: String) -> Response {

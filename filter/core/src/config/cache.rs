@@ -19,11 +19,16 @@ pub const DEFAULT_MAX_ENTRIES: u32 = 1_000;
 pub const DEFAULT_MAX_ENTRY_BYTES: u32 = 256 * 1024;
 /// The semantic store's entries when none is configured.
 pub const DEFAULT_SEMANTIC_MAX_ENTRIES: u32 = 10_000;
+/// The semantic store's bytes (answers, vectors, bookkeeping) when none is configured: 64 MiB.
+pub const DEFAULT_SEMANTIC_MAX_BYTES: u64 = 64 << 20;
 /// Cosine similarity a semantic candidate needs when none is configured.
 pub const DEFAULT_THRESHOLD: f32 = 0.93;
 /// Hard ceilings, so a typo cannot reserve the machine.
 const MAX_ENTRIES: u32 = 1_000_000;
 const MAX_ENTRY_BYTES: u32 = 16 * 1024 * 1024;
+/// Bounds of `semantic_max_bytes`: 1 MiB to 64 GiB.
+const MIN_SEMANTIC_BYTES: u64 = 1 << 20;
+const MAX_SEMANTIC_BYTES: u64 = 64 << 30;
 
 /// `cache_store:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -42,6 +47,10 @@ pub struct RawCacheStore {
     /// Entries the sidecar's semantic store holds at most (default 10,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semantic_max_entries: Option<u32>,
+    /// Bytes the sidecar's semantic store holds at most: answers, vectors and per-entry
+    /// bookkeeping (default 67,108,864 = 64 MiB; 1 MiB to 64 GiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_max_bytes: Option<u64>,
 }
 
 /// A model's, group's or key's `cache:` as written.
@@ -132,8 +141,10 @@ pub struct CacheSettings {
     pub max_entries: u32,
     /// Largest answer stored, bytes.
     pub max_entry_bytes: u32,
-    /// Bound of the sidecar's semantic store.
+    /// Bound of the sidecar's semantic store, entries.
     pub semantic_max_entries: u32,
+    /// Bound of the sidecar's semantic store, bytes (answers, vectors and bookkeeping).
+    pub semantic_max_bytes: u64,
     /// Purges recorded by the sidecar (`POST /api/v1/cache/purge`), oldest first; they reach
     /// the filter with the snapshot (`cache_purges`), not with the configuration document.
     pub purges: Vec<Purge>,
@@ -150,6 +161,7 @@ impl Default for CacheSettings {
             max_entries: DEFAULT_MAX_ENTRIES,
             max_entry_bytes: DEFAULT_MAX_ENTRY_BYTES,
             semantic_max_entries: DEFAULT_SEMANTIC_MAX_ENTRIES,
+            semantic_max_bytes: DEFAULT_SEMANTIC_MAX_BYTES,
             purges: Vec::new(),
             by_model: Vec::new(),
             by_group: Vec::new(),
@@ -248,9 +260,32 @@ fn store(raw: &RawConfig, p: &mut Problems) -> CacheSettings {
             StoreKind::Memory
         }
     };
-    let mut bounded = |field: &str, value: Option<u32>, max: u32, default: u32| match value {
-        Some(0) => {
-            p.add(format!("cache_store.{field}"), "must be at least 1".to_string());
+    out.max_entries = bounded(p, "max_entries", s.max_entries, (1, MAX_ENTRIES), DEFAULT_MAX_ENTRIES);
+    out.max_entry_bytes =
+        bounded(p, "max_entry_bytes", s.max_entry_bytes, (1, MAX_ENTRY_BYTES), DEFAULT_MAX_ENTRY_BYTES);
+    out.semantic_max_entries =
+        bounded(p, "semantic_max_entries", s.semantic_max_entries, (1, MAX_ENTRIES), DEFAULT_SEMANTIC_MAX_ENTRIES);
+    out.semantic_max_bytes = bounded(
+        p,
+        "semantic_max_bytes",
+        s.semantic_max_bytes,
+        (MIN_SEMANTIC_BYTES, MAX_SEMANTIC_BYTES),
+        DEFAULT_SEMANTIC_MAX_BYTES,
+    );
+    out
+}
+
+/// `cache_store.<field>` within `min..=max` (a problem and `default` when not), or `default`.
+fn bounded<T: Copy + PartialOrd + std::fmt::Display>(
+    p: &mut Problems,
+    field: &str,
+    value: Option<T>,
+    (min, max): (T, T),
+    default: T,
+) -> T {
+    match value {
+        Some(v) if v < min => {
+            p.add(format!("cache_store.{field}"), format!("must be at least {min}"));
             default
         }
         Some(v) if v > max => {
@@ -259,12 +294,7 @@ fn store(raw: &RawConfig, p: &mut Problems) -> CacheSettings {
         }
         Some(v) => v,
         None => default,
-    };
-    out.max_entries = bounded("max_entries", s.max_entries, MAX_ENTRIES, DEFAULT_MAX_ENTRIES);
-    out.max_entry_bytes = bounded("max_entry_bytes", s.max_entry_bytes, MAX_ENTRY_BYTES, DEFAULT_MAX_ENTRY_BYTES);
-    out.semantic_max_entries =
-        bounded("semantic_max_entries", s.semantic_max_entries, MAX_ENTRIES, DEFAULT_SEMANTIC_MAX_ENTRIES);
-    out
+    }
 }
 
 fn policy(path: &str, c: &RawCache, is_model: &dyn Fn(&str) -> bool, p: &mut Problems) -> Option<Policy> {

@@ -1,7 +1,12 @@
 //! The bounded, in-memory vector store behind the semantic cache: entries grouped by
 //! [`Partition`], searched by brute-force cosine within one partition among the entries of
-//! the asked turn's lexical [`Signature`], bounded in count (expired entries go first, then the
-//! least recently used).
+//! the asked turn's lexical [`Signature`], bounded in count and in bytes (expired entries go
+//! first, then the least recently used, until both bounds hold).
+//!
+//! An entry's bytes ([`NewEntry::cost`]): its answer, its vector (4 B a dimension), the names of
+//! its partition (counted on every entry, although entries of one partition share them) and
+//! [`ENTRY_OVERHEAD`] of bookkeeping. The answer is copied on store, so an entry never keeps
+//! alive a larger buffer its bytes were cut from.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -10,6 +15,30 @@ use bytes::Bytes;
 
 use super::signature::Signature;
 use super::vector::cosine;
+
+/// Bytes counted for each entry besides its answer, vector and partition names: the entry's
+/// record (ids, text digest, signature, times, pointers: ~130 B), its slots in the partition,
+/// expiry and use indexes (~60 B), a partition of its own (map slot, list, shared record:
+/// ~200 B, as most conversations have their own context digest), with allocator slack.
+pub const ENTRY_OVERHEAD: u64 = 512;
+
+/// The bounds a store call applies (read from the served configuration on each call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Entries held at most (`cache_store.semantic_max_entries`; 0 counts as 1).
+    pub entries: usize,
+    /// Bytes held at most, by [`NewEntry::cost`] (`cache_store.semantic_max_bytes`).
+    pub bytes: u64,
+}
+
+/// A store refused: the entry alone costs more than the byte budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLarge {
+    /// The entry's cost, bytes.
+    pub cost: u64,
+    /// The budget, bytes.
+    pub budget: u64,
+}
 
 /// What a candidate must share with the request to be considered at all. No hit ever crosses
 /// a partition: another scope, model, conversation context or embedding model never answers.
@@ -40,6 +69,22 @@ pub struct NewEntry {
     pub body: Bytes,
     /// Lifetime, ms.
     pub ttl_ms: u64,
+}
+
+impl Partition {
+    /// Bytes of its names.
+    fn name_bytes(&self) -> u64 {
+        [&self.scope, &self.model, &self.context, &self.embedding_model].iter().map(|s| s.len() as u64).sum()
+    }
+}
+
+impl NewEntry {
+    /// The bytes it is counted for against the budget: answer + `4·d` of vector + its
+    /// partition's names + [`ENTRY_OVERHEAD`].
+    pub fn cost(&self) -> u64 {
+        let vector = std::mem::size_of_val::<[f32]>(&self.vector) as u64;
+        (self.body.len() as u64) + vector + self.partition.name_bytes() + ENTRY_OVERHEAD
+    }
 }
 
 /// What a lookup found.
@@ -77,6 +122,8 @@ struct Entry {
     expires_ms: u64,
     /// Its key in `Inner::by_use`.
     used: u64,
+    /// Its bytes ([`NewEntry::cost`]), in `Inner::bytes`.
+    cost: u64,
 }
 
 #[derive(Default)]
@@ -88,6 +135,8 @@ struct Inner {
     by_expiry: BTreeSet<(u64, u64)>,
     /// Use tick → id: the least recently used is evicted next.
     by_use: BTreeMap<u64, u64>,
+    /// Sum of the entries' costs.
+    bytes: u64,
     next_id: u64,
     tick: u64,
 }
@@ -100,7 +149,8 @@ pub struct SemanticStore {
 
 impl std::fmt::Debug for SemanticStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SemanticStore {{ entries: {} }}", self.len())
+        let inner = self.lock();
+        write!(f, "SemanticStore {{ entries: {}, bytes: {} }}", inner.entries.len(), inner.bytes)
     }
 }
 
@@ -118,6 +168,11 @@ impl SemanticStore {
     /// Entries held (expired ones not yet evicted included).
     pub fn len(&self) -> usize {
         self.lock().entries.len()
+    }
+
+    /// Bytes held by [`NewEntry::cost`] (expired entries not yet evicted included).
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
     }
 
     /// Whether the store holds no entry.
@@ -156,8 +211,16 @@ impl SemanticStore {
     }
 
     /// Stores `entry` (replacing one of the same turn in its partition), first evicting until
-    /// fewer than `max_entries` remain: expired entries, then the least recently used.
-    pub fn insert(&self, entry: NewEntry, max_entries: usize, now_ms: u64) {
+    /// fewer than `limits.entries` remain and it fits in `limits.bytes`: expired entries, then
+    /// the least recently used. An entry costing more than `limits.bytes` on its own is not
+    /// stored (and nothing is evicted for it).
+    pub fn insert(&self, mut entry: NewEntry, limits: Limits, now_ms: u64) -> Result<(), TooLarge> {
+        let cost = entry.cost();
+        if cost > limits.bytes {
+            return Err(TooLarge { cost, budget: limits.bytes });
+        }
+        // Its own allocation: the request's bytes may be a slice of a larger read buffer.
+        entry.body = Bytes::copy_from_slice(&entry.body);
         let mut inner = self.lock();
         let same = inner.partitions.get(&entry.partition).and_then(|ids| {
             ids.iter().copied().find(|id| inner.entries.get(id).is_some_and(|e| e.text_digest == entry.text_digest))
@@ -165,12 +228,13 @@ impl SemanticStore {
         if let Some(id) = same {
             inner.remove(id);
         }
-        while inner.entries.len() >= max_entries.max(1) {
+        while inner.entries.len() >= limits.entries.max(1) || inner.bytes.saturating_add(cost) > limits.bytes {
             if !inner.evict_one(now_ms) {
                 break;
             }
         }
-        inner.add(entry, now_ms);
+        inner.add(entry, cost, now_ms);
+        Ok(())
     }
 
     /// Drops every entry of `scopes` (empty: every scope) for `model` (`None`: every model);
@@ -193,7 +257,7 @@ impl SemanticStore {
 }
 
 impl Inner {
-    fn add(&mut self, e: NewEntry, now_ms: u64) {
+    fn add(&mut self, e: NewEntry, cost: u64, now_ms: u64) {
         let id = self.next_id;
         self.next_id += 1;
         self.tick += 1;
@@ -210,7 +274,9 @@ impl Inner {
             stored_ms: now_ms,
             expires_ms,
             used: self.tick,
+            cost,
         };
+        self.bytes += cost;
         self.entries.insert(id, entry);
     }
 
@@ -236,6 +302,7 @@ impl Inner {
 
     fn remove(&mut self, id: u64) -> bool {
         let Some(e) = self.entries.remove(&id) else { return false };
+        self.bytes -= e.cost;
         self.by_expiry.remove(&(e.expires_ms, id));
         self.by_use.remove(&e.used);
         if let Some(ids) = self.partitions.get_mut(&e.partition) {
