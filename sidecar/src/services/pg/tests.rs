@@ -4,6 +4,9 @@
 
 use super::*;
 use rows::Resource;
+use std::sync::Arc;
+
+use crate::services::snapshot::Snapshots;
 
 use ferrogate_core::config::{RawModel, RawProvider, RawTarget};
 
@@ -352,4 +355,51 @@ async fn the_files_cache_store_is_served_with_the_rows() {
     let plain = PgStore::connect(&schema.url, None).await.unwrap().with_cache_store(&RawConfig::default());
     let (_, raw) = plain.load().await.unwrap();
     assert_eq!((raw.cache_store, raw.redis), (None, None));
+}
+
+/// The admin API over `store` (no token) and the snapshots it serves.
+pub(crate) fn admin_over(store: Arc<PgStore>) -> (axum::Router, Arc<Snapshots>) {
+    use std::sync::OnceLock;
+
+    use crate::services::admin::{router, Admin};
+    use crate::services::limits::Ledger;
+    use crate::services::source::Database;
+    use crate::services::targets::{self, Targets};
+    use crate::services::usage::{UsageBackend, UsageStore};
+    let db = OnceLock::new();
+    db.set(Database { store, changed: Arc::default(), redis: None }).unwrap();
+    let snapshots = Arc::new(Snapshots::new(None));
+    let app = router(Admin {
+        runtime: None,
+        usage: Arc::new(UsageBackend::memory(UsageStore::new(None))),
+        cache: Arc::new(crate::services::cache::Cache::new(snapshots.clone())),
+        snapshots: snapshots.clone(),
+        db: Arc::new(db),
+        postgres: true,
+        token: None,
+        ledger: Arc::new(Ledger::new("test".into(), false)),
+        targets: Arc::new(Targets::new(targets::Settings::default())),
+        kv: Arc::default(),
+    });
+    (app, snapshots)
+}
+
+/// `method uri [body]` through `app`: status and JSON answer.
+pub(crate) async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    use tower::ServiceExt;
+    let req = axum::http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_string()))
+        .unwrap();
+    let answer = app.clone().oneshot(req).await.unwrap();
+    let status = answer.status().as_u16();
+    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
 }

@@ -1,53 +1,14 @@
 //! The response cache in the Postgres store: `cache:` blocks of models, groups and keys written
 //! through the admin API, read back and served in the snapshot; purges kept in the database.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ferrogate_core::config::cache::{Purge, Scope};
 use serde_json::json;
-use tower::ServiceExt;
 
-use crate::services::admin::{router, Admin};
-use crate::services::limits::Ledger;
-use crate::services::pg::tests::Schema;
+use crate::services::pg::tests::{admin_over, call, Schema};
 use crate::services::pg::PgStore;
 use crate::services::snapshot::Snapshots;
-use crate::services::source::Database;
-use crate::services::targets::{self, Targets};
-use crate::services::usage::{UsageBackend, UsageStore};
-
-/// The admin API over `store` (no token) and the snapshots it serves.
-fn admin_over(store: Arc<PgStore>) -> (axum::Router, Arc<Snapshots>) {
-    let db = OnceLock::new();
-    db.set(Database { store, changed: Arc::default(), redis: None }).unwrap();
-    let snapshots = Arc::new(Snapshots::new(None));
-    let app = router(Admin {
-        runtime: None,
-        usage: Arc::new(UsageBackend::memory(UsageStore::new(None))),
-        cache: Arc::new(crate::services::cache::Cache::new(snapshots.clone())),
-        snapshots: snapshots.clone(),
-        db: Arc::new(db),
-        postgres: true,
-        token: None,
-        ledger: Arc::new(Ledger::new("test".into(), false)),
-        targets: Arc::new(Targets::new(targets::Settings::default())),
-        kv: Arc::default(),
-    });
-    (app, snapshots)
-}
-
-async fn call(app: &axum::Router, method: &str, uri: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-    let req = axum::http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(body.to_string()))
-        .unwrap();
-    let answer = app.clone().oneshot(req).await.unwrap();
-    let status = answer.status().as_u16();
-    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
-}
 
 #[tokio::test]
 async fn cache_blocks_round_trip_through_the_admin_api_into_the_snapshot() {

@@ -5,7 +5,7 @@
 use ferrogate_core::config::guardrails::{RawGuardRule, RawGuardrail};
 use ferrogate_core::config::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
 
-use crate::services::pg::tests::Schema;
+use crate::services::pg::tests::{admin_over, call, Schema};
 use crate::services::pg::{Change, PgStore, Resource, Section, StoreError};
 
 fn rule(detector: &str, action: &str) -> RawGuardRule {
@@ -222,53 +222,11 @@ async fn a_policy_something_names_cannot_be_deleted_nor_the_provider_a_rule_asks
     assert!(store.load().await.unwrap().1.guardrails.is_empty());
 }
 
-/// The admin API over `store` (Postgres, no token).
-fn admin_over(store: PgStore) -> axum::Router {
-    use std::sync::{Arc, OnceLock};
-
-    use crate::services::admin::{router, Admin};
-    use crate::services::limits::Ledger;
-    use crate::services::snapshot::Snapshots;
-    use crate::services::source::Database;
-    use crate::services::targets::{self, Targets};
-    use crate::services::usage::{UsageBackend, UsageStore};
-    let db = OnceLock::new();
-    db.set(Database { store: Arc::new(store), changed: Arc::default(), redis: None }).unwrap();
-    let snapshots = Arc::new(Snapshots::new(None));
-    router(Admin {
-        runtime: None,
-        usage: Arc::new(UsageBackend::memory(UsageStore::new(None))),
-        cache: Arc::new(crate::services::cache::Cache::new(snapshots.clone())),
-        snapshots,
-        db: Arc::new(db),
-        postgres: true,
-        token: None,
-        ledger: Arc::new(Ledger::new("test".into(), false)),
-        targets: Arc::new(Targets::new(targets::Settings::default())),
-        kv: Arc::default(),
-    })
-}
-
-/// `method uri [body]` through `app`: status and JSON answer.
-async fn call(app: &axum::Router, method: &str, uri: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
-    use tower::ServiceExt;
-    let req = axum::http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(body.to_string()))
-        .unwrap();
-    let answer = app.clone().oneshot(req).await.unwrap();
-    let status = answer.status().as_u16();
-    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 20).await.unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
-}
-
 #[tokio::test]
 async fn the_admin_api_manages_policies_and_the_lists_naming_them() {
     use serde_json::json;
     let schema = Schema::new().await;
-    let app = admin_over(PgStore::connect(&schema.url, None).await.unwrap());
+    let (app, _) = admin_over(std::sync::Arc::new(PgStore::connect(&schema.url, None).await.unwrap()));
     let provider = json!({"name": "local", "kind": "openai_compatible", "base_url": "http://127.0.0.1:8000"});
     assert_eq!(call(&app, "POST", "/api/v1/providers", provider).await.0, 200);
     let policy = json!({"name": "pii", "restore": true, "input": [{"detector": "email", "action": "redact"}]});
