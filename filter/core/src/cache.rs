@@ -13,6 +13,7 @@ mod canon;
 pub mod entry;
 pub mod key;
 pub mod replay;
+pub mod wire;
 
 pub use assemble::Assembler;
 pub use entry::{Entry, EntryError};

@@ -31,8 +31,7 @@ use ferrogate_core::route::{self, Api};
 
 use super::Stream;
 
-/// Response header naming the outcome; also the request header that asks for a bypass.
-pub(crate) const HEADER: &str = "x-ferrogate-cache";
+pub(crate) use ferrogate_core::cache::wire::HEADER;
 
 /// What the cache did for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

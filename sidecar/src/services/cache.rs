@@ -55,12 +55,8 @@ use self::redis::{RedisCache, RedisError};
 pub const PREFIX: &str = "ferrogate:cache:";
 /// Longest TTL a store may ask for (30 days, as `cache.ttl_secs`).
 pub const MAX_TTL_SECS: u64 = 30 * 24 * 3600;
-/// Header: the entry's lifetime, seconds.
-pub const TTL_HEADER: &str = "x-ferrogate-cache-ttl";
-/// Header: the resolved public model name the entry answers.
-pub const MODEL_HEADER: &str = "x-ferrogate-cache-model";
-/// Header: who shares the entry (`key:<name>`, `group:<name>` or `global`).
-pub const SCOPE_HEADER: &str = "x-ferrogate-cache-scope";
+/// The store's headers, as the filter sends them.
+pub use ferrogate_core::cache::wire::{MODEL_HEADER, SCOPE_HEADER, TTL_HEADER};
 /// The body bound of the store route: the largest `cache_store.max_entry_bytes` allowed (16 MiB)
 /// plus one byte, so an entry over the served bound reaches the handler and is answered 413.
 const BODY_LIMIT: usize = 16 * 1024 * 1024 + 1;

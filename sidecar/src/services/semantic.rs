@@ -71,12 +71,9 @@ use super::auth::{bearer_ok, unauthorized};
 use super::now_ms;
 use super::snapshot::Snapshots;
 
-/// The similarity of a hit, 4 decimals.
-pub const SIMILARITY_HEADER: &str = "x-ferrogate-cache-similarity";
-/// The ticket of a miss, for the store call.
-pub const TICKET_HEADER: &str = "x-ferrogate-cache-ticket";
-/// The stored entry's lifetime, seconds.
-pub const TTL_HEADER: &str = "x-ferrogate-cache-ttl";
+/// The similarity of a hit, the ticket of a miss, the stored entry's lifetime: the headers the
+/// filter reads and sends.
+pub use ferrogate_core::cache::wire::{SIMILARITY_HEADER, TICKET_HEADER, TTL_HEADER};
 /// Longest lifetime stored (as `cache.ttl_secs` allows).
 const MAX_TTL_SECS: u64 = 30 * 24 * 3600;
 /// Bodies read at most: the largest `max_entry_bytes` a configuration may set, plus slack, so

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ferrogate_core::cache::entry::{self, Entry};
 use ferrogate_core::cache::replay::{self, ReplayOptions};
+use ferrogate_core::cache::wire::{ENTRIES_PATH, SEMANTIC_LOOKUP_PATH, TICKET_HEADER};
 use ferrogate_core::cache::Shape;
 use ferrogate_core::config::cache::StoreKind;
 use ferrogate_core::config::Config;
@@ -18,12 +19,6 @@ use crate::sidecar_call;
 
 /// How long a lookup through the sidecar may hold a request before it counts as a miss.
 const LOOKUP_TIMEOUT: Duration = Duration::from_millis(500);
-/// The sidecar's exact entries (Redis), by digest.
-pub(super) const ENTRIES_PATH: &str = "/v1/cache/entries/";
-/// The sidecar's semantic lookup.
-const SEMANTIC_LOOKUP: &str = "/v1/cache/semantic/lookup";
-/// The semantic store's ticket for the embedding a miss computed.
-const TICKET_HEADER: &str = "x-ferrogate-cache-ticket";
 
 /// Which sidecar call a request waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +41,7 @@ impl Stream {
                 "scope": c.scope, "context": parts.context, "text": parts.text, "ttl_secs": c.policy.ttl_secs,
             });
             let body = serde_json::to_vec(&body).unwrap_or_default();
-            return self.sidecar_lookup("POST", SEMANTIC_LOOKUP, Some(&body));
+            return self.sidecar_lookup("POST", SEMANTIC_LOOKUP_PATH, Some(&body));
         }
         match config.cache.store {
             StoreKind::Memory => {

@@ -9,14 +9,14 @@ use ferrogate_core::config::cache::StoreKind;
 use ferrogate_core::decimal::Decimal;
 use proxy_wasm::types::Action;
 
-use super::lookup::{Call, ENTRIES_PATH};
+use ferrogate_core::cache::wire::{ENTRIES_PATH, MODEL_HEADER, SCOPE_HEADER, SEMANTIC_PATH, TTL_HEADER};
+
+use super::lookup::Call;
 use super::{slots, Outcome, Stream};
 use crate::sidecar_call;
 
 /// How long the answer's end may wait for the sidecar to store it.
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
-/// The semantic store's entries, by ticket.
-const SEMANTIC_PATH: &str = "/v1/cache/semantic/";
 
 impl Stream {
     /// At the end of the answer: stores a miss's complete 2xx answer; `Pause` while the
@@ -42,9 +42,9 @@ impl Stream {
         let ttl = Decimal::new(c.policy.ttl_secs);
         let extra = [
             ("content-type", "application/octet-stream"),
-            ("x-ferrogate-cache-ttl", ttl.as_str()),
-            ("x-ferrogate-cache-model", c.model.as_str()),
-            ("x-ferrogate-cache-scope", c.scope.as_str()),
+            (TTL_HEADER, ttl.as_str()),
+            (MODEL_HEADER, c.model.as_str()),
+            (SCOPE_HEADER, c.scope.as_str()),
         ];
         match sidecar_call::call(&sidecar, method, &path, &extra, Some(&bytes), STORE_TIMEOUT) {
             Ok(token) => {
