@@ -271,7 +271,14 @@ impl Gateway {
             services::metrics::stats_tags().map_err(|e| ServeError::Filter(format!("envoy/stats-tags.yaml: {e}")))?,
         );
         let addr = reserved.local_addr()?;
+        let identity = services::identity::Identity::new(
+            services::admin::settings_of(&args.config)?,
+            admin_token.clone(),
+            db.clone(),
+            postgres,
+        );
         let admin = services::admin::Admin {
+            identity,
             runtime: Some(runtime.clone()),
             usage: usage.clone(),
             cache,

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod crud;
 pub mod dns;
 pub mod filter_api;
+pub mod identity;
 pub mod kv;
 pub mod limits;
 pub mod mcp_federation;

@@ -152,7 +152,14 @@ impl Sidecar {
             rx.clone(),
         )
         .await?;
+        let identity = crate::services::identity::Identity::new(
+            admin::settings_of(&args.config)?,
+            admin_token.clone(),
+            db.clone(),
+            postgres,
+        );
         let state = admin::Admin {
+            identity,
             runtime: None,
             usage,
             cache,

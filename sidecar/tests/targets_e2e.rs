@@ -138,6 +138,12 @@ async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketA
         usage_failing: Default::default(),
     };
     let state = Admin {
+        identity: ferrogate_sidecar::services::identity::Identity::new(
+            Default::default(),
+            Some("admin".into()),
+            Arc::new(OnceLock::new()),
+            false,
+        ),
         runtime: None,
         usage,
         cache: Arc::new(ferrogate_sidecar::services::cache::Cache::new(snapshots.clone())),

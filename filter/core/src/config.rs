@@ -7,6 +7,7 @@
 //! parsed by the sidecar into [`RawConfig`] to keep the YAML parser out of the filter wasm.
 
 pub mod a2a;
+pub mod admin;
 mod agent_limits;
 pub mod cache;
 pub mod egress;

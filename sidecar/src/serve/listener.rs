@@ -88,7 +88,10 @@ pub(super) fn serve_router(
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
+        // The peer address reaches handlers as `ConnectInfo` (admin login throttling and audit
+        // records name the source address).
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        if let Err(e) = axum::serve(listener, service).with_graceful_shutdown(stop).await {
             tracing::error!(error = %e, %bound, "listener failed");
         }
     });

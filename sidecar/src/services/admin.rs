@@ -24,6 +24,7 @@ use super::source::Database;
 use super::targets::{self, Targets};
 use super::usage::{self, UsageBackend};
 
+pub mod authorize;
 mod requests;
 
 /// Shared state of the admin API.
@@ -49,6 +50,8 @@ pub struct Admin {
     pub kv: Arc<super::kv::Kv>,
     /// The response cache (`/api/v1/cache`, purges).
     pub cache: Arc<super::cache::Cache>,
+    /// Who may call what: users, sessions, tokens, the audit log.
+    pub identity: super::identity::Identity,
 }
 
 /// Errors configuring the admin listener.
@@ -57,6 +60,21 @@ pub enum AdminError {
     /// The admin API would be reachable from other hosts with no token.
     #[error("refusing to bind the admin API to non-loopback {0} without FERROGATE_ADMIN_TOKEN")]
     OpenAdmin(SocketAddr),
+    /// The file's `admin:` block is not usable.
+    #[error("admin: {0}")]
+    Settings(String),
+}
+
+/// The `admin:` block of the configuration file at `path`, validated (defaults when absent).
+///
+/// # Errors
+/// The block's problems, with their paths; a file that cannot be read is left to the
+/// configuration loader, which reports it.
+pub fn settings_of(path: &std::path::Path) -> Result<super::identity::AdminSettings, AdminError> {
+    let raw = crate::serve::config::read_raw(path).ok();
+    ferrogate_core::config::admin::settings(raw.as_ref().and_then(|r| r.admin.as_ref())).map_err(|problems| {
+        AdminError::Settings(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+    })
 }
 
 /// Refuses an admin bind that other hosts could reach when no token protects it.
@@ -88,8 +106,11 @@ pub fn router(state: Admin) -> Router {
         .route("/api/v1/config/problems", get(config_problems))
         .route("/api/v1/cache", get(super::cache::admin::status))
         .route("/api/v1/cache/purge", axum::routing::post(super::cache::admin::purge))
+        .merge(super::identity::router())
+        .merge(super::identity::oidc::router())
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
         .route("/api/v1/{section}/{name}", get(crud::get).put(crud::replace).delete(crud::delete))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), authorize::authorize))
         .with_state(state)
 }
 
@@ -233,6 +254,7 @@ mod tests {
             targets: Arc::new(Targets::new(targets::Settings::default())),
             kv: Arc::default(),
             cache: Arc::new(super::super::cache::Cache::new(snapshots.clone())),
+            identity: super::super::identity::Identity::new(Default::default(), None, Arc::new(OnceLock::new()), false),
         }
     }
 

@@ -3,9 +3,31 @@
 
 use serde_json::{json, Map, Value};
 
+use super::identity::Role;
 use super::pg::Section;
 
-/// One documented operation.
+/// Who may call an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, no credentials (probes, the login routes, this document).
+    Public,
+    /// Callers whose role covers this one.
+    Role(Role),
+}
+
+/// What a successful call answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// 200 with a JSON body of this schema.
+    Json(Value),
+    /// 200 with `text/plain`.
+    Text,
+    /// 302 to another page (browser flows).
+    Redirect,
+}
+
+/// One documented operation: the router is checked against this table, the admin router's
+/// authorization reads each route's [`Access`] from it, and `/openapi.json` is made from it.
 #[derive(Debug, Clone)]
 pub struct Operation {
     /// HTTP method, lower case.
@@ -14,26 +36,56 @@ pub struct Operation {
     pub path: String,
     /// What it does.
     pub summary: String,
-    /// Whether it takes a JSON body.
-    pub body: bool,
+    /// Who may call it.
+    pub access: Access,
+    /// JSON Schema of the request body ([`schema`]); `None`: no body.
+    pub request: Option<Value>,
+    /// JSON Schema of an object whose properties are the query parameters.
+    pub query: Option<Value>,
+    /// The successful answer.
+    pub answer: Answer,
+    /// Error statuses it may answer (401 and 403 are added for non-public operations).
+    pub errors: Vec<u16>,
+}
+
+/// The JSON Schema of `T` (its `$defs` inline; the document hoists them into
+/// `components/schemas`).
+pub fn schema<T: schemars::JsonSchema>() -> Value {
+    schemars::schema_for!(T).to_value()
 }
 
 fn op(method: &'static str, path: impl Into<String>, summary: impl Into<String>, body: bool) -> Operation {
-    Operation { method, path: path.into(), summary: summary.into(), body }
+    let access = if method == "get" { Access::Role(Role::Viewer) } else { Access::Role(Role::Admin) };
+    let request = body.then(|| json!({"type": "object"}));
+    let errors = vec![400, 404, 409, 503];
+    Operation {
+        method,
+        path: path.into(),
+        summary: summary.into(),
+        access,
+        request,
+        query: None,
+        answer: Answer::Json(json!({})),
+        errors,
+    }
+}
+
+fn public(o: Operation) -> Operation {
+    Operation { access: Access::Public, ..o }
 }
 
 /// Every operation of the admin listener.
 pub fn operations() -> Vec<Operation> {
     let mut ops = vec![
-        op("get", "/healthz", "Liveness", false),
-        op(
+        public(op("get", "/healthz", "Liveness", false)),
+        public(op(
             "get",
             "/readyz",
             "Readiness: 200 once a configuration snapshot exists (strict=true: and the store answers)",
             false,
-        ),
-        op("get", "/metrics", "Prometheus metrics (the filter's, named as Envoy names them)", false),
-        op("get", "/openapi.json", "This document", false),
+        )),
+        public(op("get", "/metrics", "Prometheus metrics (the filter's, named as Envoy names them)", false)),
+        public(op("get", "/openapi.json", "This document", false)),
         op("get", "/api/v1/usage", "Usage records and totals by key, model and time range", false),
         op(
             "get",
@@ -86,6 +138,8 @@ pub fn operations() -> Vec<Operation> {
             true,
         ),
     ];
+    ops.extend(super::identity::operations());
+    ops.extend(super::identity::oidc::operations());
     for s in Section::ALL {
         let name = s.as_str();
         ops.push(op("get", format!("/api/v1/{name}"), format!("List {name}"), false));
@@ -195,7 +249,7 @@ pub fn document() -> Value {
         if let Some(parameters) = parameters(&o.path) {
             operation["parameters"] = parameters;
         }
-        if o.body {
+        if o.request.is_some() {
             operation["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {
                 "type": "object",
                 "description": "The entry in the config file's shape; unknown fields are refused"

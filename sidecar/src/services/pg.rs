@@ -50,6 +50,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (13, include_str!("pg/0013_usage_guardrails.sql")),
     (14, include_str!("pg/0014_guardrails.sql")),
     (15, include_str!("pg/0015_cache.sql")),
+    (16, include_str!("pg/0016_identity.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.
@@ -175,6 +176,11 @@ impl PgStore {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The connection pool (the admin identity's tables live in the same database).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// The configuration version (bumped by every write).

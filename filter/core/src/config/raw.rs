@@ -64,6 +64,10 @@ pub struct RawConfig {
     /// served, logged once per model) or `block` (402).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unpriced: Option<String>,
+    /// Admin sessions, login throttling, audit retention and single sign-on (read by the
+    /// sidecar at start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<super::admin::RawAdmin>,
 }
 
 /// One upstream provider.

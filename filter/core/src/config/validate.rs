@@ -78,6 +78,7 @@ impl TryFrom<RawConfig> for Config {
         let pricing = pricing(&raw.pricing, &mut p);
         let store = store(&raw, &mut p);
         let responses = super::responses::validate(raw.responses.as_ref(), &mut p);
+        super::admin::validate(raw.admin.as_ref(), &mut p);
         let mcp = mcp_section(&raw, &mut p);
         let a2a = a2a_section(&raw, &mut p);
         let egress = super::egress::validate(&raw, &mut p);

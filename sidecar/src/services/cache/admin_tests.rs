@@ -18,6 +18,12 @@ use crate::services::usage::{UsageBackend, UsageStore};
 
 fn admin_over(cache: &Arc<Cache>) -> axum::Router {
     crate::services::admin::router(Admin {
+        identity: crate::services::identity::Identity::new(
+            Default::default(),
+            Some("admin".into()),
+            Arc::new(OnceLock::new()),
+            false,
+        ),
         runtime: None,
         usage: Arc::new(UsageBackend::memory(UsageStore::new(None))),
         snapshots: cache.snapshots.clone(),

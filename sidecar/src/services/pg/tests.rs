@@ -369,12 +369,15 @@ pub(crate) fn admin_over(store: Arc<PgStore>) -> (axum::Router, Arc<Snapshots>) 
     let db = OnceLock::new();
     db.set(Database { store, changed: Arc::default(), redis: None }).unwrap();
     let snapshots = Arc::new(Snapshots::new(None));
+    let db = Arc::new(db);
+    let identity = crate::services::identity::Identity::new(Default::default(), None, db.clone(), true);
     let app = router(Admin {
+        identity,
         runtime: None,
         usage: Arc::new(UsageBackend::memory(UsageStore::new(None))),
         cache: Arc::new(crate::services::cache::Cache::new(snapshots.clone())),
         snapshots: snapshots.clone(),
-        db: Arc::new(db),
+        db,
         postgres: true,
         token: None,
         ledger: Arc::new(Ledger::new("test".into(), false)),
