@@ -17,6 +17,8 @@ pub mod mcp;
 pub mod named;
 mod raw;
 pub mod responses;
+#[cfg(feature = "schema")]
+mod schema;
 pub mod syntax;
 mod validate;
 

@@ -14,9 +14,11 @@ pub const CLUSTER_PREFIX: &str = "a2a:";
 
 /// One entry of `a2a_agents:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawA2aAgent {
     /// Slug: the `{agent}` of `/a2a/{agent}`.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
     /// The agent's JSON-RPC endpoint, `scheme://host[:port][/path]`; its card is read at
     /// `/.well-known/agent-card.json` on the same origin.

@@ -13,6 +13,7 @@ use super::validate::Problems;
 /// An admin role. Each covers the ones after it: an `owner` may do all an `admin` may, an
 /// `admin` all a `key-manager` may, a `key-manager` all a `viewer` may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// Read-only, no secret field anywhere.
@@ -76,6 +77,7 @@ pub const DEFAULT_PASSWORD_MIN_LENGTH: u32 = 15;
 
 /// `admin:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     /// Session lifetimes.
@@ -94,6 +96,7 @@ pub struct RawAdmin {
 
 /// `admin.sessions`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawSessions {
     /// Seconds without a request after which a session ends.
@@ -110,6 +113,7 @@ pub struct RawSessions {
 
 /// `admin.login`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawLogin {
     /// Failed logins one user name may have in the window before further tries are refused.
@@ -128,6 +132,7 @@ pub struct RawLogin {
 
 /// `admin.audit`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawAudit {
     /// Days audit records are kept.
@@ -137,6 +142,7 @@ pub struct RawAudit {
 
 /// `admin.oidc`: login with an OpenID provider (authorization code + PKCE).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawOidc {
     /// The issuer URL; discovery reads `<issuer>/.well-known/openid-configuration`.

@@ -32,6 +32,7 @@ const MAX_SEMANTIC_BYTES: u64 = 64 << 30;
 
 /// `cache_store:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawCacheStore {
     /// `memory` (default: in the proxy, per replica) or `redis` (shared by every replica,
@@ -55,6 +56,7 @@ pub struct RawCacheStore {
 
 /// A model's, group's or key's `cache:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawCache {
     /// How long an answer is served from the cache, seconds; 0 turns caching off where a
@@ -70,6 +72,7 @@ pub struct RawCache {
 
 /// `cache.semantic` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawSemantic {
     /// A public model name serving `/v1/embeddings`.

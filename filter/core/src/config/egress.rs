@@ -16,6 +16,7 @@ use crate::egress::Policy;
 
 /// `egress:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawEgress {
     /// Refuse link-local and cloud metadata addresses (default `true`).

@@ -24,9 +24,11 @@ const MAX_TIMEOUT_MS: u64 = 60_000;
 
 /// One entry of `guardrails:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawGuardrail {
     /// Slug, named by models, keys and groups.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
     /// Rules for the request's text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -44,6 +46,7 @@ pub struct RawGuardrail {
 
 /// One rule of a policy as written: a detector with an action, or an external check.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawGuardRule {
     /// The rule's name in errors, records and metrics (default: the detector or the kind).

@@ -30,9 +30,11 @@ pub const CLUSTER_PREFIX: &str = "mcp:";
 
 /// One entry of `mcp_servers:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawMcpServer {
     /// Slug: the `{server}` of `/mcp/{server}` and the prefix of its tools when federated.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
     /// The server's MCP endpoint, `scheme://host[:port]/path` (e.g. `http://tools:8000/mcp`).
     pub url: String,

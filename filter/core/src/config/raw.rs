@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// The whole configuration document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     /// Upstream API providers.
@@ -72,9 +73,11 @@ pub struct RawConfig {
 
 /// One upstream provider.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawProvider {
     /// Slug, also used as the Envoy cluster name.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
     /// `openai`, `anthropic`, `gemini` or `openai_compatible`.
     pub kind: String,
@@ -137,6 +140,7 @@ pub struct RawProvider {
 
 /// A provider's `lmcache` block.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawLmcache {
     /// Where each engine's cache occupancy is read (`{"occupancy": 0.42, "cache_available":
@@ -161,6 +165,7 @@ pub struct RawLmcache {
 
 /// A provider's `kv_tier_weights`: each between 0 and 1, a tier left out keeps its default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawTierWeights {
     /// A block in GPU memory.
@@ -193,11 +198,15 @@ impl From<&str> for RawEndpoint {
 
 /// The object form of [`RawEndpoint`], read with unknown keys denied.
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct EndpointObject {
+pub(super) struct EndpointObject {
+    /// `host:port` of the replica's HTTP API.
     address: String,
+    /// The engine's KV-event publisher (`tcp://host:port`, vLLM's `endpoint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     kv_events: Option<String>,
+    /// The engine's replay socket (`tcp://host:port`, vLLM's `replay_endpoint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     kv_replay: Option<String>,
 }
@@ -239,9 +248,11 @@ impl<'de> Deserialize<'de> for RawEndpoint {
 
 /// One public model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     /// The name clients send in `"model"`.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::PUBLIC_NAME_PATTERN)))]
     pub name: String,
     /// Where requests for this model may go.
     #[serde(default)]
@@ -265,6 +276,7 @@ pub struct RawModel {
 
 /// `models[i].flow_control`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawFlowControl {
     /// Most requests a priority band may hold (default 1,000).
@@ -289,6 +301,7 @@ pub struct RawFlowControl {
 
 /// One entry of `flow_control.bands`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawBand {
     /// The priority it applies to.
@@ -303,6 +316,7 @@ pub struct RawBand {
 
 /// One target of a model: a provider and the model id that provider knows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawTarget {
     /// Name of an entry of `providers`.
@@ -316,9 +330,11 @@ pub struct RawTarget {
 
 /// A group of keys.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawGroup {
     /// Group name.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
     /// Grants: public names, `provider/model`, `provider/*` or `*`.
     #[serde(default)]
@@ -345,11 +361,16 @@ pub struct RawGroup {
 
 /// A virtual key.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(transform = super::schema::digest_optional))]
 #[serde(deny_unknown_fields)]
 pub struct RawKey {
     /// Key name (for humans and usage records).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
-    /// `sha256:<64 hex>` digest of the plaintext key.
+    /// `sha256:<64 hex>` digest of the plaintext key (left out of an admin API body, the key
+    /// is generated and its plaintext answered once).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::DIGEST_PATTERN)))]
     pub digest: String,
     /// Groups this key belongs to.
     #[serde(default)]
@@ -382,6 +403,7 @@ pub struct RawKey {
 
 /// Request, token and cost limits; every field is optional (absent = unlimited).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
     /// Requests per minute (sliding 60 s).
@@ -435,6 +457,7 @@ pub struct RawLimits {
 
 /// Prices of one model, USD per million tokens.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawPrice {
     /// Prompt tokens.
@@ -448,6 +471,7 @@ pub struct RawPrice {
 
 /// `store:` block.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawStore {
     /// `file` or `postgres`.
@@ -459,6 +483,7 @@ pub struct RawStore {
 
 /// `redis:` block.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawRedis {
     /// Environment variable holding the Redis URL.

@@ -23,6 +23,7 @@ pub const DEFAULT_MAX_CONVERSATIONS: u64 = 10_000;
 
 /// `responses:` as written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawResponses {
     /// Seconds a stored response is kept after it was stored.

@@ -53,7 +53,47 @@ impl BaseUrl {
     }
 }
 
-/// Checks a provider name against `^[a-z0-9][a-z0-9-]{0,62}$`.
+/// [`check_slug`]'s rule as a JSON Schema `pattern` (ECMA-262, also valid for Rust's `regex`
+/// and Python's `re`), for the admin API's OpenAPI document.
+pub const SLUG_PATTERN: &str = "^[a-z0-9][a-z0-9-]{0,62}$";
+
+/// The characters [`check_public_name`] accepts, as a regex character class: anything but
+/// `/ \ ? # %` (they would change the `/api/v1/models/{name}` or Gemini path the name lands
+/// in), Unicode whitespace (`char::is_whitespace`) and control characters (`char::is_control`),
+/// spelled out rather than written `\s` because regex dialects disagree on what `\s` covers.
+macro_rules! public_name_class {
+    (with_dot) => {
+        r"[^/\\?#%\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    };
+    (no_dot) => {
+        r"[^/\\?#%.\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+    };
+}
+
+/// [`check_public_name`]'s rule as a JSON Schema `pattern`. Without look-ahead (not every
+/// dialect has it), "not `.` or `..`" becomes three branches: a first character that is not a
+/// dot, a second one that is not, or three characters at least. Lengths count characters where
+/// the validator counts bytes, so the pattern is looser than the check for non-ASCII names,
+/// never stricter.
+pub const PUBLIC_NAME_PATTERN: &str = concat!(
+    "^(?:",
+    public_name_class!(no_dot),
+    public_name_class!(with_dot),
+    "{0,127}|",
+    public_name_class!(with_dot),
+    public_name_class!(no_dot),
+    public_name_class!(with_dot),
+    "{0,126}|",
+    public_name_class!(with_dot),
+    "{3,128})$"
+);
+
+/// Longest public model or alias name, in bytes.
+pub const MAX_PUBLIC_NAME_BYTES: usize = 128;
+
+/// Checks a name against `^[a-z0-9][a-z0-9-]{0,62}$`: providers, keys, groups, guardrails,
+/// MCP servers and A2A agents. Their names go into URL paths, logs and metric labels as they
+/// are, so they are kept to what needs no escaping anywhere.
 pub fn check_slug(s: &str) -> Result<(), String> {
     let ok_len = !s.is_empty() && s.len() <= 63;
     let mut bytes = s.bytes();
@@ -66,17 +106,28 @@ pub fn check_slug(s: &str) -> Result<(), String> {
     }
 }
 
-/// Checks a public model or alias name: non-empty, printable, no `/` (reserved for
-/// `provider/model` addressing) and no whitespace.
+/// Checks a public model or alias name: 1 to 128 bytes, not `.` or `..`, no whitespace or
+/// control character and none of `/ \ ? # %`. The name is a path segment of
+/// `/api/v1/models/{name}` and of Gemini's `/v1beta/models/{model}:generateContent`, so these
+/// would change the path it lands in; `:` and `.` stay allowed (`llama3:8b`, `claude-3.5`).
 pub fn check_public_name(s: &str) -> Result<(), String> {
     if s.is_empty() {
         return Err("must not be empty".into());
+    }
+    if s.len() > MAX_PUBLIC_NAME_BYTES {
+        return Err(format!("is {} bytes long (at most {MAX_PUBLIC_NAME_BYTES})", s.len()));
     }
     if s.contains('/') {
         return Err(format!("{s:?} must not contain '/' (reserved for provider/model)"));
     }
     if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("{s:?} must not contain whitespace or control characters"));
+    }
+    if s.contains(['\\', '?', '#', '%']) {
+        return Err(format!("{s:?} must not contain '\\', '?', '#' or '%' (it is a URL path segment)"));
+    }
+    if s == "." || s == ".." {
+        return Err(format!("{s:?} is not a name (a '.' or '..' path segment)"));
     }
     Ok(())
 }
@@ -91,6 +142,9 @@ pub fn check_env_name(s: &str) -> Result<(), String> {
         Err(format!("{s:?} is not an environment variable name"))
     }
 }
+
+/// [`check_digest`]'s rule as a JSON Schema `pattern`.
+pub const DIGEST_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
 
 /// Checks a key digest: `sha256:` followed by 64 lower-case hex digits.
 pub fn check_digest(s: &str) -> Result<(), String> {
@@ -255,96 +309,5 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_come_apart_at_their_port() {
-        assert_eq!(endpoint_parts("10.0.0.7:8000"), Some(("10.0.0.7", "8000")));
-        assert_eq!(endpoint_parts("[fd00::1]:5557"), Some(("[fd00::1]", "5557")));
-        assert_eq!(endpoint_parts("vllm.llm.svc:80"), Some(("vllm.llm.svc", "80")));
-        for bad in ["10.0.0.7", "[fd00::1]", "fd00::1", "h:", ":80", "h:8x", "[fd00::1:80"] {
-            assert_eq!(endpoint_parts(bad), None, "{bad}");
-        }
-        // Every endpoint parse_endpoint accepts comes apart.
-        for ok in ["A.example:1", "[::1]:65535"] {
-            let normalised = parse_endpoint(ok).unwrap();
-            assert!(endpoint_parts(&normalised).is_some(), "{normalised}");
-        }
-    }
-
-    #[test]
-    fn slugs() {
-        assert!(check_slug("local").is_ok());
-        assert!(check_slug("a").is_ok());
-        assert!(check_slug("0-vllm-pool").is_ok());
-        assert!(check_slug(&"a".repeat(63)).is_ok());
-        for bad in ["", "-a", "A", "a_b", "a.b", "é", &"a".repeat(64)] {
-            assert!(check_slug(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn base_urls() {
-        let u = parse_base_url("http://127.0.0.1:8000").unwrap();
-        assert_eq!((u.scheme, u.host.as_str(), u.port, u.path_prefix.as_str()), (Scheme::Http, "127.0.0.1", 8000, ""));
-        assert_eq!(u.authority(), "127.0.0.1:8000");
-        let u = parse_base_url("https://API.OpenAI.com/").unwrap();
-        assert_eq!((u.port, u.path_prefix.as_str(), u.authority()), (443, "", "api.openai.com".to_string()));
-        let u = parse_base_url("https://gw.example:8443/openai/v1/").unwrap();
-        assert_eq!((u.port, u.path_prefix.as_str()), (8443, "/openai/v1"));
-        let u = parse_base_url("http://[::1]:9000/p").unwrap();
-        assert_eq!((u.host.as_str(), u.authority()), ("[::1]", "[::1]:9000".to_string()));
-        for bad in [
-            "ftp://x",
-            "127.0.0.1:80",
-            "http://",
-            "http://h:0",
-            "http://h:99999",
-            "http://u@h",
-            "http://h/?q",
-            "http://h:8a",
-            "http://a b",
-        ] {
-            assert!(parse_base_url(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn endpoints() {
-        assert_eq!(parse_endpoint("10.0.0.1:8000").unwrap(), "10.0.0.1:8000");
-        assert_eq!(parse_endpoint("Vllm-0.ns.svc:8000").unwrap(), "vllm-0.ns.svc:8000");
-        assert_eq!(parse_endpoint("[fd00::1]:80").unwrap(), "[fd00::1]:80");
-        for bad in ["10.0.0.1", ":80", "h:", "[::1]", "h:80:80x"] {
-            assert!(parse_endpoint(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn digests_and_env_names() {
-        assert!(check_digest(&format!("sha256:{}", "ab".repeat(32))).is_ok());
-        assert!(check_digest(&format!("sha256:{}", "AB".repeat(32))).is_err());
-        assert!(check_digest("sha256:abc").is_err());
-        assert!(check_env_name("OPENAI_API_KEY").is_ok());
-        assert!(check_env_name("_X1").is_ok());
-        assert!(check_env_name("1X").is_err());
-        assert!(check_env_name("A-B").is_err());
-    }
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z").unwrap(), 0);
-        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z").unwrap(), 951_868_800);
-        assert_eq!(parse_rfc3339("2024-02-29T12:30:15.250Z").unwrap(), 1_709_209_815);
-        assert_eq!(parse_rfc3339("2024-02-29T14:30:15+02:00").unwrap(), 1_709_209_815);
-        for bad in [
-            "2023-02-29T00:00:00Z",
-            "2024-13-01T00:00:00Z",
-            "2024-01-01",
-            "2024-01-01T00:00:00",
-            "2024-01-01T00:00:00+2:00",
-        ] {
-            assert!(parse_rfc3339(bad).is_err(), "{bad}");
-        }
-    }
-}
+#[path = "syntax_tests.rs"]
+mod tests;

@@ -240,6 +240,48 @@ fn duplicate_key_names_and_digests() {
 }
 
 #[test]
+fn key_and_group_names_must_be_slugs() {
+    let d = |n: u8| format!("sha256:{}", char::from(b'a' + n).to_string().repeat(64));
+    let yaml = format!(
+        "groups: [{{name: team-a}}, {{name: 'Team A'}}]\n\
+         keys: [{{name: k1, digest: '{}', groups: [team-a]}}, {{name: 'a/b', digest: '{}'}}, {{name: '..', digest: '{}'}}]",
+        d(0),
+        d(1),
+        d(2)
+    );
+    assert_eq!(
+        problems(&yaml),
+        [
+            r#"groups[1].name: "Team A" is not a slug (^[a-z0-9][a-z0-9-]{0,62}$)"#,
+            r#"keys[1].name: "a/b" is not a slug (^[a-z0-9][a-z0-9-]{0,62}$)"#,
+            r#"keys[2].name: ".." is not a slug (^[a-z0-9][a-z0-9-]{0,62}$)"#,
+        ]
+    );
+    // Slug names and the references to them are fine.
+    let yaml = format!("groups: [{{name: team-a}}]\nkeys: [{{name: k1, digest: '{}', groups: [team-a]}}]", d(0));
+    let c = load_yaml(&yaml).unwrap();
+    assert_eq!(
+        (c.keys[0].groups.as_slice(), c.keys[0].group_names.as_slice()),
+        (&[0][..], &["team-a".to_string()][..])
+    );
+}
+
+#[test]
+fn model_and_alias_names_are_path_segments() {
+    let base = "providers: [{name: a, kind: openai, base_url: 'http://h'}]\n";
+    for (name, ok) in [("llama3:8b", true), ("claude-3.5-sonnet", true), ("..", false), ("a?b", false), ("a%20", false)]
+    {
+        let model = format!("{base}models: [{{name: '{name}', targets: [{{provider: a, model: x}}]}}]");
+        assert_eq!(load_yaml(&model).is_ok(), ok, "model {name}");
+        let alias =
+            format!("{base}models: [{{name: m, targets: [{{provider: a, model: x}}]}}]\naliases: {{'{name}': m}}");
+        assert_eq!(load_yaml(&alias).is_ok(), ok, "alias {name}");
+    }
+    let long = format!("{base}models: [{{name: {}, targets: [{{provider: a, model: x}}]}}]", "m".repeat(129));
+    assert_eq!(problem_paths(&long), ["models[0].name"]);
+}
+
+#[test]
 fn unknown_keys_are_rejected_by_name() {
     let cases = [
         ("provider: []", "provider"),

@@ -357,9 +357,7 @@ fn grants(path: &str, raw: &[String], refs: &Refs<'_>, p: &mut Problems) -> Vec<
 }
 
 fn group(i: usize, raw: &RawGroup, refs: &Refs<'_>, p: &mut Problems) -> Group {
-    if raw.name.is_empty() {
-        p.add(format!("groups[{i}].name"), "must not be empty");
-    }
+    p.check(format!("groups[{i}].name"), check_slug(&raw.name));
     Group {
         name: raw.name.clone(),
         models: grants(&format!("groups[{i}].models"), &raw.models, refs, p),
@@ -393,8 +391,9 @@ fn key(
     digests: &mut DigestIndex,
     p: &mut Problems,
 ) -> Key {
-    if k.name.is_empty() {
-        p.add(format!("keys[{i}].name"), "must not be empty");
+    // Not `p.check`: its path would be formatted for each of 10,000 keys.
+    if let Err(e) = check_slug(&k.name) {
+        p.add(format!("keys[{i}].name"), e);
     }
     match syntax::check_digest(&k.digest).map(|()| parse_digest(&k.digest)) {
         Ok(Some(digest)) if digests.contains_key(&digest) => {
@@ -403,17 +402,7 @@ fn key(
         Ok(digest) => digests.extend(digest.map(|d| (d, i))),
         Err(e) => p.add(format!("keys[{i}].digest"), e),
     }
-    let mut groups = Vec::with_capacity(k.groups.len());
-    let mut group_names = Vec::with_capacity(k.groups.len());
-    for (j, g) in k.groups.iter().enumerate() {
-        match group_index.get(g) {
-            Some(&found) => {
-                groups.push(found);
-                group_names.push(g.clone());
-            }
-            None => p.add(format!("keys[{i}].groups[{j}]"), format!("unknown group {g:?}")),
-        }
-    }
+    let (groups, group_names) = key_groups(i, k, group_index, p);
     let expires_at =
         k.expires_at.as_deref().and_then(|t| p.check(format!("keys[{i}].expires_at"), syntax::parse_rfc3339(t)));
     // Paths are formatted only where there is something to check: 10,000-key snapshots.
@@ -428,4 +417,25 @@ fn key(
     // The priority is resolved once every group is known (`flow::priorities`).
     let (name, digest, mcp, a2a) = (k.name.clone(), k.digest.clone(), k.mcp.clone(), k.a2a.clone());
     Key { name, digest, groups, group_names, models, expires_at, limits, priority: 0, mcp, a2a }
+}
+
+/// The positions and names of the groups key `i` names; an unknown one is a problem.
+fn key_groups(
+    i: usize,
+    k: &RawKey,
+    group_index: &BTreeMap<String, usize>,
+    p: &mut Problems,
+) -> (Vec<usize>, Vec<String>) {
+    let mut groups = Vec::with_capacity(k.groups.len());
+    let mut group_names = Vec::with_capacity(k.groups.len());
+    for (j, g) in k.groups.iter().enumerate() {
+        match group_index.get(g) {
+            Some(&found) => {
+                groups.push(found);
+                group_names.push(g.clone());
+            }
+            None => p.add(format!("keys[{i}].groups[{j}]"), format!("unknown group {g:?}")),
+        }
+    }
+    (groups, group_names)
 }

@@ -10,6 +10,7 @@ use super::super::validate::Problems;
 
 /// A server's `oauth:` block as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawMcpOauth {
     /// The authorization server's token endpoint.
