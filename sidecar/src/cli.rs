@@ -53,6 +53,12 @@ pub enum Command {
         #[command(subcommand)]
         command: GuardrailsCommand,
     },
+    /// Admin users of the PostgreSQL store (the first owner).
+    Admin {
+        /// What to do.
+        #[command(subcommand)]
+        command: crate::admin_cmd::AdminCommand,
+    },
 }
 
 /// `ferrogate guardrails` subcommands.

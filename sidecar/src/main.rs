@@ -10,7 +10,7 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use ferrogate_sidecar::cli::{Cli, Command};
-use ferrogate_sidecar::{cli, httpwasm_cmd, serve, sim, standalone, telemetry};
+use ferrogate_sidecar::{admin_cmd, cli, httpwasm_cmd, serve, sim, standalone, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -24,6 +24,7 @@ fn main() -> ExitCode {
             cli::keys(&command)
         }
         Command::Guardrails { command } => cli::guardrails(&command),
+        Command::Admin { command } => block_on(false, admin_cmd::run(command)),
         Command::Serve(args) => block_on(true, async move { run_serve(args).await }),
         Command::Sim(args) => block_on(false, async move { run_sim(args).await }),
         Command::HttpWasm(args) => block_on(false, async move { run_http_wasm(args).await }),

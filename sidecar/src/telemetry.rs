@@ -82,9 +82,11 @@ pub fn init(traces: bool) -> Telemetry {
     Telemetry { provider, failing }
 }
 
-/// The module compiler's targets: at `debug` they are most of the log, and only someone
-/// debugging wasmtime wants them, so they stay at `warn` unless `FERROGATE_LOG` names them.
-const COMPILER_TARGETS: [&str; 3] = ["cranelift", "wasmtime", "regalloc2"];
+/// Targets that stay at `warn` unless `FERROGATE_LOG` names them: the module compiler's (at
+/// `debug` they are most of the log, and only someone debugging wasmtime wants them) and the
+/// PostgreSQL driver's (at `debug` it logs every statement's parameters: password hashes,
+/// session CSRF tokens, sealed keys).
+const QUIET_TARGETS: [&str; 4] = ["cranelift", "wasmtime", "regalloc2", "tokio_postgres"];
 
 /// `FERROGATE_LOG` (default `info`), never showing the exported spans.
 fn log_filter() -> EnvFilter {
@@ -97,7 +99,7 @@ fn filter_from(spec: Option<&str>) -> EnvFilter {
         eprintln!("ferrogate: FERROGATE_LOG={spec:?} is not a log filter ({e}); using info");
         EnvFilter::new("info")
     });
-    let quiet = COMPILER_TARGETS.iter().filter(|t| !spec.contains(*t)).map(|t| format!("{t}=warn"));
+    let quiet = QUIET_TARGETS.iter().filter(|t| !spec.contains(*t)).map(|t| format!("{t}=warn"));
     for directive in quiet.chain([format!("{TARGET}=off")]) {
         if let Ok(d) = directive.parse() {
             filter = filter.add_directive(d);

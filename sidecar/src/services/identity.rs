@@ -6,6 +6,10 @@
 //! the audit log), a [`Role`] (what, checked per route by the admin router) and, for a
 //! `key-manager`, the key groups it may manage. Users, sessions, tokens and the audit log live
 //! in PostgreSQL; with the file store only the bootstrap token exists.
+//!
+//! The parts: [`passwords`] (argon2id, policy), [`users`], [`sessions`] (cookie, expiry),
+//! [`tokens`] (API tokens), [`throttle`] (failed logins), [`audit`] (the audit log), the
+//! request checks in `authn` and the HTTP routes in `routes`. docs/identity.md is the manual.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -18,11 +22,18 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::admin::Admin;
-use super::auth::constant_time_eq;
 use super::openapi::Operation;
 use super::source::Database;
 
+pub mod audit;
+mod authn;
 pub mod oidc;
+pub mod passwords;
+mod routes;
+pub mod sessions;
+pub mod throttle;
+pub mod tokens;
+pub mod users;
 
 /// Who made an admin request (the audit log's "who").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -204,6 +215,11 @@ impl Identity {
         db: Arc<OnceLock<Database>>,
         postgres: bool,
     ) -> Identity {
+        if postgres {
+            // The hash unknown names are checked against, made now rather than by the first
+            // such login (which would then take twice as long as the others).
+            std::thread::spawn(passwords::warm_up);
+        }
         let oidc = settings.oidc.clone().map(|o| Arc::new(oidc::OidcClient::new(o)));
         Identity { settings: Arc::new(settings), bootstrap, db, postgres, oidc }
     }
@@ -215,22 +231,26 @@ impl Identity {
     /// [`AuthError::Unauthenticated`] without valid credentials, [`AuthError::Csrf`] for a
     /// cookie-authenticated change without its token, [`AuthError::Unavailable`] when the
     /// database is needed and cannot answer.
-    pub async fn authenticate(&self, headers: &HeaderMap, _method: &Method) -> Result<Principal, AuthError> {
-        let Some(bootstrap) = self.bootstrap.as_deref() else {
-            return Ok(Principal { actor: Actor::Local, ..Principal::bootstrap() });
-        };
-        match bearer(headers) {
-            Some(token) if constant_time_eq(token.as_bytes(), bootstrap.as_bytes()) => Ok(Principal::bootstrap()),
-            _ => Err(AuthError::Unauthenticated("missing or wrong bearer token".into())),
-        }
+    pub async fn authenticate(&self, headers: &HeaderMap, method: &Method) -> Result<Principal, AuthError> {
+        authn::authenticate(self, headers, method).await
     }
 
     /// Writes an audit record (and a log line); never fails the request: a record that cannot
-    /// be written is logged as an error.
+    /// be written is logged as an error. With the file store there is only the log line.
     pub async fn audit(&self, who: &Principal, meta: &RequestMeta, event: AuditEvent) {
-        tracing::info!(target: "ferrogate::audit", actor = %who.actor.label(), action = %event.action,
-            object = event.object.as_deref().unwrap_or(""), status = event.status,
-            source_ip = meta.source_ip.as_deref().unwrap_or(""), "admin change");
+        audit::record(self, &audit::Who::of(who), meta, event).await;
+    }
+
+    /// The pool of the identity tables.
+    ///
+    /// # Errors
+    /// [`IdentityError::NoDatabase`] with the file store, [`IdentityError::Unavailable`] while
+    /// the database is not connected yet.
+    pub fn pool(&self) -> Result<&deadpool_postgres::Pool, IdentityError> {
+        if !self.postgres {
+            return Err(IdentityError::NoDatabase);
+        }
+        self.db.get().map(|d| d.store.pool()).ok_or(IdentityError::Unavailable)
     }
 }
 
@@ -258,17 +278,42 @@ pub enum IdentityError {
     /// The request is wrong (a role, a name, a short password).
     #[error("{0}")]
     Invalid(String),
+    /// The caller may not do this (another user's tokens).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The database is not connected yet.
+    #[error("the configuration database is not reachable yet")]
+    Unavailable,
+    /// Hashing a password failed (argon2 refused its parameters; not expected).
+    #[error("password hashing failed: {0}")]
+    Hash(String),
 }
 
-/// The routes of users, sessions, tokens and the audit log (`/api/v1/auth/...`,
+impl IdentityError {
+    /// The HTTP status of this failure.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            IdentityError::Db(_) | IdentityError::Pool(_) | IdentityError::Unavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            IdentityError::Hash(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            IdentityError::NoDatabase | IdentityError::Conflict(_) => StatusCode::CONFLICT,
+            IdentityError::Disabled(_) | IdentityError::Forbidden(_) => StatusCode::FORBIDDEN,
+            IdentityError::NotFound(_) => StatusCode::NOT_FOUND,
+            IdentityError::Invalid(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// The routes of users, sessions, tokens and the audit log (`/api/v1/session...`,
 /// `/api/v1/users...`, `/api/v1/tokens...`, `/api/v1/audit`).
 pub fn router() -> axum::Router<Admin> {
-    axum::Router::new()
+    routes::router()
 }
 
 /// The operations of [`router`].
 pub fn operations() -> Vec<Operation> {
-    Vec::new()
+    routes::operations()
 }
 
 /// The bearer token of `Authorization`, if any.
@@ -278,8 +323,22 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Field names whose values are secrets wherever they appear.
-const SECRET_FIELDS: &[&str] =
-    &["api_key", "api_keys", "client_secret", "password", "password_hash", "secret", "token", "authorization"];
+const SECRET_FIELDS: &[&str] = &[
+    "api_key",
+    "api_keys",
+    "client_secret",
+    "password",
+    "password_hash",
+    "current_password",
+    "new_password",
+    "secret",
+    "token",
+    "id_token",
+    "authorization",
+    "cookie",
+    "csrf",
+    "csrf_token",
+];
 
 /// Replaces every secret field's value in `v` with `"[redacted]"` (recursively); with
 /// `digests`, key digests too (what a viewer must not see). Provider credentials never leave
@@ -318,6 +377,13 @@ mod tests {
         redact(&mut v, true);
         assert_eq!(v["keys"][0]["digest"], "[redacted]");
         assert_eq!(v["keys"][0]["name"], "k");
+        let mut login = json!({"name": "a", "password": "p", "new_password": "n", "csrf_token": "c", "Cookie": "x"});
+        redact(&mut login, false);
+        assert_eq!(
+            login,
+            json!({"name": "a", "password": "[redacted]", "new_password": "[redacted]",
+            "csrf_token": "[redacted]", "Cookie": "[redacted]"})
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 -- (empty: every group). fg_admin_sessions: logged-in browsers, by the SHA-256 of the cookie
 -- value (the value itself is never stored), with the CSRF token of the session and, for OIDC
 -- logins, the ID token (logout's id_token_hint). fg_admin_tokens: API tokens, by the SHA-256
--- of the plaintext, shown once. fg_admin_login_failures: failed logins by user name and by
+-- of the plaintext, shown once; `prefix` keeps `fgt_` and the next 8 characters, to tell
+-- tokens apart in listings. fg_admin_login_failures: failed logins by user name and by
 -- source address, for throttling across replicas. fg_admin_oidc_flows: the state, nonce and
 -- PKCE verifier of a login in flight, by the SHA-256 of `state` (single use). fg_audit: every
 -- admin change and login, who (actor), what (action, object, before/after with secrets
@@ -34,12 +35,14 @@ CREATE TABLE IF NOT EXISTS fg_admin_sessions (
     last_seen  timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fg_admin_sessions_user ON fg_admin_sessions (user_id);
+CREATE INDEX IF NOT EXISTS fg_admin_sessions_created ON fg_admin_sessions (created_at);
 
 CREATE TABLE IF NOT EXISTS fg_admin_tokens (
     id           bigserial PRIMARY KEY,
     user_id      bigint NOT NULL REFERENCES fg_admin_users (id) ON DELETE CASCADE,
     name         text NOT NULL,
     digest       bytea NOT NULL UNIQUE,
+    prefix       text NOT NULL DEFAULT '',
     role         text NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
     expires_at   timestamptz,
@@ -53,6 +56,7 @@ CREATE TABLE IF NOT EXISTS fg_admin_login_failures (
     at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fg_admin_login_failures_subject ON fg_admin_login_failures (subject, at);
+CREATE INDEX IF NOT EXISTS fg_admin_login_failures_at ON fg_admin_login_failures (at);
 
 CREATE TABLE IF NOT EXISTS fg_admin_oidc_flows (
     state_digest bytea PRIMARY KEY,
