@@ -285,7 +285,6 @@ impl Gateway {
             snapshots: snapshots.clone(),
             postgres,
             db,
-            token: admin_token,
             ledger,
             targets,
             kv,

@@ -166,7 +166,6 @@ impl Sidecar {
             snapshots: snapshots.clone(),
             db,
             postgres,
-            token: admin_token,
             ledger,
             targets,
             kv,

@@ -150,7 +150,6 @@ async fn listeners(snapshots: Arc<Snapshots>, targets: Arc<Targets>) -> (SocketA
         snapshots,
         db: Arc::new(OnceLock::new()),
         postgres: false,
-        token: Some("admin".into()),
         ledger,
         targets,
         kv: Default::default(),

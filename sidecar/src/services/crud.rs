@@ -16,93 +16,84 @@
 //! A write that would leave its own row unservable is 400 with the problems and their paths;
 //! with the file store every write is 409 (edit the file instead), and reads list the rows of
 //! the snapshot being served.
+//!
+//! Who may do what: the admin router lets viewers read and key managers write keys and groups,
+//! admins everything (`services::openapi`). Here a viewer's answers lose every key digest
+//! (`identity::redact`), and a key manager narrowed to some key groups sees and writes only
+//! those groups and the keys all of whose groups are among them (403 naming the group for a
+//! write of anything else). Every write, done or refused, is audited with the row before and
+//! after (a generated key's plaintext is never recorded).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
-use ferrogate_core::config::a2a::RawA2aAgent;
-use ferrogate_core::config::guardrails::RawGuardrail;
-use ferrogate_core::config::mcp::RawMcpServer;
-use ferrogate_core::config::{RawGroup, RawKey, RawModel, RawPrice, RawProvider};
-use serde::Deserialize;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 
 use super::admin::Admin;
-use super::auth::bearer_ok;
+use super::identity::{redact, AuditEvent, Principal, RequestMeta, Role};
+
 use super::pg::{Change, Resource, Section, StoreError};
 
-/// An alias as the API takes it.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AliasBody {
-    name: String,
-    model: String,
-}
+mod body;
 
-/// A price as the API takes it: the upstream model id plus the config's price fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PriceBody {
-    model: String,
-    input_per_mtok: f64,
-    output_per_mtok: f64,
-    #[serde(default)]
-    cached_input_per_mtok: Option<f64>,
-}
+use body::parse;
+pub(crate) use body::{AliasBody, PriceBody};
 
 fn section(name: &str) -> Option<Section> {
     Section::ALL.into_iter().find(|s| s.as_str() == name)
 }
 
-fn error(status: StatusCode, body: Value) -> Response {
-    (status, Json(body)).into_response()
-}
-
-/// A refusal before the store is asked: status and JSON body.
+/// A refusal: status and JSON body.
 struct Reject(StatusCode, Value);
+
+impl Reject {
+    fn new(status: StatusCode, message: impl Into<String>) -> Reject {
+        Reject(status, json!({"error": message.into()}))
+    }
+
+    fn message(&self) -> String {
+        self.1.get("error").and_then(Value::as_str).unwrap_or_default().to_string()
+    }
+}
 
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
-        error(self.0, self.1)
+        (self.0, Json(self.1)).into_response()
     }
-}
-
-/// The collection `name` names and the database, or the response to send instead (404 for an
-/// unknown collection, then the token and store checks of [`gate`]).
-fn open(admin: &Admin, headers: &HeaderMap, name: &str) -> Result<(Section, super::source::Database), Reject> {
-    let section = section(name).ok_or_else(|| unknown_collection(name))?;
-    Ok((section, gate(admin, headers)?))
 }
 
 fn unknown_collection(name: &str) -> Reject {
-    Reject(StatusCode::NOT_FOUND, json!({"error": format!("no resource collection {name:?}")}))
+    Reject::new(StatusCode::NOT_FOUND, format!("no resource collection {name:?}"))
 }
 
-/// Checks the token and the store; yields the database or the response to send instead.
-fn gate(admin: &Admin, headers: &HeaderMap) -> Result<super::source::Database, Reject> {
-    if !bearer_ok(headers, admin.token.as_deref()) {
-        return Err(Reject(StatusCode::UNAUTHORIZED, json!({"error": "missing or wrong bearer token"})));
-    }
+/// The database, or the refusal to send instead (409 with the file store, 503 before
+/// Postgres is reached).
+fn database(admin: &Admin) -> Result<super::source::Database, Reject> {
     if let Some(db) = admin.db.get() {
         return Ok(db.clone());
     }
     Err(if admin.postgres {
-        Reject(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "the configuration database is not reachable yet"}))
+        Reject::new(StatusCode::SERVICE_UNAVAILABLE, "the configuration database is not reachable yet")
     } else {
-        Reject(
+        Reject::new(
             StatusCode::CONFLICT,
-            json!({"error": "the configuration lives in the file store: edit the file (writes need store: { kind: postgres })"}),
+            "the configuration lives in the file store: edit the file (writes need store: { kind: postgres })",
         )
     })
 }
 
 /// `GET /api/v1/{section}`: from the database, or with the file store from the snapshot
-/// being served (its rows as the file gives them, provider keys never shown).
-pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Path<String>) -> Response {
+/// being served (its rows as the file gives them, provider keys never shown); only the rows
+/// the caller may see, without digests for a viewer.
+pub async fn list(
+    State(admin): State<Admin>,
+    Extension(who): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Response {
     let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
-    match rows(&admin, &headers, section).await {
-        Ok(rows) => Json(rows).into_response(),
+    match rows(&admin, section).await {
+        Ok(rows) => Json(shown(&who, section, rows)).into_response(),
         Err(r) => r.into_response(),
     }
 }
@@ -110,22 +101,22 @@ pub async fn list(State(admin): State<Admin>, headers: HeaderMap, Path(name): Pa
 /// `GET /api/v1/{section}/{name}`: one row of [`list`]'s, in the shape a write takes.
 pub async fn get(
     State(admin): State<Admin>,
-    headers: HeaderMap,
+    Extension(who): Extension<Principal>,
     Path((name, row)): Path<(String, String)>,
 ) -> Response {
     let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
-    match rows(&admin, &headers, section).await.map(|rows| one(section, rows, &row)) {
-        Ok(Some(found)) => Json(found).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, json!({"error": format!("{name}/{row} not found")})),
+    let found = rows(&admin, section).await.map(|rows| one(section, rows, &row).filter(|r| visible(&who, section, r)));
+    match found {
+        Ok(Some(found)) => Json(for_viewer(&who, found)).into_response(),
+        Ok(None) => Reject::new(StatusCode::NOT_FOUND, format!("{name}/{row} not found")).into_response(),
         Err(r) => r.into_response(),
     }
 }
 
 /// A section's rows: from the database, or with the file store from the served snapshot.
-async fn rows(admin: &Admin, headers: &HeaderMap, section: Section) -> Result<Value, Reject> {
-    match gate(admin, headers) {
+async fn rows(admin: &Admin, section: Section) -> Result<Value, Reject> {
+    match database(admin) {
         Ok(db) => db.store.list(section).await.map_err(|e| store_reject(&e)),
-        // The file store (`gate`'s 409): the rows of the snapshot being served.
         Err(Reject(StatusCode::CONFLICT, _)) => served_rows(admin, section),
         Err(r) => Err(r),
     }
@@ -136,9 +127,7 @@ fn served_rows(admin: &Admin, section: Section) -> Result<Value, Reject> {
     let parsed = admin.snapshots.current().and_then(|s| ferrogate_core::snapshot::Snapshot::parse(&s.body).ok());
     match parsed {
         Some((doc, _)) => Ok(super::pg::rows::section_json(&doc.config, section)),
-        None => {
-            Err(Reject(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "no configuration snapshot is served yet"})))
-        }
+        None => Err(Reject::new(StatusCode::SERVICE_UNAVAILABLE, "no configuration snapshot is served yet")),
     }
 }
 
@@ -158,145 +147,289 @@ fn one(section: Section, rows: Value, name: &str) -> Option<Value> {
     }
 }
 
+/// A listing as `who` may see it: the rows it manages, without digests for a viewer.
+fn shown(who: &Principal, section: Section, rows: Value) -> Value {
+    let rows = match rows {
+        Value::Array(items) => Value::Array(items.into_iter().filter(|r| visible(who, section, r)).collect()),
+        other => other,
+    };
+    for_viewer(who, rows)
+}
+
+/// `answer` without secrets (key digests included) when `who` is a viewer.
+fn for_viewer(who: &Principal, mut answer: Value) -> Value {
+    if who.role == Role::Viewer {
+        redact(&mut answer, true);
+    }
+    answer
+}
+
+/// Whether `who` is a key manager narrowed to some key groups.
+fn narrowed(who: &Principal) -> bool {
+    who.role == Role::KeyManager && !who.key_groups.is_empty()
+}
+
+/// Whether `who` may see and manage `row` of `section`: a narrowed key manager only its
+/// groups and the keys all of whose groups (at least one) are among them.
+fn visible(who: &Principal, section: Section, row: &Value) -> bool {
+    outside(who, section, row).is_none()
+}
+
+/// Why `row` of `section` is outside what `who` manages, if it is.
+fn outside(who: &Principal, section: Section, row: &Value) -> Option<String> {
+    if !narrowed(who) {
+        return None;
+    }
+    let name = row.get("name").and_then(Value::as_str).unwrap_or_default();
+    let manages = who.key_groups.join(", ");
+    let label = who.actor.label();
+    match section {
+        Section::Groups if !who.manages_group(name) => {
+            Some(format!("forbidden: {label} manages the key groups {manages} only, not group {name:?}"))
+        }
+        Section::Keys => {
+            let groups: Vec<&str> =
+                row.get("groups").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            if groups.is_empty() {
+                return Some(format!(
+                    "forbidden: {label} manages the keys of the key groups {manages} only: key {name:?} must be in at \
+                     least one of them"
+                ));
+            }
+            let other = groups.iter().find(|g| !who.manages_group(g))?;
+            Some(format!(
+                "forbidden: {label} manages the key groups {manages} only: key {name:?} is in group {other:?}"
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// `POST /api/v1/{section}`
 pub async fn create(
     State(admin): State<Admin>,
-    headers: HeaderMap,
+    Extension(who): Extension<Principal>,
+    Extension(meta): Extension<RequestMeta>,
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    let (section, db) = match open(&admin, &headers, &name) {
-        Ok(opened) => opened,
-        Err(r) => return r.into_response(),
+    let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
+    let mut w = Write { admin: &admin, who: &who, meta: &meta, section, verb: "create", object: None, before: None };
+    // The file store refuses every write, whatever the body.
+    let outcome = match database(&admin).and_then(|_| parse(section, &body, None)) {
+        Ok((resource, plaintext)) => w.put(Change::Create(resource), plaintext).await,
+        Err(r) => Err(r),
     };
-    let (resource, plaintext) = match parse(section, &body, None) {
-        Ok(parsed) => parsed,
-        Err(r) => return r.into_response(),
-    };
-    write(&db, Change::Create(resource), plaintext).await
+    w.finish(outcome).await
 }
 
 /// `PUT /api/v1/{section}/{name}`
 pub async fn replace(
     State(admin): State<Admin>,
-    headers: HeaderMap,
+    Extension(who): Extension<Principal>,
+    Extension(meta): Extension<RequestMeta>,
     Path((name, row)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
-    let (section, db) = match open(&admin, &headers, &name) {
-        Ok(opened) => opened,
-        Err(r) => return r.into_response(),
+    let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
+    let object = Some(format!("{name}/{row}"));
+    let mut w = Write { admin: &admin, who: &who, meta: &meta, section, verb: "replace", object, before: None };
+    let outcome = match database(&admin).and_then(|_| parse(section, &body, Some(&row))) {
+        Ok((resource, plaintext)) => w.put(Change::Replace(resource), plaintext).await,
+        Err(r) => Err(r),
     };
-    let (resource, plaintext) = match parse(section, &body, Some(&row)) {
-        Ok(parsed) => parsed,
-        Err(r) => return r.into_response(),
-    };
-    write(&db, Change::Replace(resource), plaintext).await
+    w.finish(outcome).await
 }
 
 /// `DELETE /api/v1/{section}/{name}`
 pub async fn delete(
     State(admin): State<Admin>,
-    headers: HeaderMap,
+    Extension(who): Extension<Principal>,
+    Extension(meta): Extension<RequestMeta>,
     Path((name, row)): Path<(String, String)>,
 ) -> Response {
-    let (section, db) = match open(&admin, &headers, &name) {
-        Ok(opened) => opened,
-        Err(r) => return r.into_response(),
-    };
-    write(&db, Change::Delete(section, row), None).await
+    let Some(section) = section(&name) else { return unknown_collection(&name).into_response() };
+    let object = Some(format!("{name}/{row}"));
+    let mut w = Write { admin: &admin, who: &who, meta: &meta, section, verb: "delete", object, before: None };
+    let outcome = w.delete(row).await;
+    w.finish(outcome).await
 }
 
-async fn write(db: &super::source::Database, change: Change, plaintext_key: Option<String>) -> Response {
-    match db.store.write(change).await {
-        Ok(version) => {
-            db.announce(version).await;
-            let mut body = json!({"version": version});
-            if let Some(key) = plaintext_key {
-                body["key"] = key.into();
+/// A write in progress: who makes it, to what, and the row before (for the audit record).
+struct Write<'a> {
+    admin: &'a Admin,
+    who: &'a Principal,
+    meta: &'a RequestMeta,
+    section: Section,
+    /// `create`, `replace` or `delete`.
+    verb: &'static str,
+    /// `section/name`, once known.
+    object: Option<String>,
+    /// The row before the write, when there was one.
+    before: Option<Value>,
+}
+
+/// What a write did: the answer and the row after it.
+struct Done {
+    answer: Value,
+    after: Option<Value>,
+}
+
+impl Write<'_> {
+    /// Creates or replaces the row `change` holds.
+    async fn put(&mut self, change: Change, plaintext_key: Option<String>) -> Result<Done, Reject> {
+        let (section, name) = change.row();
+        self.object = Some(format!("{}/{name}", section.as_str()));
+        let db = database(self.admin)?;
+        let new_row = row_json(&change);
+        self.before = self.read(&db, &name).await?;
+        // A narrowed key manager may neither take over a row it does not manage nor write one.
+        for row in self.before.iter().chain(new_row.iter()) {
+            if let Some(why) = outside(self.who, section, row) {
+                return Err(Reject::new(StatusCode::FORBIDDEN, why));
             }
-            Json(body).into_response()
         }
-        Err(e) => store_error(&e),
+        let version = write(&db, change).await?;
+        let mut answer = json!({"version": version});
+        if let Some(key) = plaintext_key {
+            answer["key"] = key.into();
+        }
+        let after = self.read(&db, &name).await.ok().flatten();
+        Ok(Done { answer, after })
+    }
+
+    /// Deletes the row `name`.
+    async fn delete(&mut self, name: String) -> Result<Done, Reject> {
+        let db = database(self.admin)?;
+        // No row can hold a NUL (the database refuses it): nothing to delete.
+        if name.contains('\0') {
+            return Err(Reject::new(StatusCode::NOT_FOUND, format!("{}/{name} not found", self.section.as_str())));
+        }
+        self.before = self.read(&db, &name).await?;
+        if let Some(why) = self.before.as_ref().and_then(|row| outside(self.who, self.section, row)) {
+            return Err(Reject::new(StatusCode::FORBIDDEN, why));
+        }
+        let version = write(&db, Change::Delete(self.section, name)).await?;
+        Ok(Done { answer: json!({"version": version}), after: None })
+    }
+
+    /// The row `name` of this section as listed, if there is one.
+    async fn read(&self, db: &super::source::Database, name: &str) -> Result<Option<Value>, Reject> {
+        let rows = db.store.list(self.section).await.map_err(|e| store_reject(&e))?;
+        Ok(one(self.section, rows, name))
+    }
+
+    /// Audits the write, done or refused, and answers it.
+    async fn finish(self, outcome: Result<Done, Reject>) -> Response {
+        let (status, after, detail, answer) = match outcome {
+            Ok(done) => (StatusCode::OK, done.after, None, Json(done.answer).into_response()),
+            Err(r) => (r.0, None, Some(r.message()), r.into_response()),
+        };
+        let object = self.object.or_else(|| Some(self.section.as_str().to_string()));
+        let event = AuditEvent {
+            action: format!("{}.{}", self.section.as_str(), self.verb),
+            object,
+            before: self.before,
+            after,
+            status: status.as_u16(),
+            detail,
+        };
+        self.admin.identity.audit(self.who, self.meta, event).await;
+        answer
     }
 }
 
-fn store_error(e: &StoreError) -> Response {
-    store_reject(e).into_response()
+/// The row a create or replace writes, as listed (for the key manager's checks).
+fn row_json(change: &Change) -> Option<Value> {
+    match change {
+        Change::Create(Resource::Key(k)) | Change::Replace(Resource::Key(k)) => serde_json::to_value(k).ok(),
+        Change::Create(Resource::Group(g)) | Change::Replace(Resource::Group(g)) => serde_json::to_value(g).ok(),
+        _ => None,
+    }
+}
+
+async fn write(db: &super::source::Database, change: Change) -> Result<i64, Reject> {
+    let version = db.store.write(change).await.map_err(|e| store_reject(&e))?;
+    db.announce(version).await;
+    Ok(version)
 }
 
 fn store_reject(e: &StoreError) -> Reject {
     match e {
         StoreError::Invalid(problems) => {
             let list: Vec<Value> = problems.iter().map(|p| json!({"path": p.path, "message": p.message})).collect();
-            Reject(StatusCode::BAD_REQUEST, json!({"error": "the change would not be servable", "problems": list}))
+            let summary: Vec<String> = problems.iter().map(|p| format!("{}: {}", p.path, p.message)).collect();
+            Reject(
+                StatusCode::BAD_REQUEST,
+                json!({"error": format!("the change would not be servable: {}", summary.join("; ")), "problems": list}),
+            )
         }
-        StoreError::NoMasterKey => Reject(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
-        StoreError::Conflict(_) => Reject(StatusCode::CONFLICT, json!({"error": e.to_string()})),
-        StoreError::NotFound(_) => Reject(StatusCode::NOT_FOUND, json!({"error": e.to_string()})),
+        StoreError::NoMasterKey => Reject::new(StatusCode::BAD_REQUEST, e.to_string()),
+        StoreError::Conflict(_) => Reject::new(StatusCode::CONFLICT, e.to_string()),
+        StoreError::NotFound(_) => Reject::new(StatusCode::NOT_FOUND, e.to_string()),
         _ => {
             tracing::error!("configuration store: {e}");
-            Reject(StatusCode::SERVICE_UNAVAILABLE, json!({"error": "configuration store unavailable"}))
+            Reject::new(StatusCode::SERVICE_UNAVAILABLE, "configuration store unavailable")
         }
     }
 }
 
-/// The body as a resource named `path_name` when given; a generated key's plaintext for
-/// `POST /keys` without a digest.
-fn parse(section: Section, body: &[u8], path_name: Option<&str>) -> Result<(Resource, Option<String>), Reject> {
-    let named = |given: &mut String| {
-        if let Some(n) = path_name {
-            *given = n.to_string();
-        }
-    };
-    let resource = match section {
-        Section::Providers => entry(body, |p: &mut RawProvider| named(&mut p.name)).map(Resource::Provider)?,
-        Section::Models => entry(body, |m: &mut RawModel| named(&mut m.name)).map(Resource::Model)?,
-        Section::Groups => entry(body, |g: &mut RawGroup| named(&mut g.name)).map(Resource::Group)?,
-        Section::McpServers => entry(body, |m: &mut RawMcpServer| named(&mut m.name)).map(Resource::McpServer)?,
-        Section::A2aAgents => entry(body, |a: &mut RawA2aAgent| named(&mut a.name)).map(Resource::A2aAgent)?,
-        Section::Guardrails => entry(body, |g: &mut RawGuardrail| named(&mut g.name)).map(Resource::Guardrail)?,
-        Section::Aliases => {
-            let mut a: AliasBody = entry(body, |a: &mut AliasBody| named(&mut a.name))?;
-            Resource::Alias { name: std::mem::take(&mut a.name), model: a.model }
-        }
-        Section::Pricing => {
-            let p: PriceBody = entry(body, |p: &mut PriceBody| named(&mut p.model))?;
-            let price = RawPrice {
-                input_per_mtok: p.input_per_mtok,
-                output_per_mtok: p.output_per_mtok,
-                cached_input_per_mtok: p.cached_input_per_mtok,
-            };
-            Resource::Price { model: p.model, price }
-        }
-        Section::Keys => return key(body, named),
-    };
-    Ok((resource, None))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::identity::Actor;
 
-/// The body as a `T`, then `name` applied to it (the path's name wins over the body's).
-fn entry<T: serde::de::DeserializeOwned>(body: &[u8], name: impl FnOnce(&mut T)) -> Result<T, Reject> {
-    let mut t: T = serde_json::from_slice(body).map_err(bad_body)?;
-    name(&mut t);
-    Ok(t)
-}
-
-fn bad_body(e: serde_json::Error) -> Reject {
-    Reject(StatusCode::BAD_REQUEST, json!({"error": format!("body: {e}")}))
-}
-
-/// A key's body; without a `digest` the key is generated and its plaintext returned once.
-fn key(body: &[u8], named: impl FnOnce(&mut String)) -> Result<(Resource, Option<String>), Reject> {
-    let mut v: Value = serde_json::from_slice(body).map_err(bad_body)?;
-    let mut plaintext = None;
-    if v.get("digest").is_none() {
-        let (key, digest) = crate::cli::new_key();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("digest".into(), digest.into());
+    #[test]
+    fn bodies_must_be_objects_of_the_section() {
+        for body in [&br#"["v\u00fb\u0019"]"#[..], b"\"x\"", b"3", b"null", b"true"] {
+            let Err(r) = parse(Section::Groups, body, None) else { panic!("{}", String::from_utf8_lossy(body)) };
+            assert_eq!((r.0, r.message().as_str()), (StatusCode::BAD_REQUEST, "body must be a JSON object"));
         }
-        plaintext = Some(key);
+        let Err(r) = parse(Section::Groups, br#"{"name": "g", "wieght": 1}"#, None) else { panic!() };
+        assert!(r.message().contains("wieght"), "{}", r.message());
+        let Err(r) = parse(Section::Keys, br#"{"name": "k\u0000"}"#, None) else { panic!() };
+        assert!(r.message().contains("NUL"), "{}", r.message());
+        let Err(r) = parse(Section::Groups, br#"{"name": "g"}"#, Some("a\0b")) else { panic!() };
+        assert!(r.message().contains("NUL"), "{}", r.message());
+        let Ok((Resource::Group(g), None)) = parse(Section::Groups, br#"{"name": "body"}"#, Some("path")) else {
+            panic!()
+        };
+        assert_eq!(g.name, "path", "the path's name wins");
+        let Ok((Resource::Key(k), Some(plain))) = parse(Section::Keys, br#"{"name": "k"}"#, None) else { panic!() };
+        assert!(k.digest.starts_with("sha256:") && !plain.is_empty() && !k.digest.contains(&plain));
     }
-    let mut k: RawKey = serde_json::from_value(v).map_err(bad_body)?;
-    named(&mut k.name);
-    Ok((Resource::Key(k), plaintext))
+
+    #[test]
+    fn narrowed_key_managers_see_and_write_their_groups_only() {
+        let km = Principal {
+            actor: Actor::Local,
+            role: Role::KeyManager,
+            key_groups: vec!["team-a".into(), "team-b".into()],
+            csrf: None,
+        };
+        let key = |groups: Value| json!({"name": "k", "digest": "sha256:00", "groups": groups});
+        assert!(visible(&km, Section::Keys, &key(json!(["team-a"]))));
+        assert!(visible(&km, Section::Keys, &key(json!(["team-a", "team-b"]))));
+        assert!(!visible(&km, Section::Keys, &key(json!([]))));
+        let why = outside(&km, Section::Keys, &key(json!(["team-a", "ops"]))).unwrap();
+        assert!(why.contains("\"ops\""), "{why}");
+        assert!(visible(&km, Section::Groups, &json!({"name": "team-b"})));
+        assert!(outside(&km, Section::Groups, &json!({"name": "ops"})).unwrap().contains("\"ops\""));
+        assert!(visible(&km, Section::Models, &json!({"name": "chat"})), "not its business: the router decides");
+        let everyone = Principal { key_groups: Vec::new(), ..km.clone() };
+        assert!(visible(&everyone, Section::Keys, &key(json!([]))));
+        let listed = shown(&km, Section::Keys, json!([key(json!(["team-a"])), key(json!(["ops"])), key(json!([]))]));
+        assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn viewers_see_no_digest() {
+        let viewer = Principal { actor: Actor::Local, role: Role::Viewer, key_groups: Vec::new(), csrf: None };
+        let rows = json!([{"name": "k", "digest": "sha256:ab", "groups": ["g"]}]);
+        let shown = shown(&viewer, Section::Keys, rows.clone());
+        assert_eq!(shown[0]["digest"], "[redacted]");
+        assert_eq!(shown[0]["name"], "k");
+        let admin = Principal { role: Role::Admin, ..viewer };
+        assert_eq!(for_viewer(&admin, rows.clone()), rows);
+    }
 }

@@ -1,10 +1,27 @@
-//! `GET /openapi.json` on the admin listener: the admin API described from the same table the
-//! router is checked against (see the test: every documented operation is routed).
+//! The admin listener's operations table and `GET /openapi.json`.
+//!
+//! The table ([`operations`]) is the single source of truth about the admin API: the router is
+//! checked against it (every documented operation is routed, every routed path documented),
+//! the authorization middleware (`services::admin::authorize`) reads each route's [`Access`]
+//! from it, `docs/admin-api.md`'s route table is checked against it, and the OpenAPI document
+//! ([`document`]) is made from it.
 
-use serde_json::{json, Map, Value};
+use std::sync::OnceLock;
+
+use serde_json::Value;
 
 use super::identity::Role;
 use super::pg::Section;
+
+mod document;
+mod schemas;
+mod table;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use document::document;
+pub use validate::check;
 
 /// Who may call an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +30,17 @@ pub enum Access {
     Public,
     /// Callers whose role covers this one.
     Role(Role),
+}
+
+impl Access {
+    /// How the route table of `docs/admin-api.md` and the document name it: `public` or the
+    /// role's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Access::Public => "public",
+            Access::Role(r) => r.as_str(),
+        }
+    }
 }
 
 /// What a successful call answers.
@@ -40,11 +68,15 @@ pub struct Operation {
     pub access: Access,
     /// JSON Schema of the request body ([`schema`]); `None`: no body.
     pub request: Option<Value>,
-    /// JSON Schema of an object whose properties are the query parameters.
+    /// JSON Schema of an object whose properties are the query parameters (`required` lists
+    /// the required ones).
     pub query: Option<Value>,
     /// The successful answer.
     pub answer: Answer,
-    /// Error statuses it may answer (401 and 403 are added for non-public operations).
+    /// Error statuses the handler may answer. The document adds those the admin router itself
+    /// may answer: 401, 403 and 503 (authentication needing the database) for non-public
+    /// operations, 400 for operations with a query, path parameters or a body (the request
+    /// cannot be read), 413 for operations with a body (larger than the admin API's limit).
     pub errors: Vec<u16>,
 }
 
@@ -54,220 +86,31 @@ pub fn schema<T: schemars::JsonSchema>() -> Value {
     schemars::schema_for!(T).to_value()
 }
 
-fn op(method: &'static str, path: impl Into<String>, summary: impl Into<String>, body: bool) -> Operation {
-    let access = if method == "get" { Access::Role(Role::Viewer) } else { Access::Role(Role::Admin) };
-    let request = body.then(|| json!({"type": "object"}));
-    let errors = vec![400, 404, 409, 503];
-    Operation {
-        method,
-        path: path.into(),
-        summary: summary.into(),
-        access,
-        request,
-        query: None,
-        answer: Answer::Json(json!({})),
-        errors,
-    }
-}
-
-fn public(o: Operation) -> Operation {
-    Operation { access: Access::Public, ..o }
-}
-
-/// Every operation of the admin listener.
+/// Every operation of the admin listener: its own, the identity routes' and the login routes'.
 pub fn operations() -> Vec<Operation> {
-    let mut ops = vec![
-        public(op("get", "/healthz", "Liveness", false)),
-        public(op(
-            "get",
-            "/readyz",
-            "Readiness: 200 once a configuration snapshot exists (strict=true: and the store answers)",
-            false,
-        )),
-        public(op("get", "/metrics", "Prometheus metrics (the filter's, named as Envoy names them)", false)),
-        public(op("get", "/openapi.json", "This document", false)),
-        op("get", "/api/v1/usage", "Usage records and totals by key, model and time range", false),
-        op(
-            "get",
-            "/api/v1/requests",
-            "The request log: usage records, newest first, with filters and cursor paging \
-             ({\"requests\": [...], \"next_cursor\": \"...\" | null}; 400 for a bad cursor or status_class)",
-            false,
-        ),
-        op(
-            "get",
-            "/api/v1/requests/{request_id}",
-            "Every record of one request id ({\"requests\": [...]}; 404 when none)",
-            false,
-        ),
-        op(
-            "get",
-            "/api/v1/limits",
-            "Consumption and remaining amount of every limit (key=, group= to narrow), across replicas",
-            false,
-        ),
-        op(
-            "get",
-            "/api/v1/targets",
-            "Health (probe verdict, cooldown, consecutive results), engine load and cache figures (LMCache) of every routing target",
-            false,
-        ),
-        op(
-            "get",
-            "/api/v1/kv",
-            "Every KV-event stream: connected, last sequence, blocks held, last event age, gaps, replays, restarts",
-            false,
-        ),
-        op(
-            "get",
-            "/api/v1/config/problems",
-            "Rows dropped from the served snapshot; why the latest change was rejected",
-            false,
-        ),
-        op(
-            "get",
-            "/api/v1/cache",
-            "The response cache: store, bounds, Redis reachability and entries, recorded purges",
-            false,
-        ),
-        op(
-            "post",
-            "/api/v1/cache/purge",
-            "Purge cached answers of one key, group (and its keys), model, or all; recorded and sent to every filter \
-             (400 for another body, 404 for an unknown name, 503 when Redis cannot be reached: the purge is still recorded)",
-            true,
-        ),
-    ];
+    let mut ops = table::operations();
     ops.extend(super::identity::operations());
     ops.extend(super::identity::oidc::operations());
-    for s in Section::ALL {
-        let name = s.as_str();
-        ops.push(op("get", format!("/api/v1/{name}"), format!("List {name}"), false));
-        ops.push(op("post", format!("/api/v1/{name}"), format!("Create one of {name} (409 if the name exists)"), true));
-        ops.push(op("get", format!("/api/v1/{name}/{{name}}"), format!("One of {name} (404 when absent)"), false));
-        ops.push(op("put", format!("/api/v1/{name}/{{name}}"), format!("Create or replace one of {name}"), true));
-        ops.push(op("delete", format!("/api/v1/{name}/{{name}}"), format!("Delete one of {name}"), false));
-    }
     ops
 }
 
-/// The parameters of the operations on `path`, when it has any.
-fn parameters(path: &str) -> Option<Value> {
-    let path_param = |name: &str| json!([{"name": name, "in": "path", "required": true, "schema": {"type": "string"}}]);
-    if path.contains("{name}") {
-        return Some(path_param("name"));
-    }
-    if path.contains("{request_id}") {
-        return Some(path_param("request_id"));
-    }
-    if path != "/api/v1/requests" {
-        return None;
-    }
-    Some(json!([
-        query_param("request_id", "string", "x-request-id, exact"),
-        query_param("key", "string", "key name, exact"),
-        query_param("model", "string", "model_requested, exact"),
-        query_param("provider", "string", "provider, exact"),
-        query_param("status", "integer", "HTTP status, exact"),
-        query_param("status_class", "string", "1xx, 2xx, 3xx, 4xx or 5xx"),
-        query_param("since", "integer", "Unix ms, inclusive, on the start"),
-        query_param("until", "integer", "Unix ms, exclusive, on the start"),
-        query_param("streamed", "boolean", "streamed answers only (true) or unstreamed only (false)"),
-        query_param("partial", "boolean", "answers that stopped early (true) or complete ones (false)"),
-        query_param("limit", "integer", "items per page: default 100, 1 to 1000"),
-        query_param("cursor", "string", "next_cursor of the previous page"),
-    ]))
+/// The largest request body the admin API reads: 1 MiB.
+pub const BODY_LIMIT: usize = 1 << 20;
+
+/// The JSON Schema of a section's body as `POST` takes it (the config file's entry), its
+/// `$defs` inline; built once.
+pub fn section_body(section: Section) -> &'static Value {
+    static BODIES: OnceLock<Vec<Value>> = OnceLock::new();
+    let bodies = BODIES.get_or_init(|| Section::ALL.into_iter().map(schemas::section_body).collect());
+    let i = Section::ALL.iter().position(|s| *s == section).unwrap_or_default();
+    &bodies[i]
 }
 
-/// An optional query parameter.
-fn query_param(name: &str, kind: &str, description: &str) -> Value {
-    json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": kind}})
-}
-
-/// A recorded purge, as `GET /api/v1/cache` lists it and a purge answers it.
-fn purge_schema() -> Value {
-    json!({"type": "object", "required": ["at_ms"], "properties": {
-        "scopes": {"type": "array", "items": {"type": "string"},
-            "description": "key:<name>, group:<name> or global; absent: every scope"},
-        "model": {"type": "string", "description": "the public model; absent: every model"},
-        "at_ms": {"type": "integer", "description": "when it was recorded, Unix ms: entries created until then are purged"}
-    }})
-}
-
-/// The request and answer schemas of the cache operations.
-fn cache_schemas(o: &Operation, operation: &mut Value) {
-    let name = |what: &str| {
-        json!({"type": "object", "additionalProperties": false, "required": [what],
-        "properties": {what: {"type": "string", "minLength": 1}}})
-    };
-    let answer = match (o.method, o.path.as_str()) {
-        ("post", "/api/v1/cache/purge") => {
-            let all = json!({"type": "object", "additionalProperties": false, "required": ["all"],
-                "properties": {"all": {"const": true}}});
-            let one_of = json!([name("key"), name("group"), name("model"), all]);
-            operation["requestBody"] =
-                json!({"required": true, "content": {"application/json": {"schema": {"oneOf": one_of}}}});
-            json!({"type": "object", "properties": {
-                "purged": {"type": ["integer", "null"], "description": "entries deleted in Redis; null with the memory store"},
-                "semantic": {"type": ["integer", "null"], "description": "entries dropped from the semantic store; null when none is wired"},
-                "purge": purge_schema()
-            }})
-        }
-        ("get", "/api/v1/cache") => json!({"type": "object", "properties": {
-            "store": {"enum": ["memory", "redis"]},
-            "max_entries": {"type": "integer"},
-            "max_entry_bytes": {"type": "integer"},
-            "redis": {"type": ["object", "null"], "properties": {
-                "reachable": {"type": "boolean"},
-                "entries": {"type": ["integer", "null"], "description": "entries counted with SCAN (at most 1,000,000)"},
-                "complete": {"type": "boolean", "description": "false when the count stopped at its bound"},
-                "error": {"type": "string"}
-            }},
-            "purges": {"type": "array", "items": purge_schema()}
-        }}),
-        _ => return,
-    };
-    operation["responses"]["200"]["content"] = json!({"application/json": {"schema": answer}});
-}
-
-/// The OpenAPI 3.1 document.
-pub fn document() -> Value {
-    let mut paths = Map::new();
-    for o in operations() {
-        let mut operation = json!({
-            "summary": o.summary,
-            "security": [{"bearer": []}],
-            "responses": {
-                "200": {"description": "OK"},
-                "400": {"description": "Invalid body or change (problems with paths)"},
-                "401": {"description": "Missing or wrong bearer token"},
-                "404": {"description": "No such row"},
-                "409": {"description": "Conflict (name exists, rows depend on it, or file store)"},
-                "503": {"description": "Store unavailable"}
-            }
-        });
-        if let Some(parameters) = parameters(&o.path) {
-            operation["parameters"] = parameters;
-        }
-        if o.request.is_some() {
-            operation["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {
-                "type": "object",
-                "description": "The entry in the config file's shape; unknown fields are refused"
-            }}}});
-        }
-        cache_schemas(&o, &mut operation);
-        if let Some(Value::Object(methods)) = paths.get_mut(&o.path) {
-            methods.insert(o.method.to_string(), operation);
-        } else {
-            let mut methods = Map::new();
-            methods.insert(o.method.to_string(), operation);
-            paths.insert(o.path.clone(), Value::Object(methods));
-        }
+/// The member of a section's body that names its row, which the path of a `PUT` overrides:
+/// `model` for pricing, `name` for the others.
+pub fn name_member(section: Section) -> &'static str {
+    match section {
+        Section::Pricing => "model",
+        _ => "name",
     }
-    json!({
-        "openapi": "3.1.0",
-        "info": {"title": "ferrogate admin API", "version": env!("CARGO_PKG_VERSION")},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "paths": paths
-    })
 }

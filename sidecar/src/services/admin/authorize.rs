@@ -13,7 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::Admin;
-use crate::services::identity::{AuthError, RequestMeta, Role};
+use crate::services::identity::{AuditEvent, AuthError, RequestMeta, Role};
 use crate::services::openapi::{self, Access, Operation};
 
 /// The operations table, built once.
@@ -65,7 +65,7 @@ pub async fn authorize(State(admin): State<Admin>, mut req: Request, next: Next)
     let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     let meta = RequestMeta::of(req.method(), req.uri().path(), req.headers(), peer);
     let needed = access(req.method(), req.uri().path());
-    req.extensions_mut().insert(meta);
+    req.extensions_mut().insert(meta.clone());
     let Access::Role(needed) = needed else { return next.run(req).await };
     let principal = match admin.identity.authenticate(req.headers(), req.method()).await {
         Ok(p) => p,
@@ -79,6 +79,18 @@ pub async fn authorize(State(admin): State<Admin>, mut req: Request, next: Next)
             principal.actor.label(),
             principal.role
         ));
+        // A refused change is a security event (OWASP `authz_fail`); refused reads are not
+        // recorded, or a dashboard probing what it may show would fill the log.
+        if !req.method().is_safe() {
+            let event = AuditEvent {
+                action: "authz_fail".into(),
+                object: Some(req.uri().path().to_string()),
+                status: e.status().as_u16(),
+                detail: Some(e.to_string()),
+                ..AuditEvent::default()
+            };
+            admin.identity.audit(&principal, &meta, event).await;
+        }
         return e.into_response();
     }
     req.extensions_mut().insert(principal);

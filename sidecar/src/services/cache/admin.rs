@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use ferrogate_core::config::cache::{Purge, StoreKind};
@@ -32,7 +32,7 @@ use tokio::sync::watch;
 
 use super::{error, redis_url, Cache};
 use crate::services::admin::Admin;
-use crate::services::auth::{bearer_ok, unauthorized};
+use crate::services::identity::{AuditEvent, Principal, RequestMeta};
 use crate::services::snapshot::Snapshots;
 use crate::services::source::Database;
 
@@ -107,21 +107,42 @@ pub fn resolve(target: &Target, config: &Config) -> Result<(Vec<String>, Option<
     }
 }
 
-/// `POST /api/v1/cache/purge`.
-pub async fn purge(State(admin): State<Admin>, headers: HeaderMap, body: Bytes) -> Response {
-    if !bearer_ok(&headers, admin.token.as_deref()) {
-        return unauthorized().into_response();
-    }
-    let target = match parse_target(&body) {
+/// `POST /api/v1/cache/purge`, audited as `cache.purge` (the body as `after`).
+pub async fn purge(
+    State(admin): State<Admin>,
+    axum::Extension(who): axum::Extension<Principal>,
+    axum::Extension(meta): axum::Extension<RequestMeta>,
+    body: Bytes,
+) -> Response {
+    let (status, answer) = purge_answer(&admin, &body).await;
+    let detail = answer.get("error").and_then(Value::as_str).map(String::from);
+    let after =
+        serde_json::from_slice::<Value>(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
+    let event = AuditEvent {
+        action: "cache.purge".into(),
+        object: Some("cache".into()),
+        before: None,
+        after: Some(after),
+        status: status.as_u16(),
+        detail,
+    };
+    admin.identity.audit(&who, &meta, event).await;
+    (status, Json(answer)).into_response()
+}
+
+/// What a purge answers: its status and body.
+async fn purge_answer(admin: &Admin, body: &[u8]) -> (StatusCode, Value) {
+    let failed = |status: StatusCode, why: String| (status, json!({"error": why}));
+    let target = match parse_target(body) {
         Ok(t) => t,
-        Err(why) => return error(StatusCode::BAD_REQUEST, why),
+        Err(why) => return failed(StatusCode::BAD_REQUEST, why),
     };
     let Some(served) = admin.snapshots.current() else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "no configuration snapshot yet");
+        return failed(StatusCode::SERVICE_UNAVAILABLE, "no configuration snapshot yet".into());
     };
     let (scopes, model) = match resolve(&target, &served.config) {
         Ok(covered) => covered,
-        Err(why) => return error(StatusCode::NOT_FOUND, why),
+        Err(why) => return failed(StatusCode::NOT_FOUND, why),
     };
     let purge = Purge { scopes, model, at_ms: crate::services::now_ms() };
     admin.snapshots.add_purge(purge.clone());
@@ -137,13 +158,12 @@ pub async fn purge(State(admin): State<Admin>, headers: HeaderMap, body: Bytes) 
     };
     tracing::info!(?purge, ?purged, ?semantic, "response cache purged");
     match purged {
-        Ok(purged) => Json(json!({"purged": purged, "semantic": semantic, "purge": purge})).into_response(),
+        Ok(purged) => (StatusCode::OK, json!({"purged": purged, "semantic": semantic, "purge": purge})),
         Err(e) => {
             let why = format!(
                 "{e}; the purge is recorded (filters ignore what it covers), retry to delete the Redis entries"
             );
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": why, "semantic": semantic, "purge": purge})))
-                .into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, json!({"error": why, "semantic": semantic, "purge": purge}))
         }
     }
 }
@@ -163,10 +183,7 @@ async fn purge_redis(cache: &Cache, config: &Config, target: &Target, purge: &Pu
 }
 
 /// `GET /api/v1/cache`.
-pub async fn status(State(admin): State<Admin>, headers: HeaderMap) -> Response {
-    if !bearer_ok(&headers, admin.token.as_deref()) {
-        return unauthorized().into_response();
-    }
+pub async fn status(State(admin): State<Admin>) -> Response {
     let Some(served) = admin.snapshots.current() else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "no configuration snapshot yet");
     };

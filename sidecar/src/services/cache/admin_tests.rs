@@ -29,7 +29,6 @@ fn admin_over(cache: &Arc<Cache>) -> axum::Router {
         snapshots: cache.snapshots.clone(),
         db: Arc::new(OnceLock::new()),
         postgres: false,
-        token: Some("admin".into()),
         ledger: Arc::new(Ledger::new("test".into(), false)),
         targets: Arc::new(Targets::new(targets::Settings::default())),
         kv: Arc::default(),

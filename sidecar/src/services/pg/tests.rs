@@ -379,7 +379,6 @@ pub(crate) fn admin_over(store: Arc<PgStore>) -> (axum::Router, Arc<Snapshots>) 
         snapshots: snapshots.clone(),
         db,
         postgres: true,
-        token: None,
         ledger: Arc::new(Ledger::new("test".into(), false)),
         targets: Arc::new(Targets::new(targets::Settings::default())),
         kv: Arc::default(),
