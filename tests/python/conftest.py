@@ -78,6 +78,22 @@ UPSTREAMS = (
 
 # --------------------------------------------------------------------------- processes
 
+PG = os.environ.get("FERROGATE_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+
+
+def psql(sql: str) -> str:
+    """Runs `sql` on the test database with psql; its output, unaligned."""
+    done = subprocess.run(["psql", PG, "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def schema_url(schema: str) -> str:
+    """The test database's URL with `schema` as the search path (a module's own tables)."""
+    return f"{PG}{'&' if '?' in PG else '?'}options=-csearch_path%3D{schema}"
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -20,20 +20,12 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from conftest import Gateway, _start, own_gateway
+from conftest import Gateway, _start, own_gateway, psql, schema_url
 from mcp_support import Server, client_output, mcp_server, run_client
 
-PG = os.environ.get("FERROGATE_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 SCHEMA = f"fg_py_registry_{secrets.token_hex(6)}"
 TOKEN = f"srv-registry-{secrets.token_hex(8)}"
 WAIT_S = 60.0
-
-
-def psql(sql: str) -> str:
-    done = subprocess.run(["psql", PG, "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 @dataclass
@@ -56,7 +48,7 @@ class Env:
 def env(tmp_path_factory):
     psql(f"CREATE SCHEMA {SCHEMA}")
     saved = {k: os.environ.get(k) for k in ("FG_REGISTRY_PG", "FERROGATE_MASTER_KEY")}
-    os.environ["FG_REGISTRY_PG"] = f"{PG}{'&' if '?' in PG else '?'}options=-csearch_path%3D{SCHEMA}"
+    os.environ["FG_REGISTRY_PG"] = schema_url(SCHEMA)
     os.environ["FERROGATE_MASTER_KEY"] = base64.b64encode(secrets.token_bytes(32)).decode()
 
     def config(base: dict) -> dict:

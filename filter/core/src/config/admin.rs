@@ -152,7 +152,7 @@ pub struct RawOidc {
     /// Environment variable holding the client secret (absent: a public client, PKCE only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret_env: Option<String>,
-    /// The callback URL registered with the provider: `<admin base URL>/api/v1/auth/oidc/callback`.
+    /// The callback URL registered with the provider: `<admin base URL>/api/v1/session/oidc/callback`.
     pub redirect_uri: String,
     /// Scopes asked for besides `openid`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
