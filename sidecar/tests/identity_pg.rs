@@ -280,23 +280,24 @@ async fn password_login_cookie_csrf_and_logout() {
 
 #[tokio::test]
 async fn sessions_end_when_idle_and_when_too_old() {
-    let settings = AdminSettings { idle_secs: 1, absolute_secs: 2, ..settings() };
+    let settings = AdminSettings { idle_secs: 2, absolute_secs: 4, ..settings() };
     let mut env = Env::new(settings).await;
     env.user("ida", "admin", "ida-password-123").await;
     let idle = env.login("ida", "ida-password-123").await;
     let busy = env.login("ida", "ida-password-123").await;
     let start = tokio::time::Instant::now();
-    for at in [500, 1000] {
+    // Uses a second apart keep a 2 s idle limit a second away, whatever the machine's load.
+    for at in [1000, 2000] {
         tokio::time::sleep_until(start + Duration::from_millis(at)).await;
-        assert_eq!(env.me(&busy).await.status, 200, "used every half second: alive at {at} ms");
+        assert_eq!(env.me(&busy).await.status, 200, "used every second: alive at {at} ms");
     }
-    tokio::time::sleep_until(start + Duration::from_millis(1150)).await;
+    tokio::time::sleep_until(start + Duration::from_millis(2300)).await;
     let gone = env.me(&idle).await;
     assert_eq!(gone.status, 401, "{}", gone.body);
     assert!(gone.body["error"].as_str().unwrap().contains("expired"), "{}", gone.body);
-    tokio::time::sleep_until(start + Duration::from_millis(1500)).await;
+    tokio::time::sleep_until(start + Duration::from_millis(3000)).await;
     assert_eq!(env.me(&busy).await.status, 200);
-    tokio::time::sleep_until(start + Duration::from_millis(2100)).await;
+    tokio::time::sleep_until(start + Duration::from_millis(4200)).await;
     let old = env.me(&busy).await;
     assert_eq!(old.status, 401, "absolute expiry however busy: {}", old.body);
     let left: i64 = env
