@@ -96,16 +96,20 @@ fn cookie(identity: &Identity, headers: &HeaderMap, value: &str, max_age: u64) -
 
 /// The session cookie's value in a request, if any (either name; the `__Host-` one first).
 pub fn cookie_value(headers: &HeaderMap) -> Option<&str> {
-    let pairs = || {
-        headers
-            .get_all(COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|p| p.trim().split_once('='))
-    };
-    let named = |wanted: &str| pairs().find(|(n, v)| *n == wanted && !v.is_empty()).map(|(_, v)| v);
-    named(SECURE_NAME).or_else(|| named(PLAIN_NAME))
+    request_cookie(headers, SECURE_NAME).or_else(|| request_cookie(headers, PLAIN_NAME))
+}
+
+/// The non-empty value of the cookie `name` in a request's `Cookie` headers, if any (the
+/// session cookie and the OIDC pre-session cookie are read with it).
+pub fn request_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|p| p.trim().split_once('='))
+        .find(|(n, v)| *n == name && !v.is_empty())
+        .map(|(_, v)| v)
 }
 
 /// A live session.

@@ -15,6 +15,7 @@ use super::http::{cause, read_limited, TOKEN_LIMIT};
 use super::store::{self, Flow};
 use super::{claims, pkce, OidcClient, OidcError};
 use crate::services::admin::Admin;
+use crate::services::identity::sessions::{digest, random_value};
 use crate::services::identity::{
     audit, sessions, users, Actor, AuditEvent, Identity, IdentityError, Principal, RequestMeta, Role,
 };
@@ -99,9 +100,9 @@ pub(super) async fn start(
     let return_to = pkce::return_to(params.get("return_to").map(String::as_str)).map_err(OidcError::BadRequest)?;
     let doc = client.discovery().await?;
     let pool = pool(identity)?;
-    let (state, nonce, verifier, cookie) = (pkce::random(), pkce::random(), pkce::random(), pkce::random());
-    let flow = Flow { binding: pkce::digest(&cookie), nonce, verifier, return_to };
-    store::put(pool, &pkce::digest(&state), &flow).await.map_err(db_error)?;
+    let (state, nonce, verifier, cookie) = (random_value(), random_value(), random_value(), random_value());
+    let flow = Flow { binding: digest(&cookie), nonce, verifier, return_to };
+    store::put(pool, &digest(&state), &flow).await.map_err(db_error)?;
     let settings = &client.settings;
     let mut url = reqwest::Url::parse(&doc.authorization_endpoint)
         .map_err(|e| OidcError::Unavailable(format!("authorization_endpoint: {e}")))?;
@@ -134,7 +135,7 @@ pub(super) async fn finish(
     if let Some(error) = get("error") {
         if let Some(state) = state {
             if let Ok(pool) = pool(identity) {
-                *taken = store::take(pool, &pkce::digest(state)).await.ok().flatten().is_some();
+                *taken = store::take(pool, &digest(state)).await.ok().flatten().is_some();
             }
         }
         return Err(OidcError::Refused(format!("the provider refused the login: {}", printable(error, 64))));
@@ -142,12 +143,12 @@ pub(super) async fn finish(
     let state = state.ok_or_else(|| OidcError::BadRequest("the callback has no state".into()))?;
     let code = get("code").ok_or_else(|| OidcError::BadRequest("the callback has no code".into()))?;
     let pool = pool(identity)?;
-    let flow = store::take(pool, &pkce::digest(state)).await.map_err(db_error)?.ok_or_else(|| {
+    let flow = store::take(pool, &digest(state)).await.map_err(db_error)?.ok_or_else(|| {
         OidcError::BadRequest("unknown, used or expired login state: start again at /api/v1/session/oidc/login".into())
     })?;
     *taken = true;
-    let bound = pkce::cookie_value(headers)
-        .is_some_and(|v| crate::services::auth::constant_time_eq(&pkce::digest(v), &flow.binding));
+    let bound =
+        pkce::cookie_value(headers).is_some_and(|v| crate::services::auth::constant_time_eq(&digest(v), &flow.binding));
     if !bound {
         return Err(OidcError::BadRequest("this login was not started in this browser (pre-session cookie)".into()));
     }

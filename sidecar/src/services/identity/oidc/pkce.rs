@@ -5,7 +5,6 @@
 use axum::http::{HeaderMap, HeaderValue};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use rand::RngCore as _;
 use sha2::{Digest, Sha256};
 
 use super::ROUTES;
@@ -17,22 +16,9 @@ pub const FLOW_TTL_SECS: u64 = 600;
 /// Longest `return_to` accepted.
 pub const RETURN_TO_MAX: usize = 2048;
 
-/// 32 random bytes, base64url without padding (43 characters): a state, nonce, PKCE verifier
-/// or pre-session cookie value.
-pub fn random() -> String {
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
 /// The S256 code challenge of `verifier`: BASE64URL(SHA256(ASCII(verifier))).
 pub fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
-}
-
-/// SHA-256 of `value` (how state and the cookie value are stored).
-pub fn digest(value: &str) -> Vec<u8> {
-    Sha256::digest(value.as_bytes()).to_vec()
 }
 
 /// `return_to` when it is a path of this host: starts with `/`, not `//` or `/\` (which
@@ -80,14 +66,7 @@ fn cookie(value: &str, max_age: u64, secure: bool) -> HeaderValue {
 
 /// The pre-session cookie's value in `headers`, if any.
 pub fn cookie_value(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(axum::http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, value)| *name == COOKIE && !value.is_empty())
-        .map(|(_, value)| value)
+    crate::services::identity::sessions::request_cookie(headers, COOKIE)
 }
 
 #[cfg(test)]
@@ -100,10 +79,11 @@ mod tests {
             challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
-        let v = random();
+        // State, nonce, verifier and the pre-session cookie are `sessions::random_value`s.
+        let v = crate::services::identity::sessions::random_value();
         assert_eq!(v.len(), 43);
         assert!(v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{v}");
-        assert_ne!(v, random());
+        assert_ne!(v, crate::services::identity::sessions::random_value());
     }
 
     #[test]
