@@ -4,6 +4,7 @@
 //! health, metrics), plus the token checks that guard them.
 
 pub mod admin;
+pub mod analytics;
 pub mod auth;
 pub mod cache;
 pub mod crud;

@@ -113,6 +113,7 @@ pub fn router(state: Admin) -> Router {
         .route("/api/v1/cache", get(super::cache::admin::status))
         .route("/api/v1/cache/purge", axum::routing::post(super::cache::admin::purge))
         .merge(super::identity::router())
+        .merge(super::analytics::router())
         .merge(super::identity::oidc::router())
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
         .route("/api/v1/{section}/{name}", get(crud::get).put(crud::replace).delete(crud::delete))

@@ -51,6 +51,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (14, include_str!("pg/0014_guardrails.sql")),
     (15, include_str!("pg/0015_cache.sql")),
     (16, include_str!("pg/0016_identity.sql")),
+    (17, include_str!("pg/0017_analytics.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

@@ -139,6 +139,7 @@ pub(super) fn operations() -> Vec<Operation> {
             )
         },
     ];
+    ops.extend(crate::services::analytics::operations());
     for s in Section::ALL {
         ops.extend(section_operations(s));
     }
