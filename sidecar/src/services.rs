@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod source;
 pub mod store;
 pub mod targets;
+pub mod ui;
 pub mod usage;
 
 /// Unix milliseconds now (0 before 1970, saturating far ahead): the clock the services stamp

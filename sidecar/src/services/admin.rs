@@ -1,5 +1,5 @@
 //! The admin listener: liveness, readiness, Prometheus metrics, the OpenAPI document and the
-//! admin API (`/api/v1/...`).
+//! admin API (`/api/v1/...`), and the web dashboard's files (`/ui/`, [`super::ui`]).
 //!
 //! Every route's access comes from the operations table (`services::openapi`): the
 //! [`authorize`] middleware authenticates the caller (`services::identity`) and checks its
@@ -103,6 +103,7 @@ pub fn router(state: Admin) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(|| async { Json(super::openapi::document()) }))
+        .merge(super::ui::router())
         .route("/api/v1/usage", get(usage_query))
         .route("/api/v1/requests", get(requests::list))
         .route("/api/v1/requests/{request_id}", get(requests::by_id))
@@ -112,8 +113,8 @@ pub fn router(state: Admin) -> Router {
         .route("/api/v1/config/problems", get(config_problems))
         .route("/api/v1/cache", get(super::cache::admin::status))
         .route("/api/v1/cache/purge", axum::routing::post(super::cache::admin::purge))
-        .merge(super::identity::router())
         .merge(super::analytics::router())
+        .merge(super::identity::router())
         .merge(super::identity::oidc::router())
         .route("/api/v1/{section}", get(crud::list).post(crud::create))
         .route("/api/v1/{section}/{name}", get(crud::get).put(crud::replace).delete(crud::delete))
