@@ -201,6 +201,9 @@ pub(crate) struct Stream {
     max_tokens: Option<u64>,
     /// The client's `traceparent`, for the calls this request makes.
     traceparent: Option<String>,
+    /// The client's `User-Agent`, bounded, for the usage record: copied only for the
+    /// endpoints that may leave one.
+    user_agent: Option<String>,
     /// The copy of a Responses request and its answer, for the response store ([`stored`]).
     capture: Option<Box<stored::Capture>>,
     /// The response store's lifecycle call this request waits for.
@@ -281,6 +284,7 @@ impl Stream {
             api_kind: None,
             max_tokens: None,
             traceparent: None,
+            user_agent: None,
             capture: None,
             lifecycle_call: None,
             chain: None,
@@ -374,6 +378,9 @@ impl Stream {
         // unauthenticated caller learns nothing about what is served here.
         if let Err(e) = self.authenticate(config, &head) {
             return self.reply_error(&e);
+        }
+        if matches!(endpoint, Endpoint::Forward(_) | Endpoint::Mcp { .. } | Endpoint::A2a { .. }) {
+            self.user_agent = head.user_agent.map(ferrogate_core::usage::bounded_user_agent);
         }
         match endpoint {
             Endpoint::ListModels => self.reply(200, &openai::models_list_for(config, self.caller)),

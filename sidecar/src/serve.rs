@@ -221,7 +221,8 @@ impl Gateway {
         let (snapshots, postgres, db) = (opened.snapshots.clone(), opened.postgres, opened.db.clone());
         let usage =
             Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone(), args.request_log.as_deref())?);
-        let ledger = services::limits::start(&opened.config, args.replica_id.clone(), rx.clone());
+        let ledger = services::limits::start(opened.redis_url_env.as_deref(), args.replica_id.clone(), rx.clone());
+        services::incidents::start(db.clone(), ledger.replica.clone(), rx.clone());
         let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = services::kv::start(snapshots.clone(), rx.clone());
         let retention = services::responses::retention_of(&args.config);
@@ -361,6 +362,8 @@ struct Opened {
     postgres: bool,
     /// The database, once connected (at start, or later when it was down then).
     db: Arc<OnceLock<Database>>,
+    /// The file's `redis.url_env` (read at start, whatever the store: the limits ledger's link).
+    redis_url_env: Option<String>,
 }
 
 /// Opens the store the file names and publishes the first snapshot. A broken file fails the
@@ -387,7 +390,8 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
     }
     let served = snapshots.current().ok_or_else(|| ServeError::NoSnapshot(snapshots.report().rejected))?;
     let (doc, config) = Snapshot::parse(&served.body).map_err(|e| ServeError::Filter(e.to_string()))?;
-    Ok(Opened { snapshots, raw: doc.config, config, postgres, db })
+    let redis_url_env = raw.redis.as_ref().map(|r| r.url_env.clone());
+    Ok(Opened { snapshots, raw: doc.config, config, postgres, db, redis_url_env })
 }
 
 /// Connects the Postgres store. When the database is down at start the last good snapshot

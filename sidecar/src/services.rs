@@ -11,6 +11,7 @@ pub mod crud;
 pub mod dns;
 pub mod filter_api;
 pub mod identity;
+pub mod incidents;
 pub mod kv;
 pub mod limits;
 pub mod mcp_federation;

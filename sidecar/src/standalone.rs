@@ -114,7 +114,8 @@ impl Sidecar {
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;
         let usage =
             Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone(), args.request_log.as_deref())?);
-        let ledger = ledger_for(&snapshots, args.replica_id.clone(), rx.clone());
+        let ledger = ledger_for(args, &snapshots, rx.clone());
+        crate::services::incidents::start(db.clone(), ledger.replica.clone(), rx.clone());
         let targets = crate::services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = crate::services::kv::start(snapshots.clone(), rx.clone());
         start_file_exchange(args, &snapshots, &usage, &ledger, &rx);
@@ -239,13 +240,13 @@ async fn open_source(
     postgres
 }
 
-/// The limits ledger, shared through Redis when the snapshot served at start configures it
-/// (a sidecar started without a snapshot keeps a local ledger until restarted).
-fn ledger_for(snapshots: &Snapshots, replica: Option<String>, rx: watch::Receiver<bool>) -> Arc<Ledger> {
-    match snapshots.current() {
-        Some(served) => crate::services::limits::start(&served.config, replica, rx),
-        None => Arc::new(Ledger::new(replica.unwrap_or_else(crate::services::limits::default_replica_id), false)),
-    }
+/// The limits ledger, shared through Redis when the configuration file's `redis:` (read at
+/// start, whatever the store) or, for a file that cannot be read, the snapshot served at start
+/// names it.
+fn ledger_for(args: &SidecarArgs, snapshots: &Snapshots, rx: watch::Receiver<bool>) -> Arc<Ledger> {
+    let from_file = read_raw(&args.config).ok().and_then(|raw| raw.redis).map(|r| r.url_env);
+    let redis = from_file.or_else(|| snapshots.current().and_then(|s| s.config.redis_url_env.clone()));
+    crate::services::limits::start(redis.as_deref(), args.replica_id.clone(), rx)
 }
 
 fn env_token(name: &str) -> Option<String> {

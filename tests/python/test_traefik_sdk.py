@@ -158,6 +158,7 @@ def test_openai_sdk_chat_through_the_traefik_build(traefik):
     record = traefik.usage_record(raw.headers["x-request-id"])
     assert record["model_requested"] == "oa-chat" and record["provider"] == "local"
     assert record["completion_tokens"] == answer.usage.completion_tokens
+    assert record["user_agent"] == f"OpenAI/Python {openai.__version__}", "the client's User-Agent, as sent"
 
 
 def test_anthropic_sdk_messages_through_the_traefik_build(traefik):
@@ -166,7 +167,9 @@ def test_anthropic_sdk_messages_through_the_traefik_build(traefik):
         model="an-chat", max_tokens=8, messages=[{"role": "user", "content": "hello"}])
     msg = raw.parse()
     assert msg.content[0].text
-    assert traefik.usage_record(raw.headers["x-request-id"])["provider"] == "claude"
+    record = traefik.usage_record(raw.headers["x-request-id"])
+    assert record["provider"] == "claude"
+    assert record["user_agent"] == f"Anthropic/Python {anthropic.__version__}"
 
 
 def test_openai_sdk_to_an_anthropic_provider_is_translated(traefik):

@@ -47,6 +47,7 @@ pub(crate) fn write(path: Option<&str>, config: &Config, req: &Request, names: &
         started_at_unix_ms: req.started_ns / 1_000_000,
         streamed: outcome.streamed,
         admitted: outcome.admitted,
+        user_agent: req.user_agent.as_deref(),
         ..RecordView::default()
     };
     record.set_usage(&outcome.usage);

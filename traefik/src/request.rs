@@ -30,6 +30,8 @@ pub(crate) struct Request {
     pub(crate) caller: Caller,
     /// Guardrails, when a policy applies to the request.
     pub(crate) guard: Option<Box<GuardState>>,
+    /// The client's `User-Agent`, bounded: read only for a request that may be recorded.
+    pub(crate) user_agent: Option<String>,
 }
 
 impl Guest {
@@ -44,7 +46,8 @@ impl Guest {
             .filter(|v| headers::usable_request_id(v));
         let generated = id.is_none();
         let id = id.unwrap_or_else(|| headers::generate_request_id(started_ns, self.next_seq()));
-        let mut req = Request { id, dialect: Dialect::from_path(&uri), started_ns, caller: Caller::Open, guard: None };
+        let dialect = Dialect::from_path(&uri);
+        let mut req = Request { id, dialect, started_ns, caller: Caller::Open, guard: None, user_agent: None };
         if generated {
             // The upstream and the usage record see the same id as the client.
             abi::set_header(Kind::Request, headers::REQUEST_ID, req.id.as_bytes());
@@ -93,6 +96,11 @@ impl Guest {
         }
         if api == Api::CountTokens {
             return count_tokens(config, &req, &body);
+        }
+        // One more host call, made only when records are written.
+        if self.settings.as_ref().is_ok_and(|s| s.usage_file.is_some()) {
+            req.user_agent =
+                abi::header(Kind::Request, headers::USER_AGENT).map(|v| ferrogate_core::usage::bounded_user_agent(&v));
         }
         let body = match self.guard_input(config, api, uri, &mut req, body) {
             Ok(body) => body,

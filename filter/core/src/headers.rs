@@ -8,6 +8,8 @@ pub const DEFAULT_CLUSTER_HEADER: &str = "x-ferrogate-cluster";
 pub const DESTINATION_ENDPOINT: &str = "x-gateway-destination-endpoint";
 /// Request id, read from the client or generated.
 pub const REQUEST_ID: &str = "x-request-id";
+/// The client's `User-Agent`, kept (bounded) in its usage record.
+pub const USER_AGENT: &str = "user-agent";
 /// Response header: provider that served the request.
 pub const PROVIDER: &str = "x-ferrogate-provider";
 /// Response header: upstream model id that served the request.

@@ -19,6 +19,7 @@
 //! ("thinking") tokens. Anthropic's `input_tokens` excludes cache reads and writes, so they are
 //! added back; cache writes are billed as ordinary input (the price table has no write price).
 
+mod client;
 mod counts;
 mod extract;
 mod finish;
@@ -28,11 +29,13 @@ mod json;
 mod record;
 pub(crate) mod sse;
 mod tracker;
+mod write;
 
 use std::collections::BTreeMap;
 
 use crate::config::Price;
 
+pub use client::{bounded_user_agent, USER_AGENT_MAX};
 pub use finish::FinishReasons;
 pub use guardrails::{GuardrailCheck, GuardrailHit, GuardrailRecord};
 pub use include::{ensure_include_usage, ensure_include_usage_in_valid, IncludeUsageError};

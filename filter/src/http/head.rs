@@ -27,6 +27,8 @@ pub(super) struct Head<'a> {
     pub(super) token_ids: Option<&'a [u8]>,
     /// W3C `traceparent`, passed on to the calls the request makes (sidecar, `/tokenize`).
     pub(super) traceparent: Option<&'a str>,
+    /// `user-agent` (the first one), for the usage record.
+    pub(super) user_agent: Option<&'a [u8]>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
     /// endpoint picks): removed or overwritten only when present, saving hostcalls.
     pub(super) present: Present,
@@ -71,6 +73,9 @@ impl<'a> Head<'a> {
                 b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"traceparent" => head.traceparent = text(value).filter(|t| is_traceparent(t)),
+                b"user-agent" => {
+                    head.user_agent.get_or_insert(value);
+                }
                 b"transfer-encoding" => head.present.transfer_encoding = true,
                 b"x-ferrogate-token-ids" => {
                     head.present.token_ids = true;

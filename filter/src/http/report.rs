@@ -151,6 +151,7 @@ impl Stream {
             retries: self.attempt.tried.len() as u64,
             continues: self.continues(),
             rebuilt: self.chain_rebuilt,
+            user_agent: self.user_agent.as_deref(),
             ..RecordView::default()
         };
         record.set_usage(usage);

@@ -2,11 +2,11 @@
 //! records of `fg_usage`, computed by PostgreSQL.
 //!
 //! - [`series`]: `usage`, time buckets (minute, hour, day) of requests, errors, tokens, cost and
-//!   latency / TTFT percentiles, per model, provider, key or group (top 20 series, the rest as
-//!   `other`);
+//!   latency / TTFT percentiles, per model, provider, key, group or client (top 20 series, the
+//!   rest as `other`);
 //! - [`top`]: `top`, a top-N ranking by requests, cost, tokens or errors;
-//! - [`events`]: `events`, limit refusals, budgets reached, upstream failures, guardrail blocks
-//!   and cut streams, newest first, with keyset paging;
+//! - [`events`]: `events`, limit refusals, budgets reached, upstream failures, guardrail blocks,
+//!   cut streams and store incidents (`fg_events`), newest first, with keyset paging;
 //! - [`forecast`]: `forecast`, month-to-date cost and a linear month-end forecast.
 //!
 //! The aggregates need the Postgres store: the file store keeps records as JSON lines in memory
@@ -30,6 +30,8 @@ use super::now_ms;
 use super::openapi::{schema, Access, Answer, Operation};
 
 pub mod events;
+#[cfg(test)]
+mod events_tests;
 pub mod forecast;
 pub mod params;
 #[cfg(test)]
@@ -188,20 +190,21 @@ pub fn operations() -> Vec<Operation> {
     vec![
         read(
             "/api/v1/analytics/usage",
-            "Time buckets of requests, errors, tokens, cost and latency/TTFT percentiles, per model, provider, key \
-             or group (top 20 series, the rest as other; 409 with the file store)",
+            "Time buckets of requests, errors, tokens, cost and latency/TTFT percentiles, per model, provider, key, \
+             group or client (top 20 series, the rest as other; 409 with the file store)",
             schema::<UsageParams>(),
             schema::<series::UsageAnswer>(),
         ),
         read(
             "/api/v1/analytics/top",
-            "Top-N models, providers, keys or groups by requests, cost, tokens or errors (409 with the file store)",
+            "Top-N models, providers, keys, groups or clients by requests, cost, tokens or errors (409 with the file \
+             store)",
             schema::<TopParams>(),
             schema::<top::TopAnswer>(),
         ),
         read(
             "/api/v1/analytics/events",
-            "Limit refusals, budgets reached, upstream failures, guardrail blocks and cut streams, newest first, \
+            "Limit refusals, budgets reached, upstream failures, guardrail blocks, cut streams and store incidents, newest first, \
              cursor paging (409 with the file store)",
             schema::<EventsParams>(),
             schema::<events::EventsAnswer>(),

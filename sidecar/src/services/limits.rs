@@ -322,11 +322,16 @@ fn add_to(tally: &mut Tally, current: u64, bucket: u64, amount: u64) {
     }
 }
 
-/// The ledger for a sidecar serving `config`: shared through Redis when the config has
-/// `redis:` and its URL variable is set (the loops run until `shutdown`), else local.
-pub fn start(config: &Config, replica: Option<String>, shutdown: tokio::sync::watch::Receiver<bool>) -> Arc<Ledger> {
+/// The ledger for a sidecar: shared through Redis when `redis_url_env` (the configuration
+/// file's `redis.url_env`, read at start) names a variable that is set (the loops run until
+/// `shutdown`), else local.
+pub fn start(
+    redis_url_env: Option<&str>,
+    replica: Option<String>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Arc<Ledger> {
     let replica = replica.filter(|r| !r.is_empty()).unwrap_or_else(default_replica_id);
-    let url = config.redis_url_env.as_ref().and_then(|var| {
+    let url = redis_url_env.and_then(|var| {
         let url = std::env::var(var).ok().filter(|u| !u.is_empty());
         if url.is_none() {
             tracing::error!("limits: {var} is not set; limits are not shared across replicas");

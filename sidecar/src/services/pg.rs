@@ -52,6 +52,8 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (15, include_str!("pg/0015_cache.sql")),
     (16, include_str!("pg/0016_identity.sql")),
     (17, include_str!("pg/0017_analytics.sql")),
+    (18, include_str!("pg/0018_usage_client.sql")),
+    (19, include_str!("pg/0019_events.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

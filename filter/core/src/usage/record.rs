@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::write::{push_field, push_str};
 use super::{GuardrailRecord, Usage};
 
 /// Status recorded when the client went away before the response finished (nginx's 499).
@@ -87,6 +88,11 @@ pub struct Record {
     /// `None` or 0), the tokens are the cached answer's. Written only when true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// The client's `User-Agent` header, bounded ([`super::bounded_user_agent`]); `None` when
+    /// it sent none (and in the records of filters that predate the field). Written only when
+    /// set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -153,6 +159,7 @@ impl Record {
             rebuilt: self.rebuilt,
             guardrails: self.guardrails.as_ref(),
             cached: self.cached,
+            user_agent: self.user_agent.as_deref(),
         }
     }
 }
@@ -186,6 +193,7 @@ pub struct RecordView<'a> {
     pub rebuilt: bool,
     pub guardrails: Option<&'a GuardrailRecord>,
     pub cached: bool,
+    pub user_agent: Option<&'a str>,
 }
 
 impl RecordView<'_> {
@@ -257,17 +265,21 @@ impl RecordView<'_> {
         if self.cached {
             out.extend_from_slice(b",\"cached\":true");
         }
+        if let Some(agent) = self.user_agent {
+            out.extend_from_slice(b",\"user_agent\":");
+            push_str(out, agent);
+        }
         out.extend_from_slice(b"}\n");
     }
 }
 
 impl RecordView<'_> {
     /// Bytes of the line when no string needs escapes: the strings, then 400 for the names,
-    /// numbers and punctuation (at most about 380).
+    /// numbers and punctuation (at most about 395).
     fn line_len_estimate(&self) -> usize {
         let strings = [self.request_id, self.key.unwrap_or_default(), self.model_requested, self.provider]
             .iter()
-            .chain(&[self.upstream_model, self.continues.unwrap_or_default()])
+            .chain(&[self.upstream_model, self.continues.unwrap_or_default(), self.user_agent.unwrap_or_default()])
             .map(|s| s.len() + 3)
             .sum::<usize>();
         let groups = self.groups.iter().map(|g| g.len() + 3).sum::<usize>();
@@ -324,73 +336,6 @@ fn guardrails_len_estimate(g: &GuardrailRecord) -> usize {
     let hits = g.hits.iter().map(|h| h.rule.len() + h.stage.len() + h.action.len() + 60).sum::<usize>();
     let checks = g.checks.iter().map(|c| c.rule.len() + c.stage.len() + c.verdict.len() + 80).sum::<usize>();
     g.blocked.as_ref().map_or(0, |b| b.len() + 14) + hits + checks + 40
-}
-
-/// `name` then the number, or `null`.
-fn push_field(out: &mut Vec<u8>, name: &[u8], value: Option<u64>) {
-    out.extend_from_slice(name);
-    match value {
-        Some(n) => out.extend_from_slice(crate::decimal::Decimal::new(n).as_bytes()),
-        None => out.extend_from_slice(b"null"),
-    }
-}
-
-/// A JSON string, escaped exactly as serde_json escapes it.
-fn push_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    // Names and ids almost never need escapes: checked eight bytes per step, copied whole.
-    if crate::bytes::find_string_special(bytes).is_some() {
-        push_escaped(out, bytes);
-    } else {
-        out.extend_from_slice(bytes);
-    }
-    out.push(b'"');
-}
-
-/// The body of a JSON string that needs escapes.
-fn push_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
-        if short.is_empty() {
-            let hex = |n: u8| HEX.get(usize::from(n & 0xf)).copied().unwrap_or(b'0');
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex(b >> 4), hex(b)]);
-        } else {
-            out.extend_from_slice(short);
-        }
-        start = i + 1;
-    }
-    out.extend_from_slice(bytes.get(start..).unwrap_or_default());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::push_str;
-
-    #[test]
-    fn escapes_exactly_like_serde_wherever_the_byte_sits_in_a_word() {
-        for special in ['"', '\\', '\n', '\u{1}', '\u{1f}', 'é', '\u{7f}', ' ', '!', '#', '[', ']'] {
-            for at in 0..20 {
-                let s: String = (0..20).map(|i| if i == at { special } else { 'a' }).collect();
-                let mut out = Vec::new();
-                push_str(&mut out, &s);
-                assert_eq!(String::from_utf8(out).ok(), serde_json::to_string(&s).ok(), "{s:?}");
-            }
-        }
-    }
 }
 
 /// A line of a record batch that is not a record.

@@ -42,6 +42,10 @@ pub enum EventKind {
     LimitRefused,
     /// A 5xx answered from a provider.
     UpstreamFailure,
+    /// A sidecar lost a store (`store`: `redis` or `postgres`; `detail`: the error).
+    StoreDown,
+    /// A sidecar reached a store again.
+    StoreUp,
 }
 
 impl EventKind {
@@ -51,6 +55,8 @@ impl EventKind {
             "stream_cut" => EventKind::StreamCut,
             "budget_reached" => EventKind::BudgetReached,
             "limit_refused" => EventKind::LimitRefused,
+            "store_down" => EventKind::StoreDown,
+            "store_up" => EventKind::StoreUp,
             _ => EventKind::UpstreamFailure,
         }
     }
@@ -59,7 +65,7 @@ impl EventKind {
 /// One event.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AnalyticsEvent {
-    /// Start of the request, Unix ms.
+    /// Start of the request (or when the store was lost or regained), Unix ms.
     pub at: u64,
     /// What happened.
     pub kind: EventKind,
@@ -75,6 +81,13 @@ pub struct AnalyticsEvent {
     pub request_id: String,
     /// The guardrail rule that blocked (`policy/rule`), for `guardrail_block`.
     pub rule: Option<String>,
+    /// `redis` or `postgres`, for `store_down` and `store_up` (whose `model`, `provider` and
+    /// `request_id` are `""`, `status` 0 and `key` null: no request is involved).
+    pub store: Option<String>,
+    /// The sidecar replica that saw it, for `store_down` and `store_up`.
+    pub replica: Option<String>,
+    /// The error, or how long the outage lasted, for `store_down` and `store_up`.
+    pub detail: Option<String>,
 }
 
 /// The answer of `GET /api/v1/analytics/events`.
@@ -86,23 +99,35 @@ pub struct EventsAnswer {
     pub next_cursor: Option<String>,
 }
 
-/// Runs the feed for `who`: one row more than the page says whether another follows.
+/// Runs the feed for `who`: one row more than the page says whether another follows. Store
+/// incidents (`fg_events`) join the records' events for callers not narrowed to key groups.
 ///
 /// # Errors
 /// The database fails.
 pub async fn run(pool: &Pool, who: &Principal, q: &EventsQuery) -> Result<EventsAnswer, Failure> {
     let mut w = Where::new(q.range, who);
     w.and(IS_EVENT);
+    let mut after = String::new();
     if let Some(c) = q.after {
         let (at, id) = (w.value(time_of(c.started_ms)), w.value(i64::try_from(c.id).unwrap_or(i64::MAX)));
+        after = format!(" AND (at, id) < ({at}, {id})");
         w.and(&format!("(started_at, id) < ({at}, {id})"));
     }
-    let sql = format!(
-        "SELECT id, started_at, {KIND}, key, model_requested, provider, status, request_id, guardrails->>'blocked' \
-         FROM fg_usage{} ORDER BY started_at DESC, id DESC LIMIT {}",
-        w.sql,
-        q.limit + 1
+    let records = format!(
+        "SELECT id, started_at AS at, {KIND} AS kind, key, model_requested, provider, status, request_id, \
+         guardrails->>'blocked', NULL::text AS store, NULL::text AS replica, NULL::text AS detail FROM fg_usage{}",
+        w.sql
     );
+    // The range is $1 and $2 of every Where.
+    let incidents = if super::narrowed_to(who).is_none() {
+        format!(
+            " UNION ALL SELECT id, at, kind, NULL, '', '', 0, '', NULL, store, replica, detail FROM fg_events \
+             WHERE at >= $1 AND at < $2{after}"
+        )
+    } else {
+        String::new()
+    };
+    let sql = format!("SELECT * FROM ({records}{incidents}) e ORDER BY at DESC, id DESC LIMIT {}", q.limit + 1);
     let client = pool.get().await?;
     let rows = client.query(&sql, &w.params()).await?;
     let mut events = Vec::new();
@@ -110,17 +135,24 @@ pub async fn run(pool: &Pool, who: &Principal, q: &EventsQuery) -> Result<Events
     for row in rows.iter().take(q.limit) {
         let at = ms_of(row.try_get(1)?);
         last = Some(Cursor { started_ms: at, id: count(row.try_get(0)?) });
-        events.push(AnalyticsEvent {
-            at,
-            kind: EventKind::of(row.try_get(2)?),
-            key: row.try_get(3)?,
-            model: row.try_get(4)?,
-            provider: row.try_get(5)?,
-            status: u16::try_from(row.try_get::<_, i32>(6)?).unwrap_or_default(),
-            request_id: row.try_get(7)?,
-            rule: row.try_get(8)?,
-        });
+        events.push(event(row, at)?);
     }
     let next_cursor = (rows.len() > q.limit).then(|| last.map(Cursor::encode)).flatten();
     Ok(EventsAnswer { events, next_cursor })
+}
+
+fn event(row: &tokio_postgres::Row, at: u64) -> Result<AnalyticsEvent, tokio_postgres::Error> {
+    Ok(AnalyticsEvent {
+        at,
+        kind: EventKind::of(row.try_get(2)?),
+        key: row.try_get(3)?,
+        model: row.try_get(4)?,
+        provider: row.try_get(5)?,
+        status: u16::try_from(row.try_get::<_, i32>(6)?).unwrap_or_default(),
+        request_id: row.try_get(7)?,
+        rule: row.try_get(8)?,
+        store: row.try_get(9)?,
+        replica: row.try_get(10)?,
+        detail: row.try_get(11)?,
+    })
 }

@@ -67,6 +67,10 @@ pub enum AnalyticsBy {
     Key,
     /// Each of the key's groups (a record counts once in each of its groups; `""`: none).
     Group,
+    /// The client application: the first word of the `User-Agent` without its version
+    /// (`OpenAI/Python 1.52.0` and `curl/8.5.0` are `OpenAI/Python` and `curl`; `""`: none
+    /// sent; the rule: `sql::CLIENT`).
+    Client,
 }
 
 /// What a top-N ranking orders by (largest first).
@@ -121,8 +125,8 @@ pub struct UsageParams {
     /// Bucket width: by default minute up to 6 h, hour up to 31 days, day beyond. At most 2000
     /// buckets (else 400).
     pub bucket: Option<AnalyticsBucket>,
-    /// One series per model, provider, key or group (the 20 with most requests, the rest as
-    /// `other`); absent: one series, `all`.
+    /// One series per model, provider, key, group or client (the 20 with most requests, the
+    /// rest as `other`); absent: one series, `all`.
     pub by: Option<AnalyticsBy>,
 }
 

@@ -50,6 +50,8 @@ async fn the_routes_answer_json_and_refuse_bad_parameters() {
     let (status, body) =
         get(&app, &format!("/api/v1/analytics/top?from={T0}&to={}&by=key&metric=errors", T0 + DAY_MS)).await;
     assert_eq!((status, body["items"][0]["name"].as_str()), (200, Some("k2")));
+    let (status, body) = get(&app, &format!("/api/v1/analytics/top?from={T0}&to={}&by=client", T0 + DAY_MS)).await;
+    assert_eq!((status, body["by"].as_str(), body["items"][0]["name"].as_str()), (200, Some("client"), Some("")));
     let (status, body) = get(&app, &format!("/api/v1/analytics/events?from={T0}&to={}&limit=1", T0 + DAY_MS)).await;
     assert_eq!((status, body["events"][0]["kind"].as_str()), (200, Some("budget_reached")));
     assert!(body["next_cursor"].is_string());

@@ -67,10 +67,11 @@ pub struct AnalyticsPoint {
     pub ttft_ms: TtftPercentiles,
 }
 
-/// One series: a model, provider, key or group, `other`, or `all`.
+/// One series: a model, provider, key, group or client, `other`, or `all`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AnalyticsSeries {
-    /// Its name (`""`: records without a key, group or provider; `all` without `by`).
+    /// Its name (`""`: records without a key, group, provider or `User-Agent`; `all` without
+    /// `by`).
     pub name: String,
     /// Whether this is the sum of the series beyond the first 20 (named `other`).
     pub other: bool,

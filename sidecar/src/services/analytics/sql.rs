@@ -47,15 +47,25 @@ impl Where {
     }
 }
 
+/// A record's client: the `User-Agent` up to its first space (its first product token), less a
+/// last `/`-separated part that starts with a digit or with `v` and a digit (its version), so
+/// that every version of one SDK or tool is one client: `OpenAI/Python 1.52.0` is
+/// `OpenAI/Python`, `curl/8.5.0` is `curl`, `google-genai-sdk/1.2.0 gl-python/3.11` is
+/// `google-genai-sdk`, `Go-http-client/v2` is `Go-http-client`. `''` without a `User-Agent` (or
+/// with one that starts with a space). Computed per row: the range aggregates read every row of
+/// their range anyway (see `0018_usage_client.sql`).
+pub(super) const CLIENT: &str = "regexp_replace(split_part(coalesce(user_agent, ''), ' ', 1), '/[vV]?[0-9][^/]*$', '')";
+
 /// The SQL expression naming a record's series and the join it needs (`FROM fg_usage` then
 /// the join): `'all'` without a dimension; each group of the record for `group` (`''` when it
-/// has none), the key (`''` without one), the model, the provider.
+/// has none), the key (`''` without one), the model, the provider, the [`CLIENT`].
 pub(super) fn dimension(by: Option<AnalyticsBy>) -> (&'static str, &'static str) {
     match by {
         None => ("'all'::text", ""),
         Some(AnalyticsBy::Model) => ("model_requested", ""),
         Some(AnalyticsBy::Provider) => ("provider", ""),
         Some(AnalyticsBy::Key) => ("coalesce(key, '')", ""),
+        Some(AnalyticsBy::Client) => (CLIENT, ""),
         Some(AnalyticsBy::Group) => (
             "g.name",
             " CROSS JOIN LATERAL unnest(CASE WHEN cardinality(groups) = 0 THEN ARRAY['']::text[] ELSE groups END) \

@@ -15,7 +15,7 @@ use crate::services::pg::PgStore;
 pub(super) const T0: u64 = 1_699_999_200_000;
 
 /// A record of `model` by `key` in `groups` at `at`.
-fn rec(model: &str, key: &str, groups: &[&str], at: u64) -> Record {
+pub(super) fn rec(model: &str, key: &str, groups: &[&str], at: u64) -> Record {
     Record {
         request_id: format!("{model}-{key}-{at}"),
         key: Some(key.into()),
@@ -41,11 +41,11 @@ pub(super) async fn store(schema: &Schema, records: &[Record]) -> PgStore {
     store
 }
 
-fn owner() -> Principal {
+pub(super) fn owner() -> Principal {
     Principal::bootstrap()
 }
 
-fn manager_of(groups: &[&str]) -> Principal {
+pub(super) fn manager_of(groups: &[&str]) -> Principal {
     Principal { role: Role::KeyManager, key_groups: groups.iter().map(|g| g.to_string()).collect(), ..owner() }
 }
 
@@ -143,6 +143,59 @@ async fn top_ranks_by_each_metric() {
     let by_tokens = top::run(&pool, &owner(), &q(AnalyticsBy::Group, AnalyticsMetric::Tokens, 10)).await.unwrap();
     assert_eq!(names(&by_tokens), ["team-a", "team-b"]);
     assert_eq!(by_tokens.items[1].tokens, 1002 + 6);
+}
+
+/// `by=client`: the User-Agent's first word less its version, one client for every version of
+/// an SDK, `""` without a User-Agent; the same names in the usage series.
+#[tokio::test]
+async fn clients_are_the_user_agents_first_word_without_its_version() {
+    let schema = Schema::new().await;
+    let agents = [
+        Some("OpenAI/Python 1.52.0"),
+        Some("OpenAI/Python 1.40.1"),
+        Some("OpenAI/Python 1.52.0"),
+        Some("Anthropic/Python 0.40.0"),
+        Some("Anthropic/Python 0.39.0"),
+        Some("curl/8.5.0"),
+        Some("curl/7.88.1"),
+        Some("google-genai-sdk/1.2.0 gl-python/3.11.9"),
+        Some("Mozilla/5.0 (X11; Linux x86_64)"),
+        Some("ai-sdk/openai/1.2.3"),
+        Some("app/v2.1"),
+        Some("tool/beta"),
+        Some("my-app"),
+        Some(" starts-with-a-space/1"),
+        None,
+        None,
+    ];
+    let records: Vec<Record> = (0u64..)
+        .zip(agents)
+        .map(|(i, ua)| Record { user_agent: ua.map(String::from), ..rec("m", "k", &[], T0 + i) })
+        .collect();
+    let pool = store(&schema, &records).await.pool().clone();
+    let range = Range { from: T0, to: T0 + DAY_MS };
+    let q = TopQuery { range, by: AnalyticsBy::Client, metric: AnalyticsMetric::Requests, limit: 100 };
+    let top = top::run(&pool, &owner(), &q).await.unwrap();
+    let ranked: Vec<_> = top.items.iter().map(|i| (i.name.as_str(), i.requests)).collect();
+    assert_eq!(
+        ranked,
+        [
+            ("", 3),
+            ("OpenAI/Python", 3),
+            ("Anthropic/Python", 2),
+            ("curl", 2),
+            ("Mozilla", 1),
+            ("ai-sdk/openai", 1),
+            ("app", 1),
+            ("google-genai-sdk", 1),
+            ("my-app", 1),
+            ("tool/beta", 1),
+        ]
+    );
+    let uq = UsageQuery { range, bucket: AnalyticsBucket::Day, by: Some(AnalyticsBy::Client) };
+    let usage = series::run(&pool, &owner(), &uq).await.unwrap();
+    let series: Vec<_> = usage.series.iter().map(|s| (s.name.as_str(), s.requests)).collect();
+    assert_eq!(series, ranked, "the usage series name and count the clients alike");
 }
 
 #[tokio::test]

@@ -12,15 +12,20 @@ use crate::services::pg::tests::Schema;
 use crate::services::pg::PgStore;
 
 /// The records: 12 models, 4 providers, 200 keys in 10 groups; 2% upstream 5xx, 1% limit
-/// refusals, 0.2% budget refusals, 0.1% cut streams; half streamed (with a TTFT).
+/// refusals, 0.2% budget refusals, 0.1% cut streams; half streamed (with a TTFT); four clients
+/// in many versions, and a fifth of the records without a `User-Agent`.
 const FILL: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, model_requested, provider, upstream_model, \
-    status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut) \
+    status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, \
+    cut, user_agent) \
     SELECT decode(md5(i::text), 'hex'), 'req-' || i, 'key-' || (i % 200), ARRAY['group-' || (i % 10)], \
     'model-' || (i % 12), CASE WHEN i % 100 = 7 THEN '' ELSE 'provider-' || (i % 4) END, 'up-' || (i % 12), \
     CASE WHEN i % 50 = 3 THEN 502 WHEN i % 100 = 7 THEN 429 WHEN i % 500 = 11 THEN 402 ELSE 200 END, \
     100 + i % 900, 10 + i % 400, i % 50, (i % 997) * 3, 50 + (i * 7919) % 3000, \
     CASE WHEN i % 2 = 0 THEN 20 + (i * 104729) % 800 END, \
-    now() - (i::float8 / $1 * interval '30 days'), i % 2 = 0, i % 1000 = 13 \
+    now() - (i::float8 / $1 * interval '30 days'), i % 2 = 0, i % 1000 = 13, \
+    CASE i % 5 WHEN 0 THEN NULL WHEN 1 THEN 'OpenAI/Python 1.' || (i % 60) || '.0' \
+    WHEN 2 THEN 'Anthropic/Python 0.' || (i % 40) || '.1' WHEN 3 THEN 'curl/8.' || (i % 9) || '.0' \
+    ELSE 'google-genai-sdk/1.' || (i % 7) || '.0 gl-python/3.11.' || (i % 10) END \
     FROM generate_series(1, $1::int8) AS i";
 
 async fn time<T>(label: &str, run: impl std::future::Future<Output = Result<T, Failure>>) {
@@ -55,6 +60,17 @@ async fn round(pool: &deadpool_postgres::Pool, now: u64) {
     time(
         "top 30 days, models by requests",
         top::run(pool, &who, &top(month, AnalyticsBy::Model, AnalyticsMetric::Requests)),
+    )
+    .await;
+    // The client is computed per row (`sql::CLIENT`): against the line above, its cost.
+    time(
+        "top 30 days, clients by requests",
+        top::run(pool, &who, &top(month, AnalyticsBy::Client, AnalyticsMetric::Requests)),
+    )
+    .await;
+    time(
+        "usage 30 days, day buckets, by client",
+        series::run(pool, &who, &usage(month, AnalyticsBucket::Day, Some(AnalyticsBy::Client))),
     )
     .await;
     let first = events::run(pool, &who, &EventsQuery { range: month, limit: 100, after: None }).await.unwrap();

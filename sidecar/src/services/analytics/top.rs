@@ -1,6 +1,6 @@
-//! `GET /api/v1/analytics/top`: the first N models, providers, keys or groups of a range by
-//! requests, cost, tokens or errors (largest first, ties by name in byte order), each with all
-//! four figures.
+//! `GET /api/v1/analytics/top`: the first N models, providers, keys, groups or clients of a
+//! range by requests, cost, tokens or errors (largest first, ties by name in byte order), each
+//! with all four figures.
 
 use deadpool_postgres::Pool;
 use serde::Serialize;
@@ -10,10 +10,10 @@ use super::sql::{count, dimension, usd, Where};
 use super::Failure;
 use crate::services::identity::Principal;
 
-/// One ranked model, provider, key or group.
+/// One ranked model, provider, key, group or client.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TopItem {
-    /// Its name (`""`: records without a key, group or provider).
+    /// Its name (`""`: records without a key, group, provider or `User-Agent`).
     pub name: String,
     /// Requests.
     pub requests: u64,

@@ -63,11 +63,13 @@ pub async fn run(ledger: std::sync::Arc<Ledger>, url: String, mut shutdown: watc
         match result {
             Ok(()) if !up => {
                 tracing::info!("limits: Redis reachable again; cross-replica counters in sync");
+                crate::services::incidents::record("store_up", "redis", "shared limit counters in sync again");
                 up = true;
             }
             Err(e) => {
                 if up {
                     tracing::warn!(error = %e, "limits: Redis unreachable; filters enforce their own counts and the last global view (fail-open unless redis.fail_closed); amounts kept for Redis");
+                    crate::services::incidents::record("store_down", "redis", e.to_string());
                 }
                 up = false;
                 // Whatever comes back may have lost our amounts: write them all then.

@@ -94,7 +94,8 @@ fn record() -> Value {
         "started_at_unix_ms": {"type": "integer"},
         "streamed": {"type": "boolean"},
         "cut": {"type": "boolean"},
-        "partial": {"type": "boolean"}
+        "partial": {"type": "boolean"},
+        "user_agent": {"type": ["string", "null"], "description": "the client's User-Agent, at most 256 bytes"}
     }})
 }
 

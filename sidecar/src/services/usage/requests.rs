@@ -239,6 +239,8 @@ pub struct RequestItem {
     pub guardrails: Option<GuardrailRecord>,
     /// Answered from the response cache (no provider call).
     pub cached: bool,
+    /// The client's `User-Agent`, bounded (`null`: it sent none, or a record of an older filter).
+    pub user_agent: Option<String>,
     /// Upstream attempts the request took: `retries + 1`.
     pub attempts: u64,
 }
@@ -270,6 +272,7 @@ impl From<Record> for RequestItem {
             rebuilt: r.rebuilt,
             guardrails: r.guardrails,
             cached: r.cached,
+            user_agent: r.user_agent,
         }
     }
 }

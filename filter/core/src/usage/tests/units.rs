@@ -73,6 +73,7 @@ fn hand_written_record_json_matches_serde() {
             rebuilt: true,
             guardrails: Some(every_guardrail_field(awkward)),
             cached: true,
+            user_agent: Some(awkward.into()),
         },
         Record { cached: true, provider: String::new(), cost_micro_usd: None, ..Record::default() },
         Record { queued_ms: 7, ..Record::default() },

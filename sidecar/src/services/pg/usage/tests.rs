@@ -49,6 +49,12 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
         },
         // Every third one answered from the response cache.
         cached: prompt.is_multiple_of(3),
+        // Two clients, one with text that needs escapes; the rest sent none (NULL).
+        user_agent: match prompt {
+            10 => Some("OpenAI/Python 1.52.0".into()),
+            40 => Some("tool/1 \"ü\" \\ é".into()),
+            _ => None,
+        },
     };
     record.to_json_line()
 }
@@ -153,6 +159,9 @@ async fn every_field_round_trips_through_typed_columns() {
     let rows: Vec<(Option<String>, i64)> =
         client.query(sql, &[]).await.unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(rows, [(Some("2".into()), 1), (None, 1)], "a jsonb column, NULL without guardrails");
+    let sql = "SELECT request_id FROM fg_usage WHERE user_agent IS NULL ORDER BY 1";
+    let unnamed: Vec<String> = client.query(sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(unnamed, ["r2", "r3", "r5"], "a text column, NULL without a User-Agent");
 }
 
 #[tokio::test]
