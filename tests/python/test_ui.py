@@ -33,8 +33,9 @@ SCHEMA = f"fg_py_ui_{secrets.token_hex(6)}"
 URL_ENV = "FG_UI_PG"
 OWNER, OWNER_PASSWORD = "root", "owner-" + secrets.token_urlsafe(18)
 VIEWER, VIEWER_PASSWORD = "watcher", "viewer-" + secrets.token_urlsafe(18)
-OWNER_PAGES = ["Overview", "Keys", "Groups", "Models", "Limits and budgets", "Requests", "Audit log", "Users",
-               "API tokens"]
+VIEWER_PAGES = ["Overview", "Keys", "Groups", "Models", "Providers and targets", "Pricing", "Limits and budgets",
+                "Requests", "Configuration problems", "API tokens"]
+OWNER_PAGES = [*VIEWER_PAGES[:-1], "Audit log", "Users", "API tokens"]
 # What every answer under /ui carries.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -65,17 +66,17 @@ def gw():
 browser = pytest.fixture(scope="module")(browser_session)
 
 
-def chat(gw: Gateway, key: str) -> httpx.Response:
+def chat(gw: Gateway, key: str, model: str = "chat") -> httpx.Response:
     return httpx.post(f"{gw.gateway_url}/v1/chat/completions", timeout=30,
                       headers={"authorization": f"Bearer {key}"},
-                      json={"model": "chat", "messages": [{"role": "user", "content": "hi"}]})
+                      json={"model": model, "messages": [{"role": "user", "content": "hi"}]})
 
 
-def wait_status(gw: Gateway, key: str, status: int) -> httpx.Response:
+def wait_status(gw: Gateway, key: str, status: int, model: str = "chat") -> httpx.Response:
     """The gateway's answer to `key` once it is `status` (snapshots reach the filter in seconds)."""
     deadline = time.monotonic() + 30
     while True:
-        r = chat(gw, key)
+        r = chat(gw, key, model)
         if r.status_code == status or time.monotonic() > deadline:
             return r
         time.sleep(0.25)
@@ -110,14 +111,30 @@ def test_the_owner_manages_keys_tokens_and_users_in_the_page(gw, browser):
     assert nav_titles(driver) == OWNER_PAGES, nav_titles(driver)
     assert f"{OWNER} · owner" in driver.find_element(By.ID, "who").text
     wait_for("the overview, the first page", lambda: driver.current_url.endswith("#/overview"))
+
+    # A model: created in the page with a routing strategy, then in the API's list.
+    go(driver, gw, "models", "Models")
+    form = wait_for("the model form", lambda: css(driver, "#model-create")[0])
+    check_a11y(driver, "the models page")
+    field(form, "Name").send_keys("ui-chat")
+    choose(field(form, "Strategy"), "least_loaded")
+    choose(field(form, "Target 1: provider"), "local")
+    field(form, "Target 1: upstream model").send_keys("sim-small")
+    button(driver, "Create model", form).click()
+    wait_for("the model's row", lambda: next(r for r in css(driver, "main tbody tr") if "ui-chat" in r.text))
+    made = httpx.get(f"{gw.admin_url}/api/v1/models/ui-chat", headers={"authorization": f"Bearer {gw.admin_token}"},
+                     timeout=10)
+    assert made.status_code == 200 and made.json()["strategy"] == "least_loaded", made.text
+    assert made.json()["targets"] == [{"provider": "local", "model": "sim-small"}], made.text
+    shot(driver, "models")
+    assert_clean(driver, "creating a model")
     go(driver, gw, "keys", "Keys")
 
-    # A key: created in the page, its plaintext shown once, answered by the gateway.
+    # A key for that model: created in the page, its plaintext shown once, answered by the gateway.
     form = wait_for("the key form", lambda: css(driver, "#key-create")[0])
     check_a11y(driver, "the keys page")
     field(form, "Name").send_keys("ui-key")
-    dev = field(form, "dev")
-    dev.click()
+    field(form, "Models").send_keys("ui-chat")
     field(form, "Requests per minute").send_keys("100")
     button(driver, "Create key", form).click()
     secret = wait_for("the key, shown once", lambda: css(driver, "input[data-secret]")[0])
@@ -126,12 +143,12 @@ def test_the_owner_manages_keys_tokens_and_users_in_the_page(gw, browser):
     assert driver.switch_to.active_element == secret, "the secret is focused, selected for copying"
     assert button(driver, "Copy") is not None
     row = wait_for("the key's row", lambda: next(r for r in css(driver, "main tbody tr") if "ui-key" in r.text))
-    assert "dev" in row.text and "requests_per_minute 100" in row.text, row.text
+    assert "ui-chat" in row.text and "requests_per_minute 100" in row.text, row.text
     assert_clean(driver, "creating a key")
     button(driver, "Done, hide it").click()
     wait_for("the secret to go", lambda: not css(driver, "input[data-secret]"))
     assert key not in driver.page_source, "the key is shown once, then gone"
-    answered = wait_status(gw, key, 200)
+    answered = wait_status(gw, key, 200, "ui-chat")
     assert answered.status_code == 200, answered.text
 
     # Revoked in the page: the gateway refuses it.
@@ -141,7 +158,7 @@ def test_the_owner_manages_keys_tokens_and_users_in_the_page(gw, browser):
     confirm.click()
     wait_for("the revocation", lambda: "Key ui-key revoked" in driver.find_element(By.CSS_SELECTOR, "main").text)
     wait_for("the row to go", lambda: not any("ui-key" in r.text for r in css(driver, "main tbody tr")))
-    refused = wait_status(gw, key, 401)
+    refused = wait_status(gw, key, 401, "ui-chat")
     assert refused.status_code == 401, refused.text
     assert_clean(driver, "revoking a key")
 
@@ -165,6 +182,7 @@ def test_the_owner_manages_keys_tokens_and_users_in_the_page(gw, browser):
              and any("keys.delete" in r.text for r in css(driver, "main tbody tr")))
     actions = [r.find_elements(By.TAG_NAME, "td")[2].text for r in css(driver, "main tbody tr")]
     assert actions == ["keys.delete", "keys.create"], actions
+    shot(driver, "audit")
     assert_clean(driver, "the audit log")
 
     # An API token of the owner's own, shown once, usable.
@@ -191,10 +209,9 @@ def test_the_owner_manages_keys_tokens_and_users_in_the_page(gw, browser):
     button(driver, "Create user", form).click()
     wait_for("the viewer's row", lambda: any(VIEWER in r.text and "viewer" in r.text for r in css(driver, "main tbody tr")))
     assert VIEWER_PASSWORD not in driver.page_source
-    for page, title in (("groups", "Groups"), ("models", "Models")):
-        go(driver, gw, page, title)
-        assert css(driver, f"#{page[:-1]}-create"), f"the owner may create {page}"
-        check_a11y(driver, f"the {page} page")
+    go(driver, gw, "groups", "Groups")
+    assert css(driver, "#group-create"), "the owner may create groups"
+    check_a11y(driver, "the groups page")
     assert_clean(driver, "the other pages")
 
     # Logout ends the session.
@@ -227,12 +244,20 @@ def test_the_overview_request_log_and_limits_show_the_traffic(gw, browser):
     check_a11y(driver, "the overview")
     assert_clean(driver, "the overview")
 
-    # A budget on a key (set through the API), used 4 times out of 5: the bar is amber, 80 %.
-    made = httpx.post(f"{gw.admin_url}/api/v1/keys", timeout=10,
-                      headers={"authorization": f"Bearer {gw.admin_token}"},
-                      json={"name": "budgeted", "groups": ["dev"], "limits": {"requests_per_day": 5}})
-    assert made.status_code in (200, 201), made.text
-    key = made.json()["key"]
+    # A budget on a key, set in the page, used 4 times out of 5: the bar is amber, 80 %.
+    go(driver, gw, "keys", "Keys")
+    form = wait_for("the key form", lambda: css(driver, "#key-create")[0])
+    field(form, "Name").send_keys("budgeted")
+    field(form, "dev").click()
+    field(form, "Requests per day").send_keys("5")
+    button(driver, "Create key", form).click()
+    key = wait_for("the key, shown once", lambda: css(driver, "input[data-secret]")[0].get_attribute("value"))
+    button(driver, "Done, hide it").click()
+    stored = httpx.get(f"{gw.admin_url}/api/v1/keys/budgeted", headers={"authorization": f"Bearer {gw.admin_token}"},
+                       timeout=10)
+    assert stored.json()["limits"] == {"requests_per_day": 5}, stored.text
+    wait_for("the key's row", lambda: any("budgeted" in r.text for r in css(driver, "main tbody tr")))
+    assert_clean(driver, "a key with a budget")
     for _ in range(4):
         assert wait_status(gw, key, 200).status_code == 200
 
@@ -271,8 +296,27 @@ def test_the_overview_request_log_and_limits_show_the_traffic(gw, browser):
     wait_for("the overview's count to grow by 4", counted)
     choose(css(driver, "main select")[0], "1h")
     wait_for("the last hour's count", lambda: overview_requests(driver) >= 4)
+
+    # Broken down by key: a line for the budgeted key; the ranking by key counts its requests.
+    toolbar = css(driver, "main .toolbar")[0]
+    choose(field(toolbar, "Break down by"), "key")
+    chart = wait_for("the requests-by-key chart", lambda: css(driver, "#ov-chart-by-requests")[0])
+    assert "budgeted" in [li.text for li in chart.find_elements(By.CSS_SELECTOR, ".legend li")], chart.text
+    top = css(driver, "#ov-top")[0].find_element(By.XPATH, "./ancestor::section")
+    choose(field(top, "Rank"), "key")
+    ranked = wait_for("the budgeted key in the ranking", lambda: next(
+        r for r in css(driver, "#ov-top tbody tr") if r.find_elements(By.TAG_NAME, "td")[0].text == "budgeted"))
+    assert ranked.find_elements(By.TAG_NAME, "td")[1].text == "4", ranked.text
+    check_a11y(driver, "the overview broken down by key")
     shot(driver, "overview")
     assert_clean(driver, "the overview after the requests")
+
+    # The keys page: the key's usage this month.
+    go(driver, gw, "keys", "Keys")
+    wait_for("the key's usage in its row", lambda: any(
+        "budgeted" in r.text and "4 requests" in r.text for r in css(driver, "main tbody tr")))
+    shot(driver, "keys")
+    assert_clean(driver, "the keys page with usage")
 
     # The limits page: the budget's bar, amber, with its numbers.
     go(driver, gw, "limits", "Limits and budgets")
@@ -304,8 +348,7 @@ def test_a_viewer_sees_no_changes_and_a_forced_one_is_refused(gw, browser):
     from selenium.webdriver.common.by import By
     driver = browser
     login(driver, gw, VIEWER, VIEWER_PASSWORD)
-    assert nav_titles(driver) == ["Overview", "Keys", "Groups", "Models", "Limits and budgets", "Requests", "API tokens"], \
-        nav_titles(driver)
+    assert nav_titles(driver) == VIEWER_PAGES, nav_titles(driver)
     go(driver, gw, "keys", "Keys")
     wait_for("the keys list", lambda: "alice" in driver.find_element(By.CSS_SELECTOR, "main").text)
     for page, title in (("keys", "Keys"), ("groups", "Groups"), ("models", "Models")):

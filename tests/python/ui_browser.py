@@ -188,16 +188,96 @@ return problems;
 def shot(driver, name: str) -> None:
     """Saves a screenshot under $FERROGATE_UI_SCREENSHOTS when it is set (to look at the pages)."""
     folder = os.environ.get("FERROGATE_UI_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    if not folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    # The page from its top, as tall as its content (up to 2,000 px), at the tests' width.
+    size = driver.get_window_size()
+    height = driver.execute_script("window.scrollTo(0, 0); return document.documentElement.scrollHeight")
+    driver.set_window_size(size["width"], max(size["height"], min(int(height) + 140, 2000)))
+    try:
         driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+
+
+# axe-core (tests/ui-audit, pinned in its package-lock.json), run in every page check_a11y sees.
+AXE_DIR = REPO / "tests" / "ui-audit"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_FAILING_IMPACTS = ("serious", "critical")
+AXE_TARGETS_SHOWN = 3
+_axe_source: str | None = None
+
+# Runs axe in the page and hands back its serious and critical violations, shortened. The source
+# of axe.min.js is put in front of this text by `axe_violations`: WebDriver runs the whole as a
+# function through the DevTools protocol, which the page's Content-Security-Policy
+# (`script-src 'self'`) does not govern: no <script> element is added, nothing is refused and the
+# console stays clean (test_ui_axe.py checks that). It loads once per document: `window.axe`
+# survives the scheme switch and the hash routes, not a reload.
+AXE_RUN_SCRIPT = r"""
+const done = arguments[arguments.length - 1];
+const failing = arguments[0], tags = arguments[1], shown = arguments[2];
+window.axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
+  .then((r) => done(r.violations.filter((v) => failing.includes(v.impact)).map((v) => ({
+    id: v.id, impact: v.impact, help: v.help, count: v.nodes.length,
+    targets: v.nodes.slice(0, shown).map((n) => n.target.join(' ')),
+    summary: (v.nodes[0] && v.nodes[0].failureSummary || '').trim().replace(/:\n\s*/g, ': ')
+      .replace(/\n\s*/g, '; ').slice(0, 300),
+  }))))
+  .catch((e) => done({error: String(e && e.stack || e)}));
+"""
+
+
+def axe_source() -> str:
+    """axe.min.js, installed on first use by tests/ui-audit/install.sh (npm ci from the lock file)
+    and read once. Without node or npm the audit cannot run: that fails the test, saying so,
+    rather than letting a page pass unaudited."""
+    global _axe_source
+    if _axe_source is None:
+        try:
+            done = subprocess.run(["bash", str(AXE_DIR / "install.sh")], capture_output=True, text=True, timeout=600)
+        except OSError as e:
+            pytest.fail(f"cannot run tests/ui-audit/install.sh for the axe-core audit: {e}")
+        if done.returncode == 3:
+            pytest.fail("the dashboard's accessibility audit needs axe-core, installed with npm, but "
+                        f"node or npm is missing (e.g. apt-get install nodejs npm): {done.stderr.strip()}")
+        if done.returncode != 0:
+            pytest.fail(f"tests/ui-audit/install.sh failed (exit {done.returncode}), so axe-core is not "
+                        f"installed: {done.stderr.strip()[-1500:]}")
+        _axe_source = (AXE_DIR / "node_modules" / "axe-core" / "axe.min.js").read_text()
+    return _axe_source
+
+
+def axe_violations(driver) -> list[dict]:
+    """axe-core's violations of the WCAG 2.0 and 2.1 A and AA rules in the page as it is now,
+    those of a serious or critical impact only (minor and moderate ones are not failures)."""
+    loaded = driver.execute_script("return typeof window.axe === 'object' && typeof window.axe.run === 'function'")
+    script = AXE_RUN_SCRIPT if loaded else axe_source() + "\n;" + AXE_RUN_SCRIPT
+    found = driver.execute_async_script(script, list(AXE_FAILING_IMPACTS), AXE_TAGS, AXE_TARGETS_SHOWN)
+    if isinstance(found, dict):
+        raise AssertionError(f"axe-core could not run in the page: {found.get('error')}")
+    return found
+
+
+def axe_report(violations: list[dict]) -> str:
+    return "; ".join(
+        f"axe {v['id']} ({v['impact']}): {v['help']}, {v['count']} element(s): {', '.join(v['targets'])}"
+        + (f" [{v['summary']}]" if v.get("summary") else "")
+        for v in violations)
 
 
 def check_a11y(driver, step: str) -> None:
-    """Labels, contrast and width in the light and the dark scheme."""
-    for scheme in ("light", "dark"):
-        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
-                               {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-        problems = driver.execute_script(A11Y_SCRIPT)
-        assert not problems, f"{step} ({scheme}): " + "; ".join(problems)
-    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    """Labels, contrast and width in the light and the dark scheme, by our own script and by
+    axe-core's audit (rules tagged WCAG 2.0 and 2.1, levels A and AA; a serious or critical
+    violation fails)."""
+    try:
+        for scheme in ("light", "dark"):
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                                   {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+            problems = driver.execute_script(A11Y_SCRIPT)
+            assert not problems, f"{step} ({scheme}): " + "; ".join(problems)
+            violations = axe_violations(driver)
+            assert not violations, f"{step} ({scheme}): " + axe_report(violations)
+    finally:
+        # A failure, caught by a test that expects it, leaves the browser in its own scheme.
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})

@@ -56,6 +56,10 @@ static ASSETS: &[Asset] = &[
     asset!("js/pages/overview.js", JS),
     asset!("js/pages/limits.js", JS),
     asset!("js/pages/requests.js", JS),
+    asset!("js/prom.js", JS),
+    asset!("js/pages/targets.js", JS),
+    asset!("js/pages/pricing.js", JS),
+    asset!("js/pages/problems.js", JS),
 ];
 
 /// The routes of the dashboard, to merge into the admin router.

@@ -14,6 +14,9 @@ import { tokensPage } from './pages/tokens.js';
 import { overviewPage } from './pages/overview.js';
 import { limitsPage } from './pages/limits.js';
 import { requestsPage } from './pages/requests.js';
+import { targetsPage } from './pages/targets.js';
+import { pricingPage } from './pages/pricing.js';
+import { problemsPage } from './pages/problems.js';
 
 // Set while this browser holds a session we made (the cookie itself is HttpOnly): without it
 // the login form shows at once, with no call that would be refused.
@@ -24,8 +27,11 @@ const PAGES = [
   { id: 'keys', title: 'Keys', needs: ['get', '/api/v1/keys'], render: keysPage },
   { id: 'groups', title: 'Groups', needs: ['get', '/api/v1/groups'], render: groupsPage },
   { id: 'models', title: 'Models', needs: ['get', '/api/v1/models'], render: modelsPage },
+  { id: 'targets', title: 'Providers and targets', needs: ['get', '/api/v1/targets'], render: targetsPage },
+  { id: 'pricing', title: 'Pricing', needs: ['get', '/api/v1/pricing'], render: pricingPage },
   { id: 'limits', title: 'Limits and budgets', needs: ['get', '/api/v1/limits'], render: limitsPage },
   { id: 'requests', title: 'Requests', needs: ['get', '/api/v1/requests'], render: requestsPage },
+  { id: 'problems', title: 'Configuration problems', needs: ['get', '/api/v1/config/problems'], render: problemsPage },
   { id: 'audit', title: 'Audit log', needs: ['get', '/api/v1/audit'], render: auditPage },
   { id: 'users', title: 'Users', needs: ['get', '/api/v1/users'], render: usersPage },
   { id: 'tokens', title: 'API tokens', needs: ['get', '/api/v1/tokens'], render: tokensPage },

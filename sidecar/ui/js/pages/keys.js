@@ -1,6 +1,8 @@
-// Keys: the list, a create form (a generated key is shown this once), revoke (delete).
+// Keys: the list with each key's usage this month, a create form (a generated key is shown this
+// once), revoke (delete).
 
 import { api, seg } from '../api.js';
+import { usd } from './overview.js';
 import { h, fill, field, checks, alertBox, statusLine, secretPanel, when, tags, table, limitsText, names, confirmButton, limitsFields, localToRfc3339, onSubmit } from '../dom.js';
 
 export async function keysPage(root, { can }) {
@@ -13,10 +15,17 @@ export async function keysPage(root, { can }) {
   const groups = can('get', '/api/v1/groups') ? (await api('GET', '/api/v1/groups')).map((g) => g.name) : [];
 
   const reload = async () => {
-    const keys = await api('GET', '/api/v1/keys');
+    const [keys, usage] = await Promise.all([api('GET', '/api/v1/keys'), monthUsage(can)]);
+    const used = (k) => {
+      const u = usage && usage.get(k.name);
+      if (u) return `${u.requests.toLocaleString('en-US')} requests · ${usd(u.cost_usd)}`;
+      // The ranking holds the 100 busiest keys: past them, "none" would not be known.
+      return h('span', { class: 'muted' }, usage.size >= TOP_KEYS ? 'below the 100 busiest' : 'none');
+    };
     const rows = keys.map((k) => [
       h('strong', {}, k.name), tags(k.groups), tags(k.models), when(k.expires_at) || h('span', { class: 'muted' }, 'never'),
       limitsText(k.limits) || h('span', { class: 'muted' }, '—'),
+      ...(usage ? [{ class: 'num', cell: used(k) }] : []),
       ...(mayDelete ? [{ class: 'act', cell: confirmButton('Revoke', k.name, async () => {
         listAlert.clear();
         try {
@@ -26,7 +35,8 @@ export async function keysPage(root, { can }) {
         } catch (e) { listAlert.show(e); await reload(); }
       }) }] : []),
     ]);
-    fill(list, table('Keys', ['Name', 'Groups', 'Models', 'Expires', 'Limits', ...(mayDelete ? ['Actions'] : [])], rows,
+    fill(list, table('Keys', ['Name', 'Groups', 'Models', 'Expires', 'Limits', ...(usage ? ['This month'] : []),
+      ...(mayDelete ? ['Actions'] : [])], rows,
       'No keys yet.'));
   };
 
@@ -36,6 +46,25 @@ export async function keysPage(root, { can }) {
   parts.push(h('h2', {}, 'All keys'), listAlert.el, list);
   fill(root, parts);
   await reload();
+}
+
+/**
+ * Each key's requests and cost since the start of the month (UTC), from the analytics ranking;
+ * null when the caller may not read it or the store has no analytics (the file store: 409), so
+ * the list simply goes without the column.
+ */
+const TOP_KEYS = 100;
+
+async function monthUsage(can) {
+  if (!can('get', '/api/v1/analytics/top')) return null;
+  const now = new Date();
+  const from = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+  try {
+    const top = await api('GET', `/api/v1/analytics/top?by=key&metric=requests&limit=${TOP_KEYS}&from=${from}&to=${Date.now() + 1}`);
+    return new Map((top.items || []).map((t) => [t.name, t]));
+  } catch {
+    return null;
+  }
 }
 
 function createForm(groups, secretSlot, status, reload) {

@@ -1,4 +1,5 @@
-// Models: the list and a create form (targets: a provider and its upstream model, weighted).
+// Models: the list and a create form (targets: a provider and its upstream model, weighted;
+// the routing strategy; fallbacks).
 
 import { api, seg } from '../api.js';
 import { h, fill, field, alertBox, statusLine, tags, table, confirmButton, names, onSubmit } from '../dom.js';
@@ -39,8 +40,16 @@ export async function modelsPage(root, { can }) {
   await reload();
 }
 
+// The routing strategies (docs/routing.md); the API checks the name and what it needs.
+const STRATEGIES = ['round_robin', 'priority', 'random', 'weighted', 'least_loaded', 'power_of_two', 'consistent_hash',
+  'cache_aware', 'precise_cache_aware', 'lmcache_aware', 'pipeline', 'predicted_latency', 'lora_aware'];
+
 function createForm(providers, status, reload) {
   const alert = alertBox();
+  const strategy = field('Strategy', { name: 'strategy', value: '' }, {
+    tag: 'select', options: [['', 'default (round_robin)'], ...STRATEGIES.map((x) => [x, x])],
+    hint: 'How a target is picked: see the routing page of the manual.',
+  });
   const name = field('Name', { name: 'name', required: true, autocomplete: 'off', spellcheck: 'false' },
     { hint: 'The name clients send as "model".' });
   const fallbacks = field('Fallbacks', { name: 'fallbacks', autocomplete: 'off', spellcheck: 'false' },
@@ -61,7 +70,7 @@ function createForm(providers, status, reload) {
   addTarget();
   const form = h('form', { class: 'panel', id: 'model-create', 'aria-labelledby': 'model-create-title', novalidate: true },
     h('h2', { id: 'model-create-title' }, 'Create a model'), alert.el,
-    h('div', { class: 'fields' }, name.wrap, fallbacks.wrap, targets),
+    h('div', { class: 'fields' }, name.wrap, strategy.wrap, fallbacks.wrap, targets),
     h('div', { class: 'actions' },
       h('button', { type: 'button', class: 'secondary', onclick: addTarget }, 'Add a target'),
       h('button', { type: 'submit' }, 'Create model')));
@@ -74,6 +83,7 @@ function createForm(providers, status, reload) {
         return t;
       }),
     };
+    if (strategy.input.value) body.strategy = strategy.input.value;
     const f = names(fallbacks.input.value);
     if (f.length) body.fallbacks = f;
     const answer = await api('POST', '/api/v1/models', body);
