@@ -132,6 +132,10 @@ fn real_configs() -> Vec<(String, Value)> {
     }
     for page in std::fs::read_dir(format!("{root}/docs")).unwrap() {
         let path = page.unwrap().path();
+        // Pages only: docs/ also holds images/.
+        if path.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         for (n, block) in text.split("\n```").skip(1).step_by(2).enumerate() {
             if let Some(yaml) = block.strip_prefix("yaml\n") {
