@@ -4,6 +4,7 @@
 //!
 //! - [`sigv4`]: AWS Signature Version 4 over a fully buffered request (credentials and the
 //!   request time are passed in: no clock here).
-//! - `eventstream` (to come): an incremental, bounded decoder of `application/vnd.amazon.eventstream`.
+//! - [`eventstream`]: an incremental, bounded decoder of `application/vnd.amazon.eventstream`.
 
+pub mod eventstream;
 pub mod sigv4;
