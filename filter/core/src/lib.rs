@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod balance;
 pub mod bytes;
 pub mod cache;
+pub mod clouds;
 pub mod config;
 pub mod decimal;
 pub mod dialect;
