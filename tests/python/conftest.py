@@ -395,6 +395,32 @@ def own_gateway(prefix: str, start: Callable[[Path, int], Gateway] = _start) -> 
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+def own_postgres_gateway(prefix: str, schema: str, url_env: str,
+                         extra: Callable[[dict], dict] | None = None) -> Iterator[Gateway]:
+    """`own_gateway` on the postgres store in `schema` of the test database (created here and
+    dropped after), its URL in `url_env` while it runs; `extra` edits the config further."""
+    def on_postgres(base: dict) -> dict:
+        base["store"] = {"kind": "postgres", "url_env": url_env}
+        return extra(base) if extra else base
+
+    psql(f"CREATE SCHEMA {schema}")
+    saved = os.environ.get(url_env)
+    os.environ[url_env] = schema_url(schema)
+    try:
+        yield from own_gateway(prefix, lambda w, n: _start(w, n, on_postgres))
+    finally:
+        os.environ.pop(url_env, None) if saved is None else os.environ.__setitem__(url_env, saved)
+        psql(f"DROP SCHEMA {schema} CASCADE")
+
+
+def create_admin_user(gw: Gateway, name: str, password: str) -> None:
+    """The first owner, made as an operator does: `ferrogate admin create-user --password-stdin`."""
+    argv = [str(_bin()), "admin", "create-user", "--config", str(gw.workdir / "ferrogate.json"),
+            "--name", name, "--password-stdin"]
+    made = subprocess.run(argv, input=password + "\n", capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+
+
 @pytest.fixture(scope="session")
 def gateway(request) -> Gateway:
     workdir = Path(tempfile.mkdtemp(prefix="ferrogate-pytest-"))

@@ -14,10 +14,8 @@ fails the test (the browser log is read after every step)."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import Gateway, _bin, _start, own_gateway, psql, schema_url
+from conftest import Gateway, create_admin_user, own_postgres_gateway
 from ui_browser import (assert_clean, browser_session, button, check_a11y, choose, console_problems, css, field, go,
                         login, nav_titles, session_of, shot, wait_for)
 
@@ -41,26 +39,11 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 
 
-def on_postgres(base: dict) -> dict:
-    base["store"] = {"kind": "postgres", "url_env": URL_ENV}
-    return base
-
-
 @pytest.fixture(scope="module")
 def gw():
-    psql(f"CREATE SCHEMA {SCHEMA}")
-    saved = os.environ.get(URL_ENV)
-    os.environ[URL_ENV] = schema_url(SCHEMA)
-    try:
-        for g in own_gateway("ferrogate-ui-", lambda w, n: _start(w, n, on_postgres)):
-            argv = [str(_bin()), "admin", "create-user", "--config", str(g.workdir / "ferrogate.json"),
-                    "--name", OWNER, "--password-stdin"]
-            made = subprocess.run(argv, input=OWNER_PASSWORD + "\n", capture_output=True, text=True, timeout=120)
-            assert made.returncode == 0, made.stderr
-            yield g
-    finally:
-        os.environ.pop(URL_ENV, None) if saved is None else os.environ.__setitem__(URL_ENV, saved)
-        psql(f"DROP SCHEMA {SCHEMA} CASCADE")
+    for g in own_postgres_gateway("ferrogate-ui-", SCHEMA, URL_ENV):
+        create_admin_user(g, OWNER, OWNER_PASSWORD)
+        yield g
 
 
 browser = pytest.fixture(scope="module")(browser_session)

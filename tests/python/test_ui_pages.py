@@ -15,16 +15,14 @@ fails the test."""
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
-import subprocess
 import threading
 
 import httpx
 import pytest
 
-from conftest import Gateway, Proc, _bin, _free_port, _start, own_gateway, psql, schema_url
+from conftest import Gateway, Proc, _bin, _free_port, create_admin_user, own_postgres_gateway, psql
 from ui_browser import (assert_clean, browser_session, button, check_a11y, console_problems, css, field, go, login,
                         nav_titles, shot, wait_for)
 
@@ -39,26 +37,11 @@ HOLD_MS, CLIENT_WAIT_S = 120_000, 45.0
 SLOW_WAIT_S = 60.0  # waits that span probes, snapshot polls and flow-control ticks
 
 
-def on_postgres(base: dict) -> dict:
-    base["store"] = {"kind": "postgres", "url_env": URL_ENV}
-    return base
-
-
 @pytest.fixture(scope="module")
 def gw():
-    psql(f"CREATE SCHEMA {SCHEMA}")
-    saved = os.environ.get(URL_ENV)
-    os.environ[URL_ENV] = schema_url(SCHEMA)
-    try:
-        for g in own_gateway("ferrogate-uip-", lambda w, n: _start(w, n, on_postgres)):
-            argv = [str(_bin()), "admin", "create-user", "--config", str(g.workdir / "ferrogate.json"),
-                    "--name", OWNER, "--password-stdin"]
-            made = subprocess.run(argv, input=OWNER_PASSWORD + "\n", capture_output=True, text=True, timeout=120)
-            assert made.returncode == 0, made.stderr
-            yield g
-    finally:
-        os.environ.pop(URL_ENV, None) if saved is None else os.environ.__setitem__(URL_ENV, saved)
-        psql(f"DROP SCHEMA {SCHEMA} CASCADE")
+    for g in own_postgres_gateway("ferrogate-uip-", SCHEMA, URL_ENV):
+        create_admin_user(g, OWNER, OWNER_PASSWORD)
+        yield g
 
 
 browser = pytest.fixture(scope="module")(browser_session)

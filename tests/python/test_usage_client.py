@@ -6,7 +6,6 @@ log shows each record's `user_agent` (the long one cut to 256 bytes, `null` for 
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 
@@ -15,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import Gateway, _start, own_gateway, psql, schema_url
+from conftest import Gateway, own_postgres_gateway
 
 SCHEMA = f"fg_py_client_{secrets.token_hex(6)}"
 URL_ENV = "FG_CLIENT_PG"
@@ -24,21 +23,9 @@ LONG_UA = "long-client/2.0 " + "x" * 300
 RECORD_TIMEOUT_S = 20.0
 
 
-def on_postgres(base: dict) -> dict:
-    base["store"] = {"kind": "postgres", "url_env": URL_ENV}
-    return base
-
-
 @pytest.fixture(scope="module")
 def gw():
-    psql(f"CREATE SCHEMA {SCHEMA}")
-    saved = os.environ.get(URL_ENV)
-    os.environ[URL_ENV] = schema_url(SCHEMA)
-    try:
-        yield from own_gateway("ferrogate-client-", lambda w, n: _start(w, n, on_postgres))
-    finally:
-        os.environ.pop(URL_ENV, None) if saved is None else os.environ.__setitem__(URL_ENV, saved)
-        psql(f"DROP SCHEMA {SCHEMA} CASCADE")
+    yield from own_postgres_gateway("ferrogate-client-", SCHEMA, URL_ENV)
 
 
 def admin_get(gw: Gateway, path: str, **params) -> dict:
