@@ -17,6 +17,7 @@ mod agent_limits;
 mod balance;
 mod cache;
 mod chain;
+mod cloud;
 mod conversations;
 mod cut;
 mod delivery;
@@ -27,6 +28,7 @@ mod forward;
 mod guard;
 mod handle;
 mod head;
+mod keys;
 mod known_keys;
 mod lease_wait;
 mod mcp;
@@ -187,6 +189,8 @@ pub(crate) struct Stream {
     callback_start_ns: u64,
     /// Failover and passive health ([`failover`]).
     attempt: failover::Attempt,
+    /// The key of the provider's pool the request went out with ([`keys`]).
+    key_pick: Option<keys::KeyPick>,
     /// The API, as metrics name it (`unknown` until the path is classified).
     api_label: &'static str,
     /// The status of the filter's own answer, when it gave one.
@@ -277,6 +281,7 @@ impl Stream {
             overhead_ns: 0,
             callback_start_ns: 0,
             attempt: failover::Attempt::default(),
+            key_pick: None,
             api_label: ferrogate_core::metrics::UNKNOWN,
             local_status: None,
             proxy_error: false,

@@ -217,8 +217,15 @@ impl Metrics {
         self.guardrail_count(name, 1);
     }
 
-    /// Adds `n` to the labelled counter `name` (guardrail and cache counters), flushed with
-    /// the other tallies.
+    /// Counts one event of a provider's pooled key (`cooldown`, `disabled`), the key named by
+    /// its fingerprint only.
+    pub(crate) fn key_event(&mut self, provider: &str, fingerprint: &str, event: &str) {
+        let labels = [("provider", provider), ("key", fingerprint), ("outcome", event)];
+        self.guardrail_count(labelled("ferrogate.provider_key_events_total", &labels), 1);
+    }
+
+    /// Adds `n` to the labelled counter `name` (guardrail, cache and key-pool counters),
+    /// flushed with the other tallies.
     fn guardrail_count(&mut self, name: String, n: u64) {
         match self.guardrails.iter_mut().find(|(k, _)| *k == name) {
             Some((_, sum)) => *sum += n,

@@ -3,13 +3,12 @@
 //! where the chunks were cut.
 #![no_main]
 
-use ferrogate_core::config::ProviderKind;
 use ferrogate_core::translate::stream::StreamTranslator;
-use ferrogate_core::translate::{pair, Context, Inbound, Kept};
+use ferrogate_core::translate::{pair_to, Context, Inbound, Kept, Outbound};
 use libfuzzer_sys::fuzz_target;
 
 const INBOUND: [Inbound; 4] = [Inbound::OpenAiChat, Inbound::Anthropic, Inbound::Gemini, Inbound::Responses];
-const KINDS: [ProviderKind; 3] = [ProviderKind::OpenAi, ProviderKind::Anthropic, ProviderKind::Gemini];
+const OUTBOUND: [Outbound; 4] = [Outbound::OpenAiChat, Outbound::Anthropic, Outbound::Gemini, Outbound::Converse];
 
 fn run(t: &mut StreamTranslator, pieces: impl Iterator<Item = impl AsRef<[u8]>>) -> Vec<u8> {
     let mut out = Vec::new();
@@ -22,7 +21,7 @@ fn run(t: &mut StreamTranslator, pieces: impl Iterator<Item = impl AsRef<[u8]>>)
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, body)) = data.split_first() else { return };
-    let Some(p) = pair(INBOUND[usize::from(mode & 3)], KINDS[usize::from(mode >> 2) % 3]) else { return };
+    let Some(p) = pair_to(INBOUND[usize::from(mode & 3)], OUTBOUND[usize::from(mode >> 2) % 4]) else { return };
     let ctx = Context {
         model: "m".into(),
         structured: mode & 0x40 != 0,
@@ -33,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
             previous_response_id: (mode & 1 != 0).then(|| "resp_p".into()),
             conversation: (mode & 2 != 0).then(|| "conv_c".into()),
         },
+        answer_id: "a".into(),
     };
     let whole = run(&mut StreamTranslator::new(p, &ctx, 1), std::iter::once(body));
     let step = usize::from(mode >> 4) + 1;

@@ -7,7 +7,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
-    let dialect = [UsageDialect::OpenAi, UsageDialect::Anthropic, UsageDialect::Gemini][usize::from(mode % 3)];
+    let dialects = [UsageDialect::OpenAi, UsageDialect::Anthropic, UsageDialect::Gemini, UsageDialect::Converse];
+    let dialect = dialects[usize::from(mode % 4)];
     let streaming = mode & 4 != 0;
     let hide = mode & 8 != 0;
     let mut tracker = Tracker::new(dialect, streaming, hide);

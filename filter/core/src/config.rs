@@ -10,11 +10,13 @@ pub mod a2a;
 pub mod admin;
 mod agent_limits;
 pub mod cache;
+pub mod cloud;
 pub mod egress;
 pub mod grants;
 pub mod guardrails;
 pub mod mcp;
 pub mod named;
+pub mod presets;
 mod raw;
 pub mod responses;
 #[cfg(feature = "schema")]
@@ -51,6 +53,12 @@ pub enum ProviderKind {
     Gemini,
     /// Any server speaking the OpenAI API (vLLM, SGLang, Ollama, ...).
     OpenAiCompatible,
+    /// Azure OpenAI (deployments, or the v1 API).
+    AzureOpenAi,
+    /// AWS Bedrock runtime (Converse; SigV4-signed by the filter).
+    Bedrock,
+    /// Google Vertex AI (Gemini and Anthropic models).
+    Vertex,
 }
 
 impl ProviderKind {
@@ -61,6 +69,9 @@ impl ProviderKind {
             "anthropic" => Self::Anthropic,
             "gemini" => Self::Gemini,
             "openai_compatible" => Self::OpenAiCompatible,
+            "azure_openai" => Self::AzureOpenAi,
+            "bedrock" => Self::Bedrock,
+            "vertex" => Self::Vertex,
             _ => return None,
         })
     }
@@ -72,20 +83,24 @@ impl ProviderKind {
             Self::Anthropic => "anthropic",
             Self::Gemini => "gemini",
             Self::OpenAiCompatible => "openai_compatible",
+            Self::AzureOpenAi => "azure_openai",
+            Self::Bedrock => "bedrock",
+            Self::Vertex => "vertex",
         }
     }
 
     /// True when the provider accepts OpenAI-dialect request bodies unchanged.
     pub fn speaks_openai(self) -> bool {
-        matches!(self, Self::OpenAi | Self::OpenAiCompatible)
+        matches!(self, Self::OpenAi | Self::OpenAiCompatible | Self::AzureOpenAi)
     }
 
     /// Header that carries the provider credential (value shape in [`Credential`]).
     pub fn credential_header(self) -> &'static str {
         match self {
-            Self::OpenAi | Self::OpenAiCompatible => "authorization",
+            Self::OpenAi | Self::OpenAiCompatible | Self::Bedrock | Self::Vertex => "authorization",
             Self::Anthropic => "x-api-key",
             Self::Gemini => "x-goog-api-key",
+            Self::AzureOpenAi => "api-key",
         }
     }
 }
@@ -125,8 +140,15 @@ pub struct Provider {
     pub endpoints: Vec<String>,
     /// Environment variable the key came from, if any.
     pub api_key_env: Option<String>,
-    /// Credential header derived from the resolved key, if any.
+    /// Credential header derived from the resolved key, if any: with a key pool, its first key.
     pub credential: Option<Credential>,
+    /// Every key of the provider, in order (`api_key`, or the pool of `api_keys`); with more
+    /// than one, requests are spread over them ([`crate::keypool`]).
+    pub keys: Vec<crate::keypool::PoolKey>,
+    /// [`crate::keypool::generation`] of `keys`: a key disabled under another one is usable.
+    pub key_generation: u64,
+    /// `key_cooldown_secs` in ms: the rest of a pooled key after a 429 without `Retry-After`.
+    pub key_cooldown_ms: u64,
     /// KV-cache events and tokenization of the pool, when an endpoint publishes events or
     /// `kv_tokenize` is on.
     pub kv: Option<KvPool>,
@@ -134,6 +156,13 @@ pub struct Provider {
     pub lmcache: Option<Lmcache>,
     /// Most requests in flight per endpoint for flow-controlled models (`None`: no bound).
     pub max_concurrency: Option<u32>,
+    /// Region, project, API version and signing keys of a cloud kind.
+    pub cloud: Option<cloud::Cloud>,
+    /// The sidecar signs in for this provider (`credentials:`): without a token yet, requests
+    /// get a 503 rather than going out unauthenticated.
+    pub signs_in: bool,
+    /// The hosted API an `openai_compatible` provider names with `preset:`.
+    pub preset: Option<&'static presets::Preset>,
 }
 
 /// A pool's KV-cache settings (`precise_cache_aware`).

@@ -53,6 +53,9 @@ pub fn provider_name(kind: Option<ProviderKind>, configured: &str) -> &str {
         Some(ProviderKind::OpenAi) => "openai",
         Some(ProviderKind::Anthropic) => "anthropic",
         Some(ProviderKind::Gemini) => "gcp.gemini",
+        Some(ProviderKind::AzureOpenAi) => "azure.ai.openai",
+        Some(ProviderKind::Bedrock) => "aws.bedrock",
+        Some(ProviderKind::Vertex) => "gcp.vertex_ai",
         Some(ProviderKind::OpenAiCompatible) | None => configured,
     }
 }

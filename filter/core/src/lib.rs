@@ -22,6 +22,7 @@ pub mod guard;
 pub mod header_map;
 pub mod headers;
 pub mod hex;
+pub mod keypool;
 pub mod kv;
 pub mod limits;
 pub mod mcp;

@@ -161,6 +161,8 @@ pub const FAMILIES: &[Family] = &[
         "External guardrail checks (webhooks, moderation), by rule, stage and verdict: allow, block, rewrite, error."),
     family("ferrogate.cache_lookups_total", Kind::Counter, Unit::None, &["model", "outcome"],
         "Requests under a response-cache policy, by model and outcome: hit, miss, bypass."),
+    family("ferrogate.provider_key_events_total", Kind::Counter, Unit::None, &["provider", "key", "outcome"],
+        "Keys of a provider's pool left alone, by provider, key fingerprint (k-...) and outcome: cooldown (it answered 429), disabled (401/403, until the provider's keys change)."),
 ];
 
 const fn family(

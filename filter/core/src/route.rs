@@ -6,10 +6,11 @@
 //! never kept here.
 
 use crate::auth::Caller;
+use crate::config::cloud::RawAwsKeys;
 use crate::config::{Config, Credential, Provider, ProviderKind, Resolved};
 use crate::multipart;
 use crate::openai::{self, ApiError};
-use crate::translate::{self, Context, Inbound, Pair};
+use crate::translate::{self, Context, Inbound, Outbound, Pair};
 
 /// An API the gateway forwards (OpenAI's, and Anthropic Messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,11 +104,12 @@ impl Api {
         }
     }
 
-    /// Whether a provider of `kind` takes this API's bodies as they are.
-    fn native_to(self, kind: ProviderKind) -> bool {
+    /// Whether a provider of `kind`, taking `outbound` for the model, takes this API's bodies
+    /// in their dialect (a cloud provider may still want its path and a field changed).
+    fn native_to(self, kind: ProviderKind, outbound: Option<Outbound>) -> bool {
         match self {
-            Api::Messages | Api::CountTokens => kind == ProviderKind::Anthropic,
-            Api::GenerateContent | Api::StreamGenerateContent => kind == ProviderKind::Gemini,
+            Api::Messages | Api::CountTokens => outbound == Some(Outbound::Anthropic),
+            Api::GenerateContent | Api::StreamGenerateContent => outbound == Some(Outbound::Gemini),
             // OpenAI itself serves the Responses API; other OpenAI-compatible servers get chat.
             Api::Responses => kind == ProviderKind::OpenAi,
             _ => kind.speaks_openai(),
@@ -262,6 +264,9 @@ pub struct RouteDecision<'c> {
     pub endpoint_index: Option<usize>,
     /// Credential header to send (replacing whatever the client sent).
     pub credential: Option<&'c Credential>,
+    /// Bedrock: the region and keys the filter signs the request with (SigV4), once its body
+    /// and path are final.
+    pub aws: Option<(&'c str, &'c RawAwsKeys)>,
     /// The model name as the client sent it (for usage records and metrics).
     pub requested: String,
     /// Set when the provider speaks another dialect than the client: the body was translated
@@ -360,6 +365,9 @@ pub fn route_request_with<'c>(
     target.decide(requested, |m| multipart::rewrite_model(body, span.clone(), m.as_bytes()))
 }
 
+/// A request's upstream body (`None`: the client's, unchanged), path and translation.
+type Planned = (Option<Vec<u8>>, String, Option<(Pair, Context)>);
+
 /// The parts of a routing decision that do not depend on the body's encoding.
 struct Decider<'c, 'p> {
     config: &'c Config,
@@ -395,29 +403,12 @@ impl<'c> Decider<'c, '_> {
             upstream(self.config, resolved, &mut *self.choose)
                 .ok_or_else(|| ApiError::unavailable(format!("No healthy target is left for model '{requested}'.")))?;
         let endpoint = endpoint_index.and_then(|e| provider.endpoints.get(e)).map(String::as_str);
-        let (body, path, translation) = match self.plan(provider)? {
-            None => {
-                let splice = upstream_model != requested && !self.api.model_in_path();
-                (
-                    splice.then(|| rewrite(upstream_model)),
-                    paths::verbatim(provider, self.api, upstream_model, self.path),
-                    None,
-                )
-            }
-            Some(pair) => {
-                let original = self.original.unwrap_or_default();
-                let stream = self.api == Api::StreamGenerateContent;
-                if stream && !paths::is_sse(self.path) {
-                    let msg = "Translated streams are server-sent events: add ?alt=sse to streamGenerateContent.";
-                    return Err(ApiError::bad_request(msg));
-                }
-                let asked = if self.api.model_in_path() { requested } else { "" };
-                let (body, ctx) =
-                    pair.request_for_model(original, asked, stream, upstream_model).map_err(|e| pair.refusal(&e))?;
-                let api_path = pair.outbound.upstream_path(upstream_model, ctx.stream);
-                (Some(body), format!("{}{api_path}", provider.base_url.path_prefix), Some((pair, ctx)))
-            }
+        cloud::check_signed_in(provider)?;
+        let (body, path, translation) = match self.plan(provider, upstream_model)? {
+            None => self.native(provider, requested, upstream_model, rewrite)?,
+            Some(pair) => self.translate(pair, provider, requested, upstream_model)?,
         };
+        let body = self.without_refused(provider, body);
         Ok(RouteDecision {
             provider: &provider.name,
             provider_index,
@@ -428,18 +419,80 @@ impl<'c> Decider<'c, '_> {
             endpoint,
             endpoint_index,
             credential: provider.credential.as_ref(),
+            aws: cloud::signing(provider),
             requested: requested.to_string(),
             translation,
             may_stream: self.may_stream,
         })
     }
 
-    /// `None` when the provider takes the client's body as it is; the translator otherwise.
-    fn plan(&self, provider: &Provider) -> Result<Option<Pair>, ApiError> {
-        if self.api.native_to(provider.kind) {
+    /// The body and path of a request in its own dialect: the model spliced in with `rewrite`
+    /// when the upstream id differs, and a cloud provider's path (and body changes).
+    fn native(
+        &self,
+        provider: &Provider,
+        requested: &str,
+        upstream_model: &str,
+        rewrite: impl FnOnce(&str) -> Vec<u8>,
+    ) -> Result<Planned, ApiError> {
+        let splice = upstream_model != requested && !self.api.model_in_path();
+        let body = splice.then(|| rewrite(upstream_model));
+        let Some(c) = &provider.cloud else {
+            return Ok((body, paths::verbatim(provider, self.api, upstream_model, self.path), None));
+        };
+        let sent = body.as_deref().or(self.original).unwrap_or_default();
+        let (path, adapted) = cloud::native(provider, c, self.api, upstream_model, self.path, sent)?;
+        Ok((adapted.or(body), path, None))
+    }
+
+    /// `body` without the fields a preset provider refuses (JSON bodies only).
+    fn without_refused(&self, provider: &Provider, body: Option<Vec<u8>>) -> Option<Vec<u8>> {
+        match provider.preset {
+            Some(preset) if !self.api.is_multipart() => {
+                let sent = body.as_deref().or(self.original).unwrap_or_default();
+                crate::config::presets::strip_refused(preset, sent).or(body)
+            }
+            _ => body,
+        }
+    }
+
+    /// The body, path and translation context of a request translated with `pair`.
+    fn translate(
+        &self,
+        pair: Pair,
+        provider: &Provider,
+        requested: &str,
+        upstream_model: &str,
+    ) -> Result<Planned, ApiError> {
+        let original = self.original.unwrap_or_default();
+        let stream = self.api == Api::StreamGenerateContent;
+        if stream && !paths::is_sse(self.path) {
+            let msg = "Translated streams are server-sent events: add ?alt=sse to streamGenerateContent.";
+            return Err(ApiError::bad_request(msg));
+        }
+        let asked = if self.api.model_in_path() { requested } else { "" };
+        let (body, ctx) =
+            pair.request_for_model(original, asked, stream, upstream_model).map_err(|e| pair.refusal(&e))?;
+        let (path, body) = match &provider.cloud {
+            Some(c) => cloud::translated(provider, c, pair.outbound, upstream_model, ctx.stream, body)?,
+            None => {
+                let api_path = pair.outbound.upstream_path(upstream_model, ctx.stream);
+                (format!("{}{api_path}", provider.base_url.path_prefix), body)
+            }
+        };
+        Ok((Some(body), path, Some((pair, ctx))))
+    }
+
+    /// `None` when the provider takes the client's body in its dialect; the translator
+    /// otherwise.
+    fn plan(&self, provider: &Provider, upstream_model: &str) -> Result<Option<Pair>, ApiError> {
+        let outbound = cloud::outbound(provider, upstream_model);
+        if self.api.native_to(provider.kind, outbound) {
             return Ok(None);
         }
-        match self.api.inbound().and_then(|inbound| translate::pair(inbound, provider.kind)) {
+        let pair =
+            self.api.inbound().zip(outbound).and_then(|(inbound, outbound)| translate::pair_to(inbound, outbound));
+        match pair {
             Some(pair) => Ok(Some(pair)),
             None => Err(ApiError::bad_model_param(format!(
                 "{} is not available for this model: its provider speaks the {} API",
@@ -481,6 +534,7 @@ fn upstream<'c: 'r, 'r>(
 }
 
 mod choose;
+pub mod cloud;
 mod paths;
 
 pub use choose::{pick_target, Choose, Rotation};

@@ -15,6 +15,7 @@ use crate::config::ProviderKind;
 use crate::error::ApiError;
 
 pub mod anthropic;
+pub mod converse;
 pub mod count;
 pub mod gemini;
 pub mod ir;
@@ -68,6 +69,8 @@ pub enum Outbound {
     Anthropic,
     /// `generateContent` (`gemini`).
     Gemini,
+    /// AWS Bedrock's Converse / ConverseStream (see [`converse`]).
+    Converse,
 }
 
 impl Outbound {
@@ -77,35 +80,47 @@ impl Outbound {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => Some(Outbound::OpenAiChat),
             ProviderKind::Anthropic => Some(Outbound::Anthropic),
             ProviderKind::Gemini => Some(Outbound::Gemini),
+            // Azure speaks OpenAI; Vertex's dialect depends on the model (the router's
+            // `route::cloud::outbound`); Bedrock's is Converse.
+            ProviderKind::AzureOpenAi => Some(Outbound::OpenAiChat),
+            ProviderKind::Vertex => Some(Outbound::Gemini),
+            ProviderKind::Bedrock => None,
         }
     }
 
-    /// The API path requests in this dialect go to. Gemini's is only the prefix: the model
-    /// and method follow it (see [`Outbound::upstream_path`]).
+    /// The API path requests in this dialect go to. Gemini's and Converse's are only the
+    /// prefix: the model and method follow it (see [`Outbound::upstream_path`]).
     pub fn path(self) -> &'static str {
         match self {
             Outbound::OpenAiChat => "/v1/chat/completions",
             Outbound::Anthropic => "/v1/messages",
             Outbound::Gemini => "/v1beta/models",
+            Outbound::Converse => "/model",
         }
     }
 
-    /// The whole API path for `model`: [`Outbound::path`], except that Gemini names the model
-    /// and streaming in the path (`/v1beta/models/{model}:generateContent`, or
-    /// `:streamGenerateContent?alt=sse` for server-sent events).
+    /// The whole API path for `model`: [`Outbound::path`], except that Gemini and Converse
+    /// name the model and streaming in the path: `/v1beta/models/{model}:generateContent`, or
+    /// `:streamGenerateContent?alt=sse` for server-sent events; `/model/{model}/converse`, or
+    /// `/converse-stream` (an AWS event stream), the model id escaped by
+    /// [`converse::escape_model_id`].
     pub fn upstream_path(self, model: &str, stream: bool) -> String {
         match (self, stream) {
             (Outbound::Gemini, false) => format!("/v1beta/models/{model}:generateContent"),
             (Outbound::Gemini, true) => format!("/v1beta/models/{model}:streamGenerateContent?alt=sse"),
+            (Outbound::Converse, false) => format!("/model/{}/converse", converse::escape_model_id(model)),
+            (Outbound::Converse, true) => format!("/model/{}/converse-stream", converse::escape_model_id(model)),
             _ => self.path().to_string(),
         }
     }
 
+    /// The API's name in refusals.
     fn name(self) -> &'static str {
         match self {
             Outbound::OpenAiChat => "openai",
             Outbound::Anthropic => "anthropic",
             Outbound::Gemini => "gemini",
+            Outbound::Converse => "bedrock",
         }
     }
 }
@@ -122,7 +137,11 @@ pub struct Pair {
 /// The translator for a client dialect and a provider; `None` when they speak the same dialect
 /// (forward verbatim) or the provider's dialect has no translator yet.
 pub fn pair(inbound: Inbound, kind: ProviderKind) -> Option<Pair> {
-    let outbound = Outbound::of(kind)?;
+    pair_to(inbound, Outbound::of(kind)?)
+}
+
+/// The translator from a client dialect to a provider dialect; `None` when they are the same.
+pub fn pair_to(inbound: Inbound, outbound: Outbound) -> Option<Pair> {
     let same = matches!(
         (inbound, outbound),
         (Inbound::OpenAiChat, Outbound::OpenAiChat)
@@ -148,6 +167,9 @@ pub struct Context {
     /// What a Responses answer says of the gateway's state (`crate::stored`): set by the
     /// filter, nothing kept from the translator.
     pub kept: Kept,
+    /// The id of an answer whose provider gives none (Bedrock's Converse): set by the filter
+    /// (the provider's request id, else the gateway's), so every answer has one.
+    pub answer_id: String,
 }
 
 /// What a translated Responses answer echoes of the state the gateway keeps for it.
@@ -202,6 +224,7 @@ impl Pair {
             stream: req.stream,
             stream_usage: req.stream_usage,
             kept: Kept::default(),
+            answer_id: String::new(),
         };
         let out = self.encode(req).map_err(|e| match self.inbound {
             // Refusals name what the client sent.
@@ -217,6 +240,7 @@ impl Pair {
             Outbound::OpenAiChat => openai_chat::encode_request(&req)?,
             Outbound::Anthropic => anthropic::encode_request(&req)?,
             Outbound::Gemini => gemini::encode_request(&req)?,
+            Outbound::Converse => converse::encode_request(&req)?,
         })
     }
 
@@ -230,7 +254,9 @@ impl Pair {
             Outbound::OpenAiChat => openai_chat::decode_response(body)?,
             Outbound::Anthropic => anthropic::decode_response(body, ctx.structured)?,
             Outbound::Gemini => gemini::decode_response(body)?,
+            Outbound::Converse => converse::decode_response(body)?,
         };
+        let resp = if resp.id.is_empty() { ir::Response { id: ctx.answer_id.clone(), ..resp } } else { resp };
         Ok(match self.inbound {
             Inbound::OpenAiChat => openai_chat::encode_response(&resp, &ctx.model, now_unix_secs),
             Inbound::Anthropic => anthropic::encode_response(&resp, &ctx.model),
@@ -245,7 +271,10 @@ impl Pair {
         let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
         let message = parsed
             .as_ref()
-            .and_then(|v| v["error"]["message"].as_str().or_else(|| v["message"].as_str()))
+            // Bedrock's envelope is `{"message"}`, or `{"Message"}` from its front door (auth).
+            .and_then(|v| {
+                v["error"]["message"].as_str().or_else(|| v["message"].as_str()).or_else(|| v["Message"].as_str())
+            })
             .map(str::to_string)
             .unwrap_or_else(|| {
                 let text = String::from_utf8_lossy(body);

@@ -13,13 +13,19 @@
 //!   `\n`, `\r\n` or `\r` line ends). Only an incomplete event is buffered, capped at
 //!   [`EVENT_MAX`]; a larger event (a Gemini image, say) degrades to the tail rule above instead of
 //!   growing. Only events with a `"usage": {` / `"usageMetadata": {` object are JSON-parsed.
+//! - **Bedrock ConverseStream** (`streaming == true` in [`UsageDialect::Converse`]): the body is
+//!   AWS event-stream frames, not SSE; frames are decoded incrementally (one frame of at most
+//!   [`EVENT_MAX`] bytes held) and the usage read from the `metadata` event. A frame that cannot
+//!   be decoded degrades to the tail rule above over the rest of the body.
 //!
 //! Normalisation across dialects: `prompt_tokens` is the whole prompt, cached part included;
 //! `cached_tokens` is the part read from a prompt cache; `completion_tokens` includes reasoning
-//! ("thinking") tokens. Anthropic's `input_tokens` excludes cache reads and writes, so they are
-//! added back; cache writes are billed as ordinary input (the price table has no write price).
+//! ("thinking") tokens. Anthropic's `input_tokens` and Converse's `inputTokens` exclude cache
+//! reads and writes, so they are added back; cache writes are billed as ordinary input (the
+//! price table has no write price).
 
 mod client;
+mod converse;
 mod counts;
 mod extract;
 mod finish;
@@ -76,6 +82,9 @@ pub enum UsageDialect {
     Anthropic,
     /// Gemini `generateContent` / `streamGenerateContent`.
     Gemini,
+    /// AWS Bedrock Converse (JSON) / ConverseStream (binary event stream: tell the tracker
+    /// `streaming` when the answer is `application/vnd.amazon.eventstream`).
+    Converse,
 }
 
 impl From<crate::dialect::Dialect> for UsageDialect {
@@ -175,6 +184,7 @@ pub fn upstream_dialect(api: crate::route::Api, translated_to: Option<crate::tra
     match (translated_to, api) {
         (Some(Outbound::Anthropic), _) | (None, Api::Messages) => UsageDialect::Anthropic,
         (Some(Outbound::Gemini), _) | (None, Api::GenerateContent | Api::StreamGenerateContent) => UsageDialect::Gemini,
+        (Some(Outbound::Converse), _) => UsageDialect::Converse,
         _ => UsageDialect::OpenAi,
     }
 }

@@ -74,10 +74,16 @@ impl Stream {
 }
 
 /// The client's and the upstream's stream dialects of a routed request whose API streams text
-/// (`None` for the others: embeddings, images, audio).
+/// (`None` for the others: embeddings, images, audio; and for Bedrock's binary ConverseStream,
+/// which the SSE meter cannot read: its answers are neither metered nor cut, their usage is
+/// the `metadata` event's).
 pub(super) fn stream_shapes(api: Api, translation: Option<&(Pair, Context)>) -> Option<(Inbound, Inbound)> {
     let client = client_stream(api)?;
-    Some((client, translation.map_or(client, |(pair, _)| upstream_stream(pair.outbound))))
+    let upstream = match translation {
+        Some((pair, _)) => upstream_stream(pair.outbound)?,
+        None => client,
+    };
+    Some((client, upstream))
 }
 
 /// The stream dialect of an API's answers, for the APIs that stream text.
@@ -89,11 +95,12 @@ fn client_stream(api: Api) -> Option<Inbound> {
     }
 }
 
-/// The stream dialect of a provider translated to.
-fn upstream_stream(outbound: Outbound) -> Inbound {
+/// The stream dialect of a provider translated to, when it is server-sent events.
+fn upstream_stream(outbound: Outbound) -> Option<Inbound> {
     match outbound {
-        Outbound::OpenAiChat => Inbound::OpenAiChat,
-        Outbound::Anthropic => Inbound::Anthropic,
-        Outbound::Gemini => Inbound::Gemini,
+        Outbound::OpenAiChat => Some(Inbound::OpenAiChat),
+        Outbound::Anthropic => Some(Inbound::Anthropic),
+        Outbound::Gemini => Some(Inbound::Gemini),
+        Outbound::Converse => None,
     }
 }

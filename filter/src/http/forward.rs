@@ -68,6 +68,9 @@ impl Stream {
                 if plugin.gen_ai_attributes {
                     self.max_tokens = ferrogate_core::limits::estimate::max_tokens(body);
                 }
+                if let Err(e) = Self::check_signing(&decision) {
+                    return self.reply_error(&e);
+                }
                 let admission = match self.admit(&config, &decision, body) {
                     Ok(admission) => admission,
                     Err(action) => return action,
@@ -78,7 +81,12 @@ impl Stream {
                 }
                 let native = rebuilt.is_some() && self.chain_body(&original, &mut decision, body);
                 self.chain_rebuilt = rebuilt.is_some() && !native;
-                self.apply(plugin, api, if native { &original } else { body }, decision);
+                let sent = if native { &original } else { body };
+                let signed = self.sign_upstream(&decision, sent);
+                self.apply(plugin, api, sent, decision);
+                if let Some(signed) = &signed {
+                    self.set_signed(signed);
+                }
                 if api == Api::Responses {
                     self.echo_continued();
                     // What this turn added is stored, not the rebuilt conversation.
@@ -121,9 +129,7 @@ impl Stream {
         self.set_http_request_header(&plugin.cluster_header, Some(d.provider));
         self.set_http_request_header(":authority", Some(d.authority));
         self.set_http_request_header(":path", Some(&d.path));
-        if let Some(cred) = d.credential {
-            self.set_http_request_header(cred.name, Some(&cred.value));
-        }
+        self.set_credential(&d);
         if let Some((pair, _)) = &d.translation {
             if pair.outbound == Outbound::Anthropic {
                 self.set_http_request_header("anthropic-version", Some(translate::anthropic::VERSION));

@@ -27,24 +27,27 @@ impl Stream {
         }
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
-        let (mut abandoned, mut retry_after, mut plain) = (false, None, false);
+        let (mut abandoned, mut retry_after, mut plain, mut amzn_id) = (false, None, false, None);
         let map = crate::raw::header_map(MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
                 b":status" => status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()),
                 b"content-type" => {
-                    streaming = value.starts_with(b"text/event-stream");
+                    // Bedrock streams are AWS event-stream frames (translated into SSE).
+                    streaming = value.starts_with(b"text/event-stream")
+                        || value.starts_with(b"application/vnd.amazon.eventstream");
                     plain = value.starts_with(b"text/plain");
                 }
                 b"content-length" => has_length = true,
                 b"x-ferrogate-abandoned" => abandoned = true,
                 b"retry-after" => retry_after = Some(value),
+                b"x-amzn-requestid" => amzn_id = Some(value),
                 name if name == headers::REQUEST_ID.as_bytes() => upstream_id = Some(value),
                 _ => {}
             }
         }
         self.status = status.unwrap_or(0);
-        self.observe_answer(self.status, retry_after, abandoned);
+        self.observe_answers(self.status, retry_after, abandoned);
         self.response_complete = end_of_stream;
         let overhead_us = Decimal::new(self.overhead_ns / 1_000);
         self.set_http_response_header(headers::OVERHEAD_US, Some(overhead_us.as_str()));
@@ -69,6 +72,7 @@ impl Stream {
                 // Removing an event, or translating the body, changes the length.
                 self.set_http_response_header("content-length", None);
             }
+            self.name_answer(amzn_id);
             self.prepare_translation(streaming);
             self.meter_answer(streaming);
         }
@@ -90,6 +94,14 @@ impl Stream {
         Action::Continue
     }
 
+    /// Gives a translated answer whose provider names none (Bedrock) an id: the provider's
+    /// request id, else the gateway's (Responses clients store and continue answers by it).
+    fn name_answer(&mut self, provider_request_id: Option<&[u8]>) {
+        let Some((_, ctx)) = self.translation.as_mut() else { return };
+        let id = provider_request_id.and_then(|v| std::str::from_utf8(v).ok()).or(self.request_id.as_deref());
+        ctx.answer_id = id.unwrap_or_default().to_string();
+    }
+
     /// A translated answer: a successful stream is translated event by event as it flows;
     /// anything else is buffered, and the client gets JSON in its dialect.
     fn prepare_translation(&mut self, streaming: bool) {
@@ -97,6 +109,7 @@ impl Stream {
             Some((pair, ctx)) if streaming && (200..300).contains(&self.status) => {
                 let created = self.started_ns / 1_000_000_000;
                 self.stream_translator = Some(StreamTranslator::new(*pair, ctx, created));
+                self.set_http_response_header("content-type", Some("text/event-stream"));
             }
             Some(_) => self.set_http_response_header("content-type", Some("application/json")),
             None => {}

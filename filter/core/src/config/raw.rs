@@ -79,10 +79,35 @@ pub struct RawProvider {
     /// Slug, also used as the Envoy cluster name.
     #[cfg_attr(feature = "schema", schemars(regex(pattern = super::syntax::SLUG_PATTERN)))]
     pub name: String,
-    /// `openai`, `anthropic`, `gemini` or `openai_compatible`.
+    /// `openai`, `anthropic`, `gemini`, `openai_compatible`, `azure_openai`, `bedrock` or
+    /// `vertex`.
     pub kind: String,
-    /// `scheme://host[:port][/prefix]`.
+    /// `scheme://host[:port][/prefix]`. May be left out for `bedrock` and `vertex` (derived from
+    /// `region`) and for an `openai_compatible` `preset`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub base_url: String,
+    /// A hosted OpenAI-compatible API by name (`groq`, `mistral`, `deepseek`, `together`,
+    /// `fireworks`, `openrouter`, `xai`, `cerebras`): its base URL, and the request fields it
+    /// refuses removed from translated requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The cloud region (`bedrock`: `us-east-1`; `vertex`: `us-central1`, `global`, `us`, `eu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The Google Cloud project (`vertex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// `azure_openai`: the `api-version` of deployment paths
+    /// (`/openai/deployments/{model}/...`); without it the v1 API (`/openai/v1/...`) is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Where the sidecar gets short-lived credentials (AWS STS, Google OAuth, Entra ID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<Box<super::cloud::RawCredentials>>,
+    /// SigV4 keys (`bedrock`), filled in by the sidecar from `credentials`; never written in a
+    /// configuration file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_keys: Option<Box<super::cloud::RawAwsKeys>>,
     /// Optional pool of replicas behind this provider: `host:port` strings, or objects that
     /// also name the replica's KV-event sockets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -136,6 +161,18 @@ pub struct RawProvider {
     /// the JSON snapshot handed to the filter, which cannot read environment variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// Names of the environment variables that hold the provider's keys, a pool the requests
+    /// are spread over (excludes `api_key_env`; a variable that is not set is skipped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys_env: Vec<String>,
+    /// The pool's keys, as `api_key`: never written in a config file, filled in by
+    /// [`RawConfig::resolve_api_keys`] from `api_keys_env` for the JSON snapshot only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<String>,
+    /// Seconds a pooled key that answered 429 without a usable `Retry-After` is left alone
+    /// (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_cooldown_secs: Option<u64>,
 }
 
 /// A provider's `lmcache` block.
@@ -495,10 +532,12 @@ pub struct RawRedis {
 }
 
 impl RawConfig {
-    /// Fills each provider's `api_key` from `lookup(api_key_env)`.
+    /// Fills each provider's `api_key` from `lookup(api_key_env)`, and its `api_keys` from
+    /// `lookup` of each of its `api_keys_env`.
     ///
     /// A key already present (from a JSON snapshot) is kept; a variable that `lookup` does not
-    /// know leaves the provider without a credential, which is legitimate for local engines.
+    /// know leaves the provider without a credential, which is legitimate for local engines
+    /// (in a pool, that variable is skipped: the pool is the keys that are set).
     pub fn resolve_api_keys(&mut self, lookup: impl Fn(&str) -> Option<String>) {
         for server in &mut self.mcp_servers {
             if let (None, Some(var)) = (&server.api_key, &server.api_key_env) {
@@ -511,6 +550,9 @@ impl RawConfig {
             }
         }
         for provider in &mut self.providers {
+            if provider.api_keys.is_empty() {
+                provider.api_keys = provider.api_keys_env.iter().filter_map(|var| lookup(var)).collect();
+            }
             if provider.api_key.is_some() {
                 continue;
             }

@@ -336,3 +336,53 @@ fn responses_retention_is_read_and_checked() {
     let err = responses::from_raw(raw.responses.as_ref()).unwrap_err();
     assert_eq!(err[0].path, "responses.max_entries");
 }
+
+#[test]
+fn key_pools_resolve_skipping_unset_variables_and_keep_the_first_as_credential() {
+    let yaml = "providers:\n  - {name: a, kind: anthropic, base_url: 'http://h', api_keys_env: [K1, UNSET, K2, K3], \
+                key_cooldown_secs: 5}\n  - {name: b, kind: openai, base_url: 'http://h', api_key_env: K1}";
+    let mut raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
+    raw.resolve_api_keys(|var| match var {
+        "K1" => Some("sk-one".into()),
+        "K2" => Some("sk-two".into()),
+        "K3" => Some("sk-one".into()),
+        _ => None,
+    });
+    assert_eq!(raw.providers[0].api_keys, ["sk-one", "sk-two", "sk-one"]);
+    let c = Config::try_from(raw.clone()).unwrap();
+    let a = &c.providers[0];
+    let values: Vec<&str> = a.keys.iter().map(|k| k.credential.value.as_str()).collect();
+    assert_eq!(values, ["sk-one", "sk-two"], "unset skipped, a key held twice kept once");
+    assert_eq!(a.keys[0].credential.name, "x-api-key");
+    assert_eq!(a.credential.as_ref(), Some(&a.keys[0].credential), "credential: the first key");
+    assert_eq!(a.keys[1].fingerprint, crate::keypool::fingerprint("sk-two"));
+    assert_eq!((a.key_cooldown_ms, a.key_generation), (5_000, crate::keypool::generation(&a.keys)));
+    let b = &c.providers[1];
+    assert_eq!(b.keys.len(), 1, "a single key is a pool of one");
+    assert_eq!(b.credential.as_ref().map(|c| c.value.as_str()), Some("Bearer sk-one"));
+    assert_eq!(b.key_cooldown_ms, crate::keypool::DEFAULT_COOLDOWN_SECS * 1_000);
+    assert!(!format!("{c:?}").contains("sk-two"), "Debug must redact pooled keys");
+    // A snapshot's keys are kept as they are.
+    raw.resolve_api_keys(|_| Some("other".into()));
+    assert_eq!(raw.providers[0].api_keys, ["sk-one", "sk-two", "sk-one"]);
+}
+
+#[test]
+fn key_pool_problems_have_their_paths_and_never_echo_a_key() {
+    let at = |fields: &str| {
+        problem_paths(&format!("providers: [{{name: a, kind: openai, base_url: 'http://h', {fields}}}]"))
+    };
+    assert_eq!(at("api_keys_env: [K1, '9X', K1]"), ["providers[0].api_keys_env[1]", "providers[0].api_keys_env[2]"]);
+    assert_eq!(at("api_keys_env: [K1], api_key_env: K2"), ["providers[0].api_keys_env"]);
+    assert_eq!(at("key_cooldown_secs: 0"), ["providers[0].key_cooldown_secs"]);
+    assert_eq!(at("key_cooldown_secs: 86401"), ["providers[0].key_cooldown_secs"]);
+    assert_eq!(at("api_key: sk-1, api_keys: [sk-2]"), ["providers[0].api_keys"]);
+    let signs_in = "providers: [{name: b, kind: bedrock, region: us-east-1, credentials: {source: aws_web_identity}, \
+                    api_keys_env: [K1]}]";
+    assert_eq!(problem_paths(signs_in), ["providers[0].api_keys_env"], "the sidecar's tokens are its keys");
+    let p = problems("providers: [{name: a, kind: openai, base_url: 'http://h', api_keys: [sk-good, \"sec ret\"]}]");
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].starts_with("providers[0].api_keys[1]: ") && !p[0].contains("sec"), "{p:?}");
+    let dup = problems("providers: [{name: a, kind: openai, base_url: 'http://h', api_keys_env: [K1, K1]}]");
+    assert_eq!(dup, [r#"providers[0].api_keys_env[1]: duplicate variable "K1""#]);
+}

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use crate::auth::{parse_digest, DigestIndex};
+use crate::keypool::{self, PoolKey};
 
+use super::cloud::{self, CloudFields};
 use super::raw::{RawConfig, RawGroup, RawKey, RawModel, RawProvider, RawTarget};
 use super::syntax::{self, check_public_name, check_slug};
 use super::{
@@ -189,10 +191,17 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
     p.check(at("name"), check_slug(&raw.name));
     let kind = ProviderKind::parse(&raw.kind);
     if kind.is_none() {
-        let msg = format!("unknown kind {:?} (expected openai, anthropic, gemini or openai_compatible)", raw.kind);
-        p.add(at("kind"), msg);
+        let expected = "openai, anthropic, gemini, openai_compatible, azure_openai, bedrock or vertex";
+        p.add(at("kind"), format!("unknown kind {:?} (expected {expected})", raw.kind));
     }
-    let base_url = p.check(at("base_url"), syntax::parse_base_url(&raw.base_url));
+    let base_url = p.check(at("base_url"), base_url(kind, raw));
+    if let Some(name) = &raw.preset {
+        if kind != Some(ProviderKind::OpenAiCompatible) {
+            p.add(at("preset"), "presets are openai_compatible providers");
+        } else if super::presets::find(name).is_none() {
+            p.add(at("preset"), format!("unknown preset {name:?} (expected {})", super::presets::names()));
+        }
+    }
     let mut endpoints = Vec::with_capacity(raw.endpoints.len());
     for (j, e) in raw.endpoints.iter().enumerate() {
         let at = if e.kv_events.is_some() || e.kv_replay.is_some() {
@@ -221,11 +230,18 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
     if let Some(var) = &raw.api_key_env {
         p.check(at("api_key_env"), syntax::check_env_name(var));
     }
+    let key_cooldown_ms = key_pool_settings(i, raw, p);
     let kind = kind?;
-    let credential = match &raw.api_key {
-        Some(key) => p.check(at("api_key"), credential(kind, key)),
-        None => None,
+    let fields = CloudFields {
+        region: raw.region.as_deref(),
+        project: raw.project.as_deref(),
+        api_version: raw.api_version.as_deref(),
+        credentials: raw.credentials.as_deref(),
+        aws_keys: raw.aws_keys.as_deref(),
     };
+    let cloud = cloud::settings(i, kind, &fields, p);
+    let keys = provider_keys(i, credential_header(kind, raw), raw, p);
+    let credential = keys.first().map(|k| k.credential.clone());
     let base_url = base_url?;
     Some(Provider {
         name: raw.name.clone(),
@@ -235,21 +251,91 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         endpoints,
         api_key_env: raw.api_key_env.clone(),
         credential,
+        key_generation: keypool::generation(&keys),
+        keys,
+        key_cooldown_ms,
         kv,
         lmcache,
         max_concurrency,
+        cloud,
+        signs_in: raw.credentials.is_some(),
+        preset: raw.preset.as_deref().and_then(super::presets::find),
     })
+}
+
+/// The provider's `base_url`: as written, else what its kind and region or preset imply.
+fn base_url(kind: Option<ProviderKind>, raw: &RawProvider) -> Result<syntax::BaseUrl, String> {
+    if !raw.base_url.is_empty() {
+        return syntax::parse_base_url(&raw.base_url);
+    }
+    let derived = match (kind, &raw.preset) {
+        (Some(ProviderKind::OpenAiCompatible), Some(preset)) => super::presets::base_url(preset).map(str::to_string),
+        (Some(kind), _) => cloud::default_base_url(kind, raw.region.as_deref()),
+        (None, _) => None,
+    };
+    derived.map_or_else(|| Err("a base_url is required for this provider".to_string()), |u| syntax::parse_base_url(&u))
+}
+
+/// The header a provider's key travels in: its kind's, except that an Azure OpenAI provider
+/// signing in with Entra ID sends the token as a bearer.
+fn credential_header(kind: ProviderKind, raw: &RawProvider) -> &'static str {
+    match kind {
+        ProviderKind::AzureOpenAi if raw.credentials.is_some() => "authorization",
+        kind => kind.credential_header(),
+    }
 }
 
 /// Builds the credential header; rejects values that would corrupt the header (never echoes
 /// the key itself into the problem message).
-fn credential(kind: ProviderKind, key: &str) -> Result<Credential, String> {
+fn credential(name: &'static str, key: &str) -> Result<Credential, String> {
     if key.is_empty() || key.bytes().any(|b| b.is_ascii_control() || b == b' ') {
         return Err("key is empty or contains spaces or control characters".into());
     }
-    let name = kind.credential_header();
     let value = if name == "authorization" { format!("Bearer {key}") } else { key.to_string() };
     Ok(Credential { name, value })
+}
+
+/// Checks `api_keys_env` (variable names, each once; excludes `api_key_env` and
+/// `credentials`) and `key_cooldown_secs`; returns the cooldown in ms.
+fn key_pool_settings(i: usize, raw: &RawProvider, p: &mut Problems) -> u64 {
+    let at = |field: &str| format!("providers[{i}].{field}");
+    if !raw.api_keys_env.is_empty() && raw.api_key_env.is_some() {
+        p.add(at("api_keys_env"), "excludes api_key_env: name one key there, or every key of the pool here");
+    }
+    if !raw.api_keys_env.is_empty() && raw.credentials.is_some() {
+        p.add(at("api_keys_env"), "excludes credentials: the sidecar signs in for this provider");
+    }
+    for (j, var) in raw.api_keys_env.iter().enumerate() {
+        let at = format!("providers[{i}].api_keys_env[{j}]");
+        if raw.api_keys_env.get(..j).is_some_and(|before| before.contains(var)) {
+            p.add(at, format!("duplicate variable {var:?}"));
+        } else {
+            p.check(at, syntax::check_env_name(var));
+        }
+    }
+    let secs = raw.key_cooldown_secs.unwrap_or(keypool::DEFAULT_COOLDOWN_SECS);
+    if !(1..=keypool::MAX_COOLDOWN_SECS).contains(&secs) {
+        p.add(at("key_cooldown_secs"), format!("must be between 1 and {}", keypool::MAX_COOLDOWN_SECS));
+    }
+    secs.saturating_mul(1_000)
+}
+
+/// The provider's keys: its `api_key`, or its pool of `api_keys` (excludes `api_key`), each
+/// with its fingerprint. A key two variables hold is one key: it is kept once.
+fn provider_keys(i: usize, header: &'static str, raw: &RawProvider, p: &mut Problems) -> Vec<PoolKey> {
+    if raw.api_key.is_some() && !raw.api_keys.is_empty() {
+        p.add(format!("providers[{i}].api_keys"), "excludes api_key");
+    }
+    let single = raw.api_key.iter().map(|key| (format!("providers[{i}].api_key"), key));
+    let pool = raw.api_keys.iter().enumerate().map(|(j, key)| (format!("providers[{i}].api_keys[{j}]"), key));
+    let mut keys: Vec<PoolKey> = Vec::with_capacity(raw.api_keys.len().max(1));
+    for (at, key) in single.chain(pool) {
+        let Some(credential) = p.check(at, credential(header, key)) else { continue };
+        if keys.iter().all(|k| k.credential != credential) {
+            keys.push(PoolKey { fingerprint: keypool::fingerprint(key), credential });
+        }
+    }
+    keys
 }
 
 /// Name tables used to check references.

@@ -176,7 +176,7 @@ fn providers_of_another_dialect_get_translated_bodies() {
     let d = chat(c, r#"{"model":"claude","messages":[{"role":"user","content":"hi"}]}"#, 0).unwrap();
     assert_eq!(d.path, "/v1/messages");
     let (pair, ctx) = d.translation.unwrap();
-    assert_eq!((pair.inbound, pair.outbound), (Inbound::OpenAiChat, translate::Outbound::Anthropic));
+    assert_eq!((pair.inbound, pair.outbound), (Inbound::OpenAiChat, Outbound::Anthropic));
     assert_eq!(ctx.model, "claude");
     let sent: serde_json::Value = serde_json::from_slice(&d.body.unwrap()).unwrap();
     assert_eq!((sent["model"].as_str(), sent["max_tokens"].as_u64()), (Some("claude-x"), Some(4096)));

@@ -3,6 +3,10 @@
 //! token leaves when the provider sends it. Memory stays bounded: only the event in progress is
 //! held ([`MAX_EVENT`]), never the stream.
 //!
+//! Bedrock's ConverseStream is framed otherwise: AWS event-stream binary frames, which its
+//! decoder reads itself (`converse.rs`, frames of at most [`MAX_EVENT`] bytes); the SSE
+//! splitter is not used then.
+//!
 //! The output depends only on the sequence of events, not on how the bytes were cut into
 //! chunks (a test splits every transcript at every byte boundary).
 
@@ -11,6 +15,7 @@ use super::{Context, Inbound, Outbound, Pair};
 use crate::usage::sse::{event_data, Splitter};
 
 mod anthropic;
+mod converse;
 mod gemini;
 mod openai;
 mod responses;
@@ -63,6 +68,8 @@ enum Decoder {
     OpenAi(openai::Decoder),
     Anthropic(anthropic::Decoder),
     Gemini(gemini::Decoder),
+    /// Frames its input itself (binary event stream).
+    Converse(converse::Decoder),
 }
 
 /// Client-dialect encoding.
@@ -84,6 +91,8 @@ pub struct StreamTranslator {
     encoder: Encoder,
     events: Vec<Event>,
     overflowed: bool,
+    /// [`Context::answer_id`], for a stream that names no id.
+    answer_id: String,
 }
 
 impl StreamTranslator {
@@ -97,12 +106,18 @@ impl StreamTranslator {
             encoder: Encoder::new(pair.inbound, ctx, created),
             events: Vec::new(),
             overflowed: false,
+            answer_id: ctx.answer_id.clone(),
         }
     }
 
     /// Takes the next bytes of the provider's stream; returns the client's bytes for them.
     pub fn feed(&mut self, mut chunk: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
+        if let Decoder::Converse(d) = &mut self.decoder {
+            d.feed(chunk, &mut self.events);
+            self.encode_decoded(&mut out);
+            return out;
+        }
         if self.overflowed {
             return out;
         }
@@ -125,9 +140,14 @@ impl StreamTranslator {
     /// The provider's stream ended: the client's closing bytes.
     pub fn finish(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
-        let last = std::mem::take(&mut self.pending);
-        if !last.is_empty() || self.splitter.finish() {
-            self.decode(&last, &mut out);
+        if let Decoder::Converse(d) = &mut self.decoder {
+            d.finish(&mut self.events);
+            self.encode_decoded(&mut out);
+        } else {
+            let last = std::mem::take(&mut self.pending);
+            if !last.is_empty() || self.splitter.finish() {
+                self.decode(&last, &mut out);
+            }
         }
         self.encoder.finish(&mut out);
         out
@@ -148,12 +168,19 @@ impl StreamTranslator {
         if data.is_empty() {
             return;
         }
-        let mut events = std::mem::take(&mut self.events);
-        self.decoder.event(name, &data, &mut events);
-        for e in events.drain(..) {
-            self.encode(e, out);
+        self.decoder.event(name, &data, &mut self.events);
+        self.encode_decoded(out);
+    }
+
+    /// Encodes the events decoded so far.
+    fn encode_decoded(&mut self, out: &mut Vec<u8>) {
+        for e in self.events.drain(..) {
+            let e = match e {
+                Event::Start { id } if id.is_empty() => Event::Start { id: self.answer_id.clone() },
+                other => other,
+            };
+            self.encoder.event(e, out);
         }
-        self.events = events;
     }
 
     fn encode(&mut self, event: Event, out: &mut Vec<u8>) {
@@ -167,15 +194,18 @@ impl Decoder {
             Outbound::OpenAiChat => Decoder::OpenAi(openai::Decoder::default()),
             Outbound::Anthropic => Decoder::Anthropic(anthropic::Decoder::new(structured)),
             Outbound::Gemini => Decoder::Gemini(gemini::Decoder::default()),
+            Outbound::Converse => Decoder::Converse(converse::Decoder::default()),
         }
     }
 
-    /// One event (`name` from its `event:` line, `data` its data).
+    /// One event (`name` from its `event:` line, `data` its data; for Converse the
+    /// `:event-type` header and the payload of one frame).
     fn event(&mut self, name: &[u8], data: &[u8], out: &mut Vec<Event>) {
         match self {
             Decoder::OpenAi(d) => d.event(data, out),
             Decoder::Anthropic(d) => d.event(name, data, out),
             Decoder::Gemini(d) => d.event(data, out),
+            Decoder::Converse(d) => d.event(name, data, out),
         }
     }
 }
@@ -221,7 +251,8 @@ impl EventDecoder {
     }
 
     /// Decodes one event: `name` from its `event:` line (empty when absent), `data` its data
-    /// (`crate::usage::sse` framing). An OpenAI `[DONE]` yields nothing.
+    /// (`crate::usage::sse` framing). An OpenAI `[DONE]` yields nothing. For Converse, whose
+    /// frames are binary, `name` is a frame's `:event-type` and `data` its payload.
     pub fn event(&mut self, name: &[u8], data: &[u8], out: &mut Vec<Event>) {
         self.0.event(name, data, out);
     }

@@ -62,6 +62,7 @@ fn upstream_model(p: Pair) -> &'static str {
         Outbound::OpenAiChat => "gpt-upstream",
         Outbound::Anthropic => "claude-upstream",
         Outbound::Gemini => "gemini-upstream",
+        Outbound::Converse => "bedrock-upstream",
     }
 }
 

@@ -29,6 +29,8 @@ pub(crate) enum Quick {
     Anthropic(Counts<4>),
     /// prompt, candidates, cached content, thoughts, tool-use prompt token counts.
     Gemini(Counts<5>),
+    /// input, output, cache read, cache write tokens (Converse's camelCase names).
+    Converse(Counts<4>),
 }
 
 /// The usage object of `dialect` at the start of `bytes`, and its length.
@@ -61,6 +63,11 @@ pub(crate) fn quick(dialect: UsageDialect, bytes: &[u8]) -> Option<(Quick, usize
                 b"toolUsePromptTokenCount",
             ];
             read(bytes, |key| flat(&names, key), |_, _| Slot::Ignored).map(|(c, len)| (Quick::Gemini(c), len))
+        }
+        UsageDialect::Converse => {
+            let names: [&[u8]; 4] =
+                [b"inputTokens", b"outputTokens", b"cacheReadInputTokens", b"cacheWriteInputTokens"];
+            read(bytes, |key| flat(&names, key), |_, _| Slot::Ignored).map(|(c, len)| (Quick::Converse(c), len))
         }
     }
 }

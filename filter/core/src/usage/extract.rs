@@ -6,6 +6,7 @@
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
+use super::converse::CvUsage;
 use super::counts::{self, Quick};
 use super::json::{escaped_quote, find, object_value_after_key, rfind, top_level_object, value_end};
 use super::{Usage, UsageDialect};
@@ -168,6 +169,7 @@ pub(crate) fn object(dialect: UsageDialect, data: &[u8], acc: &mut Acc) -> Seen 
             Seen { usage: usage.is_some(), empty_choices: false }
         }
         UsageDialect::Gemini => gemini(data, acc),
+        UsageDialect::Converse => Seen { usage: super::converse::object(data, acc), empty_choices: false },
     }
 }
 
@@ -190,7 +192,7 @@ fn gemini(data: &[u8], acc: &mut Acc) -> Seen {
 fn usage_key(dialect: UsageDialect) -> &'static [u8] {
     match dialect {
         UsageDialect::Gemini => b"\"usageMetadata\"",
-        UsageDialect::OpenAi | UsageDialect::Anthropic => b"\"usage\"",
+        UsageDialect::OpenAi | UsageDialect::Anthropic | UsageDialect::Converse => b"\"usage\"",
     }
 }
 
@@ -312,6 +314,10 @@ pub(crate) fn quick_value(dialect: UsageDialect, bytes: &[u8]) -> Option<(Found,
             }
             .usage(),
         ),
+        Quick::Converse([input_tokens, output_tokens, cache_read_input_tokens, cache_write_input_tokens]) => {
+            let u = CvUsage { input_tokens, output_tokens, cache_read_input_tokens, cache_write_input_tokens };
+            Found::Last(u.usage())
+        }
     };
     Some((found, len))
 }
@@ -325,6 +331,7 @@ pub(crate) fn serde_value(dialect: UsageDialect, bytes: &[u8], acc: &mut Acc) ->
         UsageDialect::OpenAi => first::<OaUsage>(bytes).map(|u| acc.last = Some(u.usage())).is_some(),
         UsageDialect::Anthropic => first::<AnUsage>(bytes).map(|u| acc.anthropic(&u)).is_some(),
         UsageDialect::Gemini => first::<GemUsage>(bytes).map(|u| acc.last = Some(u.usage())).is_some(),
+        UsageDialect::Converse => first::<CvUsage>(bytes).map(|u| acc.last = Some(u.usage())).is_some(),
     }
 }
 
@@ -374,5 +381,7 @@ pub(crate) fn is_token_event(dialect: UsageDialect, bytes: &[u8]) -> bool {
         }
         UsageDialect::Anthropic => find(bytes, b"\"content_block_delta\"", 0).is_some(),
         UsageDialect::Gemini => find(bytes, b"\"candidates\"", 0).is_some(),
+        // A `contentBlockDelta` payload (streams are read frame by frame: `super::converse`).
+        UsageDialect::Converse => find(bytes, b"\"delta\"", 0).is_some(),
     }
 }

@@ -18,12 +18,14 @@ pub struct FinishReasons {
 
 /// The keys a dialect writes its reason under, with a string value: OpenAI's
 /// `choices[].finish_reason`, Anthropic's `stop_reason` (top level or `message_delta.delta`),
-/// Gemini's `candidates[].finishReason`.
+/// Gemini's `candidates[].finishReason`, Converse's `stopReason` (top level, or a stream's
+/// `messageStop` event).
 fn key(dialect: UsageDialect) -> &'static [u8] {
     match dialect {
         UsageDialect::OpenAi => b"\"finish_reason\":",
         UsageDialect::Anthropic => b"\"stop_reason\":",
         UsageDialect::Gemini => b"\"finishReason\":",
+        UsageDialect::Converse => b"\"stopReason\":",
     }
 }
 

@@ -1,6 +1,7 @@
 //! Usage tests against the golden fixtures in `testdata/usage/`: extracted usage, and identical
 //! results (usage and forwarded bytes) however the body is cut into chunks.
 
+mod converse;
 mod units;
 
 use super::*;

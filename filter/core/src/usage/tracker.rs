@@ -1,6 +1,7 @@
 //! [`Tracker`]: watches a response body go by, chunk by chunk, and reads its usage with
 //! bounded memory; optionally removes the usage event the gateway itself asked for.
 
+use super::converse::Frames;
 use super::extract::{self, Acc};
 use super::sse::{event_data, Splitter};
 use super::{Chunk, Usage, UsageDialect, EVENT_MAX, TAIL_MAX, WHOLE_BODY_MAX};
@@ -30,6 +31,8 @@ pub struct Tracker {
     out: Vec<u8>,
     /// Finish reasons, read only when asked for ([`with_finish_reasons`](Self::with_finish_reasons)).
     finish: Option<Box<super::FinishReasons>>,
+    /// A streamed Converse answer: binary event-stream frames instead of SSE.
+    frames: Option<Box<Frames>>,
 }
 
 /// Output of one chunk in hiding mode: stays a borrowed prefix of the chunk until something
@@ -78,8 +81,9 @@ impl<'a> Out<'a> {
 }
 
 impl Tracker {
-    /// A tracker for a body in `dialect`. `streaming`: the response is `text/event-stream`
-    /// (decide on the response's content type: an error answer to a streaming request is JSON).
+    /// A tracker for a body in `dialect`. `streaming`: the response is `text/event-stream`, or
+    /// for [`UsageDialect::Converse`] `application/vnd.amazon.eventstream` (decide on the
+    /// response's content type: an error answer to a streaming request is JSON).
     /// `hide_usage_chunk`: remove the OpenAI chunk with empty `choices` and a `usage` object,
     /// because the gateway added `stream_options.include_usage` (see
     /// [`ensure_include_usage`](super::ensure_include_usage)); only meaningful when streaming.
@@ -96,6 +100,7 @@ impl Tracker {
             split: Splitter::default(),
             out: Vec::new(),
             finish: None,
+            frames: (streaming && dialect == UsageDialect::Converse).then(Box::default),
         }
     }
 
@@ -124,6 +129,10 @@ impl Tracker {
         }
         if !self.streaming {
             self.json_chunk(chunk);
+            return Chunk::Forward;
+        }
+        if let Some(frames) = self.frames.as_deref_mut() {
+            frames.push(chunk, &mut self.acc, &mut self.first_token, self.finish.as_deref_mut());
             return Chunk::Forward;
         }
         let mut out = Out::new(chunk);
@@ -180,7 +189,7 @@ impl Tracker {
     /// Bytes currently held in memory (for the memory-bound tests).
     #[cfg(test)]
     pub(crate) fn buffered_bytes(&self) -> usize {
-        self.buf.capacity() + self.out.capacity()
+        self.buf.capacity() + self.out.capacity() + self.frames.as_ref().map_or(0, |f| f.held())
     }
 
     fn json_chunk(&mut self, chunk: &[u8]) {
@@ -271,6 +280,8 @@ impl Tracker {
         if !self.streaming {
             let body = std::mem::take(&mut self.buf);
             self.json_usage(&body);
+        } else if let Some(frames) = self.frames.as_deref_mut() {
+            frames.end(&mut self.acc);
         } else if self.seen > EVENT_MAX {
             self.oversized_event();
         } else if !self.buf.is_empty() {
@@ -319,7 +330,7 @@ fn extend_bounded(buf: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Appends `bytes` to `buf`, keeping only the last [`TAIL_MAX`] bytes (trimming in batches so
 /// the copy cost stays linear).
-fn push_tail(buf: &mut Vec<u8>, bytes: &[u8]) {
+pub(super) fn push_tail(buf: &mut Vec<u8>, bytes: &[u8]) {
     let bytes = bytes.get(bytes.len().saturating_sub(TAIL_MAX)..).unwrap_or_default();
     buf.extend_from_slice(bytes);
     if buf.len() > 2 * TAIL_MAX {

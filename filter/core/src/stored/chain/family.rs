@@ -63,6 +63,9 @@ impl Family {
             None | Some(Outbound::OpenAiChat) => Family::OpenAi,
             Some(Outbound::Anthropic) => Family::Anthropic,
             Some(Outbound::Gemini) => Family::Gemini,
+            // Bedrock's reasoning signatures are Claude's, which Anthropic documents as valid
+            // across its platforms (its API, Bedrock, Vertex).
+            Some(Outbound::Converse) => Family::Anthropic,
         }
     }
 }

@@ -392,7 +392,7 @@ fn top_level_member_scan_skips_nested_values_and_strings() {
 #[test]
 fn quick_usage_reader_agrees_with_serde() {
     use super::super::extract::{quick_value, serde_value, Acc};
-    const KEYS: [&str; 14] = [
+    const KEYS: [&str; 18] = [
         "prompt_tokens",
         "completion_tokens",
         "input_tokens",
@@ -406,6 +406,10 @@ fn quick_usage_reader_agrees_with_serde() {
         "promptTokenCount",
         "candidatesTokenCount",
         "thoughtsTokenCount",
+        "inputTokens",
+        "outputTokens",
+        "cacheReadInputTokens",
+        "cacheWriteInputTokens",
         "x",
     ];
     // Valid JSON values only: members the quick reader skips are skipped leniently (like the
@@ -432,7 +436,7 @@ fn quick_usage_reader_agrees_with_serde() {
     let (mut quick_answers, mut declined) = (0, 0);
     for _ in 0..20_000 {
         let text = object(&mut rng, 0);
-        for dialect in [UsageDialect::OpenAi, UsageDialect::Anthropic, UsageDialect::Gemini] {
+        for dialect in [UsageDialect::OpenAi, UsageDialect::Anthropic, UsageDialect::Gemini, UsageDialect::Converse] {
             let (mut by_serde, mut by_quick) = (Acc::default(), Acc::default());
             let serde_ok = serde_value(dialect, text.as_bytes(), &mut by_serde);
             match quick_value(dialect, text.as_bytes()) {

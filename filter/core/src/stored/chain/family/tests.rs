@@ -38,6 +38,7 @@ fn routed(rebuilt: &Rebuilt, outbound: Option<Outbound>) -> RouteDecision<'stati
         endpoint: None,
         endpoint_index: None,
         credential: None,
+        aws: None,
         requested: "m".into(),
         translation,
         may_stream: true,

@@ -1,0 +1,160 @@
+//! Where requests to the cloud kinds go, and what changes in their bodies:
+//!
+//! - Azure OpenAI: `/openai/deployments/{deployment}/{api}?api-version=…`, or the v1 API
+//!   `/openai/v1/{api}` when no `api_version` is configured; the body is OpenAI's.
+//! - Vertex AI: `/v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}:{method}`.
+//!   Gemini models take Gemini bodies as they are; Anthropic models (`claude-…`, or any id
+//!   written `anthropic/…`) take a Messages body without `model` and with Vertex's
+//!   `anthropic_version`, at `:rawPredict` or `:streamRawPredict`.
+//! - Bedrock: `/model/{escaped id}/converse` or `/converse-stream`, Converse bodies (always
+//!   translated; the path comes from the translator's dialect).
+
+use crate::config::cloud::{Cloud, RawAwsKeys};
+use crate::config::{Provider, ProviderKind};
+use crate::openai::ApiError;
+use crate::translate::Outbound;
+
+use super::Api;
+
+/// The `anthropic_version` Vertex AI wants in Anthropic bodies.
+pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
+
+/// The dialect `provider` takes requests for `model` in (`None`: none the gateway writes).
+pub(super) fn outbound(provider: &Provider, model: &str) -> Option<Outbound> {
+    match provider.kind {
+        ProviderKind::Vertex if vertex_model(model).0 == "anthropic" => Some(Outbound::Anthropic),
+        ProviderKind::Bedrock => Some(Outbound::Converse),
+        kind => Outbound::of(kind),
+    }
+}
+
+/// `(publisher, model)` of a Vertex model id: `publisher/model` as written, else `anthropic`
+/// for Claude models and `google` for the rest.
+pub fn vertex_model(id: &str) -> (&str, &str) {
+    match id.split_once('/') {
+        Some((publisher, model)) => (publisher, model),
+        None if id.starts_with("claude") => ("anthropic", id),
+        None => ("google", id),
+    }
+}
+
+/// The upstream path of a request in the client's own dialect to a cloud provider, and its
+/// body when the cloud wants it changed (`body` is what would be sent otherwise).
+pub(super) fn native(
+    provider: &Provider,
+    cloud: &Cloud,
+    api: Api,
+    model: &str,
+    client_path: &str,
+    body: &[u8],
+) -> Result<(String, Option<Vec<u8>>), ApiError> {
+    let prefix = provider.base_url.path_prefix.as_str();
+    match cloud {
+        Cloud::Azure { api_version } => Ok((azure_path(prefix, api_version.as_deref(), model, api.path()), None)),
+        Cloud::Vertex { project, region } => {
+            let base = vertex_base(prefix, project, region, model);
+            if api == Api::Messages {
+                let (body, stream) = vertex_anthropic_body(body)?;
+                let method = if stream { ":streamRawPredict" } else { ":rawPredict" };
+                return Ok((format!("{base}{method}"), Some(body)));
+            }
+            let sse = super::paths::is_sse(client_path);
+            let method = match (api, sse) {
+                (Api::StreamGenerateContent, true) => ":streamGenerateContent?alt=sse",
+                (Api::StreamGenerateContent, false) => ":streamGenerateContent",
+                _ => ":generateContent",
+            };
+            Ok((format!("{base}{method}"), None))
+        }
+        // Bedrock takes no client dialect as it is: requests to it are always translated.
+        Cloud::Bedrock { .. } => Err(not_served(provider)),
+    }
+}
+
+/// The upstream path and body of a request translated into `outbound` for a cloud provider.
+pub(super) fn translated(
+    provider: &Provider,
+    cloud: &Cloud,
+    outbound: Outbound,
+    model: &str,
+    stream: bool,
+    body: Vec<u8>,
+) -> Result<(String, Vec<u8>), ApiError> {
+    let prefix = provider.base_url.path_prefix.as_str();
+    match (cloud, outbound) {
+        (Cloud::Azure { api_version }, _) => {
+            Ok((azure_path(prefix, api_version.as_deref(), model, outbound.path()), body))
+        }
+        (Cloud::Vertex { project, region }, Outbound::Anthropic) => {
+            let (body, _) = vertex_anthropic_body(&body)?;
+            let method = if stream { ":streamRawPredict" } else { ":rawPredict" };
+            Ok((format!("{}{method}", vertex_base(prefix, project, region, model)), body))
+        }
+        (Cloud::Vertex { project, region }, _) => {
+            let method = if stream { ":streamGenerateContent?alt=sse" } else { ":generateContent" };
+            Ok((format!("{}{method}", vertex_base(prefix, project, region, model)), body))
+        }
+        (Cloud::Bedrock { .. }, outbound) => Ok((format!("{prefix}{}", outbound.upstream_path(model, stream)), body)),
+    }
+}
+
+/// The region and keys a Bedrock provider signs with, when it has keys.
+pub(super) fn signing(provider: &Provider) -> Option<(&str, &RawAwsKeys)> {
+    match &provider.cloud {
+        Some(Cloud::Bedrock { region, keys: Some(keys) }) => Some((region.as_str(), keys)),
+        _ => None,
+    }
+}
+
+/// A 503 for a cloud provider the sidecar has not signed in to yet (its `credentials` have
+/// given no token or keys so far): sending the request without would only earn a 401.
+pub(super) fn check_signed_in(provider: &Provider) -> Result<(), ApiError> {
+    let waiting = match &provider.cloud {
+        Some(Cloud::Bedrock { keys, .. }) => keys.is_none() && provider.credential.is_none(),
+        Some(_) => provider.signs_in && provider.credential.is_none(),
+        None => false,
+    };
+    if waiting {
+        return Err(ApiError::unavailable(format!(
+            "The gateway has no credentials for provider '{}' yet: its sidecar could not sign in (see its log).",
+            provider.name
+        )));
+    }
+    Ok(())
+}
+
+fn not_served(provider: &Provider) -> ApiError {
+    ApiError::bad_model_param(format!(
+        "This API is not available for this model: its provider speaks the {} API",
+        provider.kind.as_str()
+    ))
+}
+
+/// `api_path` is an OpenAI path (`/v1/chat/completions`): Azure serves it below `/openai`.
+fn azure_path(prefix: &str, api_version: Option<&str>, deployment: &str, api_path: &str) -> String {
+    let tail = api_path.strip_prefix("/v1").unwrap_or(api_path);
+    match api_version {
+        Some(version) => format!("{prefix}/openai/deployments/{deployment}{tail}?api-version={version}"),
+        None => format!("{prefix}/openai/v1{tail}"),
+    }
+}
+
+fn vertex_base(prefix: &str, project: &str, region: &str, model: &str) -> String {
+    let (publisher, model) = vertex_model(model);
+    format!("{prefix}/v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}")
+}
+
+/// A Messages body as Vertex takes it: no `model` (it is in the path), Vertex's
+/// `anthropic_version`; and whether it asks for a stream.
+fn vertex_anthropic_body(body: &[u8]) -> Result<(Vec<u8>, bool), ApiError> {
+    let mut doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("The body is not a JSON object: {e}")))?;
+    doc.remove("model");
+    doc.insert("anthropic_version".into(), VERTEX_ANTHROPIC_VERSION.into());
+    let stream = doc.get("stream").and_then(serde_json::Value::as_bool).unwrap_or(false);
+    let body = serde_json::to_vec(&doc).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((body, stream))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! Cloud kinds' paths, headers and bodies, through the router.
+
+use crate::auth::Caller;
+use crate::config::{Config, RawConfig};
+use crate::route::{route, Api, RouteDecision};
+
+const YAML: &str = r#"
+providers:
+  - { name: azure, kind: azure_openai, base_url: "https://res.openai.azure.com", api_version: "2024-10-21", api_key_env: AZ }
+  - { name: azure1, kind: azure_openai, base_url: "https://res.openai.azure.com", api_key_env: AZ }
+  - name: entra
+    kind: azure_openai
+    base_url: "https://res.openai.azure.com"
+    credentials: { source: azure_client_credentials, tenant_id: t, client_id: c, client_secret_env: S }
+  - { name: vertex, kind: vertex, project: my-proj-1, region: us-east5, api_key_env: GT }
+  - { name: vglobal, kind: vertex, project: my-proj-1, region: global, api_key_env: GT }
+models:
+  - { name: az, targets: [{ provider: azure, model: gpt4o-deploy }] }
+  - { name: az1, targets: [{ provider: azure1, model: gpt-4o-mini }] }
+  - { name: entra, targets: [{ provider: entra, model: d }] }
+  - { name: gem, targets: [{ provider: vertex, model: gemini-2.5-flash }] }
+  - { name: claude, targets: [{ provider: vertex, model: "claude-sonnet-4@20250514" }] }
+  - { name: glob, targets: [{ provider: vglobal, model: "anthropic/claude-x@1" }] }
+"#;
+
+fn config() -> &'static Config {
+    let mut raw: RawConfig = serde_saphyr::from_str(YAML).unwrap();
+    raw.resolve_api_keys(|var| Some(format!("k-{var}")));
+    Box::leak(Box::new(Config::try_from(raw).unwrap()))
+}
+
+fn go(api: Api, path: &str, body: &str) -> RouteDecision<'static> {
+    route(config(), Caller::Open, api, path, body.as_bytes(), 0).unwrap()
+}
+
+fn json(d: &RouteDecision<'_>) -> serde_json::Value {
+    serde_json::from_slice(d.body.as_deref().unwrap()).unwrap()
+}
+
+#[test]
+fn azure_deployment_and_v1_paths_and_headers() {
+    let d = go(Api::ChatCompletions, "/v1/chat/completions?x=1", r#"{"model":"az","messages":[]}"#);
+    assert_eq!(d.path, "/openai/deployments/gpt4o-deploy/chat/completions?api-version=2024-10-21");
+    assert_eq!(d.authority, "res.openai.azure.com");
+    let cred = d.credential.unwrap();
+    assert_eq!((cred.name, cred.value.as_str()), ("api-key", "k-AZ"));
+    assert_eq!(json(&d)["model"], "gpt4o-deploy", "the deployment name is the model");
+    let d = go(Api::Embeddings, "/v1/embeddings", r#"{"model":"az1","input":"x"}"#);
+    assert_eq!(d.path, "/openai/v1/embeddings");
+    // Entra ID tokens are bearers.
+    let mut raw: RawConfig = serde_saphyr::from_str(YAML).unwrap();
+    raw.providers[2].api_key = Some("tok".into());
+    let c = Config::try_from(raw).unwrap();
+    let cred = c.providers[2].credential.as_ref().unwrap();
+    assert_eq!((cred.name, cred.value.as_str()), ("authorization", "Bearer tok"));
+}
+
+#[test]
+fn azure_takes_anthropic_clients_translated() {
+    let body = r#"{"model":"az","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#;
+    let d = go(Api::Messages, "/v1/messages", body);
+    assert_eq!(d.path, "/openai/deployments/gpt4o-deploy/chat/completions?api-version=2024-10-21");
+    assert!(d.translation.is_some());
+    assert_eq!(json(&d)["messages"][0]["content"], "hi");
+}
+
+#[test]
+fn vertex_gemini_native_and_translated() {
+    let d =
+        go(Api::StreamGenerateContent, "/v1beta/models/gem:streamGenerateContent?alt=sse&key=x", r#"{"contents":[]}"#);
+    let base = "/v1/projects/my-proj-1/locations/us-east5/publishers/google/models/gemini-2.5-flash";
+    assert_eq!(d.path, format!("{base}:streamGenerateContent?alt=sse"));
+    assert_eq!(d.authority, "us-east5-aiplatform.googleapis.com");
+    assert!(d.translation.is_none() && d.body.is_none(), "a Gemini body goes as it is");
+    let cred = d.credential.unwrap();
+    assert_eq!((cred.name, cred.value.as_str()), ("authorization", "Bearer k-GT"));
+    let d = go(
+        Api::ChatCompletions,
+        "/v1/chat/completions",
+        r#"{"model":"gem","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    assert_eq!(d.path, format!("{base}:streamGenerateContent?alt=sse"));
+    assert!(json(&d)["contents"].is_array());
+}
+
+#[test]
+fn vertex_anthropic_native_and_translated() {
+    let body = r#"{"model":"claude","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let d = go(Api::Messages, "/v1/messages", body);
+    let base = "/v1/projects/my-proj-1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514";
+    assert_eq!(d.path, format!("{base}:streamRawPredict"));
+    assert!(d.translation.is_none());
+    let sent = json(&d);
+    assert_eq!(sent["anthropic_version"], "vertex-2023-10-16");
+    assert!(sent.get("model").is_none(), "the model is in the path");
+    assert_eq!(sent["stream"], true);
+    let body = r#"{"model":"glob","messages":[{"role":"user","content":"hi"}]}"#;
+    let d = go(Api::ChatCompletions, "/v1/chat/completions", body);
+    assert_eq!(d.authority, "aiplatform.googleapis.com");
+    let path = "/v1/projects/my-proj-1/locations/global/publishers/anthropic/models/claude-x@1:rawPredict";
+    assert_eq!(d.path, path);
+    assert!(d.translation.is_some());
+    assert_eq!(json(&d)["anthropic_version"], "vertex-2023-10-16");
+    assert!(json(&d).get("model").is_none());
+}
+
+#[test]
+fn cloud_settings_are_checked_with_their_paths() {
+    let bad = r#"
+providers:
+  - { name: a, kind: vertex, region: "US EAST" }
+  - { name: b, kind: bedrock }
+  - { name: c, kind: openai, base_url: "https://x", region: us-east-1, api_version: "2024-10-21" }
+  - { name: d, kind: azure_openai, base_url: "https://x", api_version: "latest", credentials: { source: aws_env } }
+  - { name: e, kind: bedrock, region: us-east-1, credentials: { source: aws_env, key_file: /x } }
+  - { name: f, kind: openai_compatible, preset: nope }
+  - { name: g, kind: openai, preset: groq, base_url: "https://x" }
+"#;
+    let raw: RawConfig = serde_saphyr::from_str(bad).unwrap();
+    let err = Config::try_from(raw).unwrap_err();
+    let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+    for want in [
+        "providers[0].region",
+        "providers[0].project",
+        "providers[1].region",
+        "providers[1].base_url",
+        "providers[2].region",
+        "providers[2].api_version",
+        "providers[3].api_version",
+        "providers[3].credentials.source",
+        "providers[4].credentials.key_file",
+        "providers[5].preset",
+        "providers[6].preset",
+    ] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+}
+
+#[test]
+fn base_urls_derive_from_region_and_preset() {
+    let yaml = r#"
+providers:
+  - { name: b, kind: bedrock, region: eu-west-3 }
+  - { name: v, kind: vertex, project: my-proj-1, region: eu }
+  - { name: g, kind: openai_compatible, preset: groq }
+"#;
+    let raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
+    let c = Config::try_from(raw).unwrap();
+    let hosts: Vec<&str> = c.providers.iter().map(|p| p.authority.as_str()).collect();
+    assert_eq!(hosts, ["bedrock-runtime.eu-west-3.amazonaws.com", "aiplatform.eu.rep.googleapis.com", "api.groq.com"]);
+    assert_eq!(c.providers[2].base_url.path_prefix, "/openai");
+}
+
+#[test]
+fn a_preset_provider_gets_no_field_it_refuses() {
+    let yaml = r#"
+providers:
+  - { name: groq, kind: openai_compatible, preset: groq, api_key_env: G }
+models:
+  - { name: fast, targets: [{ provider: groq, model: llama-3.3-70b-versatile }] }
+"#;
+    let mut raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
+    raw.resolve_api_keys(|var| Some(format!("k-{var}")));
+    let c: &'static Config = Box::leak(Box::new(Config::try_from(raw).unwrap()));
+    let body = br#"{"model":"fast","logprobs":true,"logit_bias":{"1":2},"messages":[{"role":"user","content":"hi"}]}"#;
+    let d = route(c, Caller::Open, Api::ChatCompletions, "/v1/chat/completions", body, 0).unwrap();
+    assert_eq!((d.authority, d.path.as_str()), ("api.groq.com", "/openai/v1/chat/completions"));
+    let sent = json(&d);
+    assert_eq!(sent["model"], "llama-3.3-70b-versatile");
+    assert!(sent.get("logprobs").is_none() && sent.get("logit_bias").is_none(), "{sent}");
+}
