@@ -375,6 +375,7 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
     let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
     let resolver = services::dns::resolver(args.dns_server).map_err(ServeError::Dns)?;
     services::dns::start(snapshots.clone(), refresh, resolver, shutdown.clone());
+    services::clouds::start(snapshots.clone(), services::clouds::client(), shutdown.clone());
     services::mcp_oauth::start(snapshots.clone(), shutdown.clone());
     if raw.store.as_ref().is_none_or(|s| s.kind != "postgres") {
         let loaded = config::load(&args.config)?;

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod analytics;
 pub mod auth;
 pub mod cache;
+pub mod clouds;
 pub mod crud;
 pub mod dns;
 pub mod filter_api;

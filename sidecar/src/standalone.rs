@@ -109,6 +109,7 @@ impl Sidecar {
         let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
         let resolver = crate::services::dns::resolver(args.dns_server).map_err(ServeError::Dns)?;
         crate::services::dns::start(snapshots.clone(), refresh, resolver, rx.clone());
+        crate::services::clouds::start(snapshots.clone(), crate::services::clouds::client(), rx.clone());
         crate::services::mcp_oauth::start(snapshots.clone(), rx.clone());
         let db = Arc::new(OnceLock::new());
         let postgres = open_source(args, &snapshots, &db, rx.clone()).await;

@@ -31,8 +31,8 @@ use ferrogate_core::snapshot::{self, Snapshot, WireProblem};
 use serde::Serialize;
 use tokio::sync::{watch, Notify};
 
-use crate::services::dns;
 use crate::services::secrets::MasterKey;
+use crate::services::{clouds, dns};
 
 /// Purges kept (and sent to filters) at most; older ones are dropped first.
 pub const MAX_PURGES: usize = 256;
@@ -94,6 +94,9 @@ pub struct Snapshots {
     oauth_tokens: Mutex<std::collections::BTreeMap<String, String>>,
     /// Tells the token fetcher the OAuth servers may have changed.
     oauth_wake: Notify,
+    /// Cloud providers' credential sources and minted credentials ([`clouds`]), put in every
+    /// publication as their `aws_keys` or `api_key`.
+    clouds: clouds::State,
     /// The ticket of the publication being served: publications build outside any lock (a
     /// DNS answer republishes while the store's publication may still be building), so one
     /// that took its configuration before the one served is dropped instead of overwriting it.
@@ -155,6 +158,7 @@ impl Snapshots {
             dns_wake: Notify::new(),
             oauth_tokens: Mutex::default(),
             oauth_wake: Notify::new(),
+            clouds: clouds::State::default(),
             served_ticket: Mutex::new(0),
             purges: Mutex::default(),
             last_raw: Mutex::default(),
@@ -229,12 +233,14 @@ impl Snapshots {
         self.replace(served);
     }
 
-    /// `raw` with its `endpoints_dns` names replaced by their last answers and its OAuth MCP
-    /// servers' tokens filled in, and the publication's ticket; `raw` itself is kept to publish
-    /// again when an answer or a token changes, and a name not resolved yet wakes the resolver.
+    /// `raw` with its `endpoints_dns` names replaced by their last answers, its OAuth MCP
+    /// servers' tokens and its cloud providers' credentials filled in, and the publication's
+    /// ticket; `raw` itself is kept to publish again when an answer, a token or a credential
+    /// changes, and a name not resolved yet wakes the resolver.
     fn with_dns_endpoints(&self, raw: RawConfig) -> (RawConfig, u64) {
         let names = dns::names(&raw);
         let oauth = raw.mcp_servers.iter().any(|s| s.oauth.is_some());
+        let clouds = self.clouds.publishing(&raw);
         let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         state.tickets += 1;
         let ticket = state.tickets;
@@ -242,7 +248,7 @@ impl Snapshots {
         if oauth {
             self.oauth_wake.notify_one();
         }
-        if names.is_empty() && !oauth {
+        if names.is_empty() && !oauth && !clouds {
             state.raw = None;
             return (raw, ticket);
         }
@@ -256,7 +262,14 @@ impl Snapshots {
         for server in expanded.mcp_servers.iter_mut().filter(|s| s.oauth.is_some()) {
             server.api_key = tokens.get(&server.name).cloned();
         }
-        (expanded, ticket)
+        drop(tokens);
+        (self.clouds.expand(expanded), ticket)
+    }
+
+    /// The cloud credentials' state: the sources of the configuration last published and what
+    /// the refresher minted for them.
+    pub fn clouds(&self) -> &clouds::State {
+        &self.clouds
     }
 
     /// The OAuth MCP servers of the configuration last published, each with the `resource` its

@@ -47,7 +47,7 @@ mod report;
 use super::now_ms;
 pub use health::{Health, FAILURES_TO_UNHEALTHY, SUCCESSES_TO_HEALTHY};
 use probe::{Prober, Scrape, Target};
-pub use report::{prometheus, Report, TargetReport};
+pub use report::{prometheus, ProviderKeys, Report, TargetReport};
 
 /// Probes and scrapes in flight at once.
 pub const CONCURRENCY: usize = 32;
@@ -92,6 +92,8 @@ struct Table {
     /// Version of the snapshot the entries were built from.
     snapshot: Option<String>,
     entries: Vec<Entry>,
+    /// The providers' keys, by fingerprint, from the same snapshot.
+    provider_keys: Vec<ProviderKeys>,
 }
 
 /// One target and what is known about it.
@@ -146,6 +148,7 @@ impl Targets {
             let wanted = served.map(|s| probe::targets(&s.config)).unwrap_or_default();
             let mut old = std::mem::take(&mut table.entries);
             table.entries = wanted.into_iter().map(|target| carry_over(&mut old, target)).collect();
+            table.provider_keys = served.map(|s| report::provider_keys(&s.config)).unwrap_or_default();
             table.snapshot = version;
         }
         self.publish();
@@ -244,8 +247,12 @@ impl Targets {
 
     /// Everything known per target, for the admin API.
     pub fn report(&self) -> Report {
-        let targets = self.table().entries.iter().map(Entry::detail).collect();
-        Report { version: self.feed().0, probe_interval_ms: millis(self.settings.probe_interval), targets }
+        let (targets, provider_keys) = {
+            let table = self.table();
+            (table.entries.iter().map(Entry::detail).collect(), table.provider_keys.clone())
+        };
+        let probe_interval_ms = millis(self.settings.probe_interval);
+        Report { version: self.feed().0, probe_interval_ms, targets, provider_keys }
     }
 }
 

@@ -169,6 +169,11 @@ pub(super) fn targets_answer() -> Value {
                 "kind": {"type": "string"},
                 "probed": {"type": "boolean"},
                 "healthy": {"type": "boolean"}
+            }}},
+        "provider_keys": {"type": "array", "description": "Each provider's own keys, by fingerprint (k- and 8 hex digits of the key's SHA-256), never the key.",
+            "items": {"type": "object", "required": ["provider", "keys"], "properties": {
+                "provider": {"type": "string"},
+                "keys": {"type": "array", "items": {"type": "string"}}
             }}}
     }})
 }

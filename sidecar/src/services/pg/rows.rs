@@ -17,6 +17,7 @@ use super::StoreError;
 
 mod agents;
 mod guardrails;
+mod provider_settings;
 
 /// A section of the configuration, i.e. a resource collection of the admin API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -215,7 +216,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
     let mut raw = RawConfig::default();
     for r in c
         .query(
-            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency, endpoints_dns FROM fg_providers ORDER BY name",
+            "SELECT name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency, endpoints_dns, settings FROM fg_providers ORDER BY name",
             &[],
         )
         .await?
@@ -232,7 +233,7 @@ pub(super) async fn read(c: &impl GenericClient) -> Result<RawConfig, StoreError
             endpoints_dns: r.get(8),
             ..RawProvider::default()
         };
-        raw.providers.push(with_kv(provider, r.get(6)));
+        raw.providers.push(provider_settings::apply(with_kv(provider, r.get(6)), r.get(9)));
     }
     let targets = c
         .query("SELECT model, provider, upstream_model, weight FROM fg_model_targets ORDER BY model, position", &[])
@@ -362,7 +363,7 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
     match resource {
         Resource::Provider(p) => {
             c.execute(
-                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency, endpoints_dns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                "INSERT INTO fg_providers (name, kind, base_url, endpoints, api_key_env, api_key_sealed, kv, max_concurrency, endpoints_dns, settings) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 &[
                     &p.name,
                     &p.kind,
@@ -373,6 +374,7 @@ async fn insert(c: &impl GenericClient, resource: &Resource) -> Result<(), tokio
                     &kv_column(p),
                     &p.max_concurrency.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
                     &p.endpoints_dns,
+                    &provider_settings::column(p),
                 ],
             )
             .await?;
@@ -492,9 +494,11 @@ pub(super) fn problems_of(problems: &[Problem], raw: &RawConfig, row: &(Section,
 pub(crate) fn section_json(raw: &RawConfig, section: Section) -> Value {
     let to = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
     match section {
-        Section::Providers => without_keys(
-            raw.providers.iter().map(|p| (RawProvider { api_key: None, ..p.clone() }, p.api_key.is_some())),
-        ),
+        Section::Providers => without_keys(raw.providers.iter().map(|p| {
+            // Keys, pooled keys and minted cloud keys never leave in an answer: only whether any is set.
+            let set = p.api_key.is_some() || !p.api_keys.is_empty() || p.aws_keys.is_some();
+            (RawProvider { api_key: None, api_keys: Vec::new(), aws_keys: None, ..p.clone() }, set)
+        })),
         Section::McpServers => without_keys(
             raw.mcp_servers.iter().map(|s| (RawMcpServer { api_key: None, ..s.clone() }, s.api_key.is_some())),
         ),

@@ -1,5 +1,7 @@
-//! What the admin API (`GET /api/v1/targets`) and `/metrics` show of the targets.
+//! What the admin API (`GET /api/v1/targets`) and `/metrics` show of the targets, and the
+//! fingerprints of each provider's keys (never a key).
 
+use ferrogate_core::config::Config;
 use serde::Serialize;
 
 use super::Health;
@@ -13,6 +15,27 @@ pub struct Report {
     pub probe_interval_ms: u64,
     /// One per endpoint of every provider, in file order.
     pub targets: Vec<TargetReport>,
+    /// Every provider with keys of its own (not minted by a sign-in), in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provider_keys: Vec<ProviderKeys>,
+}
+
+/// A provider's keys, named by their fingerprints (`ferrogate_core::keypool::fingerprint`).
+/// Whether a pooled key rests or is disabled is known to the proxy, not here: its
+/// `ferrogate_provider_key_events_total` counts each key's cooldowns and disablings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderKeys {
+    /// Provider name.
+    pub provider: String,
+    /// The keys' fingerprints, in the order requests rotate over them.
+    pub keys: Vec<String>,
+}
+
+/// The [`ProviderKeys`] of `config`'s providers with keys of their own.
+pub fn provider_keys(config: &Config) -> Vec<ProviderKeys> {
+    let own = config.providers.iter().filter(|p| !p.signs_in && !p.keys.is_empty());
+    let keys = |p: &ferrogate_core::config::Provider| p.keys.iter().map(|k| k.fingerprint.clone()).collect();
+    own.map(|p| ProviderKeys { provider: p.name.clone(), keys: keys(p) }).collect()
 }
 
 /// One target's health (with the probe counters behind it) and engine load.

@@ -60,6 +60,28 @@ fn every_pool_member_or_authority_is_a_target_and_only_engines_are_probed() {
     );
 }
 
+#[test]
+fn the_view_lists_each_providers_key_fingerprints_and_never_a_key() {
+    let s = snapshots(serde_json::json!({"providers": [
+        {"name": "pool", "kind": "openai", "base_url": "https://api.openai.com", "api_keys": ["sk-first", "sk-second"]},
+        {"name": "one", "kind": "anthropic", "base_url": "https://api.anthropic.com", "api_key": "sk-only"},
+        provider("local", "openai_compatible", "http://127.0.0.1:8000", &[]),
+    ]}));
+    let t = Targets::new(fast());
+    t.sync(s.current().as_deref());
+    let report = t.report();
+    let keys = |provider: &str, secrets: &[&str]| ProviderKeys {
+        provider: provider.into(),
+        keys: secrets.iter().map(|k| ferrogate_core::keypool::fingerprint(k)).collect(),
+    };
+    assert_eq!(report.provider_keys, [keys("pool", &["sk-first", "sk-second"]), keys("one", &["sk-only"])]);
+    let json = serde_json::to_string(&report).unwrap();
+    assert!(json.contains(&ferrogate_core::keypool::fingerprint("sk-second")), "{json}");
+    for secret in ["sk-first", "sk-second", "sk-only"] {
+        assert!(!json.contains(secret), "{secret} in {json}");
+    }
+}
+
 #[tokio::test]
 async fn saas_targets_are_healthy_unprobed_with_unknown_load() {
     let s = snapshots(
@@ -259,7 +281,8 @@ fn prometheus_gauges_cover_known_values_only() {
         ..known.clone()
     };
     let mut text = String::new();
-    prometheus(&Report { version: 1, probe_interval_ms: 5000, targets: vec![known, down] }, &mut text);
+    let report = Report { version: 1, probe_interval_ms: 5000, targets: vec![known, down], provider_keys: Vec::new() };
+    prometheus(&report, &mut text);
     let expected = "\
 # TYPE ferrogate_target_healthy gauge
 ferrogate_target_healthy{provider=\"pool\",endpoint=\"10.0.0.1:8000\"} 1
