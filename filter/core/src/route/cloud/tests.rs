@@ -169,3 +169,45 @@ models:
     assert_eq!(sent["model"], "llama-3.3-70b-versatile");
     assert!(sent.get("logprobs").is_none() && sent.get("logit_bias").is_none(), "{sent}");
 }
+
+#[test]
+fn bedrock_signs_with_keys_or_sends_its_api_key_as_a_bearer() {
+    let yaml = r#"
+providers:
+  - { name: signed, kind: bedrock, region: us-east-1, credentials: { source: aws_env } }
+  - { name: bearer, kind: bedrock, region: us-west-2, api_key_env: BR }
+  - { name: waiting, kind: bedrock, region: us-east-1, credentials: { source: aws_env } }
+models:
+  - { name: s, targets: [{ provider: signed, model: "us.anthropic.claude-3-5-haiku-20241022-v1:0" }] }
+  - { name: b, targets: [{ provider: bearer, model: "arn:aws:bedrock:us-west-2:1:application-inference-profile/abc" }] }
+  - { name: w, targets: [{ provider: waiting, model: m }] }
+"#;
+    let mut raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
+    raw.resolve_api_keys(|var| Some(format!("k-{var}")));
+    raw.providers[0].aws_keys = Some(Box::new(crate::config::cloud::RawAwsKeys {
+        access_key_id: "AKID".into(),
+        secret_access_key: "SECRET".into(),
+        session_token: None,
+        expires_at: None,
+    }));
+    let c: &'static Config = Box::leak(Box::new(Config::try_from(raw).unwrap()));
+    let chat = |model: &str| {
+        let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+        route(c, Caller::Open, Api::ChatCompletions, "/v1/chat/completions", body.as_bytes(), 0)
+    };
+    let d = chat("s").unwrap();
+    assert_eq!(d.path, "/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/converse");
+    assert_eq!(d.authority, "bedrock-runtime.us-east-1.amazonaws.com");
+    assert_eq!(d.aws.map(|(region, keys)| (region, keys.access_key_id.as_str())), Some(("us-east-1", "AKID")));
+    assert!(d.credential.is_none());
+    let d = chat("b").unwrap();
+    assert_eq!(d.path, "/model/arn%3Aaws%3Abedrock%3Aus-west-2%3A1%3Aapplication-inference-profile%2Fabc/converse");
+    assert!(d.aws.is_none());
+    assert_eq!(d.credential.map(|c| c.value.as_str()), Some("Bearer k-BR"));
+    let e = chat("w").unwrap_err();
+    assert_eq!(e.status, 503);
+    assert!(e.message.contains("no credentials for provider 'waiting'"), "{}", e.message);
+    // Bedrock takes no client dialect as it is: embeddings are refused with the reason.
+    let e = route(c, Caller::Open, Api::Embeddings, "/v1/embeddings", br#"{"model":"s","input":"x"}"#, 0).unwrap_err();
+    assert!(e.message.contains("bedrock"), "{}", e.message);
+}
