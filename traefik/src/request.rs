@@ -156,12 +156,22 @@ impl Guest {
             Ok(out) => out,
             Err(e) => return self.refuse(config, &req, (&e, None), &names),
         };
+        let signed = match sign_bedrock(&d, &out) {
+            Ok(signed) => signed,
+            Err(e) => return self.refuse(config, &req, (&e, None), &names),
+        };
         let reservation = match self.admit(config, &req, &d, body) {
             Ok(reservation) => reservation,
             Err((e, retry)) => return self.refuse(config, &req, (&e, retry.as_deref()), &names),
         };
         abi::set_body(Kind::Request, &out);
         rewrite_head(&cluster_header, &d);
+        if let Some(signed) = signed {
+            abi::set_header(Kind::Request, "content-type", b"application/json");
+            for (name, value) in signed.pairs() {
+                abi::set_header(Kind::Request, name, value.as_bytes());
+            }
+        }
         let streaming = api == Api::StreamGenerateContent
             || d.translation.as_ref().map_or(d.may_stream && openai::requests_stream(body), |(_, c)| c.stream);
         self.pending = Some(Pending::new(req, config, api, d, (reservation, streaming)));
@@ -230,6 +240,24 @@ fn sized_for_traefik(body: Vec<u8>, followed_by_buffering: bool, json: bool) -> 
             format!("{e}: this route needs Traefik's buffering middleware after ferrogate (followedByBuffering: true)"),
         )
     })
+}
+
+/// The SigV4 headers of a Bedrock request over the body as sent (`None` for other providers);
+/// keys about to expire are a 503 before anything is reserved.
+fn sign_bedrock(
+    d: &RouteDecision<'_>,
+    body: &[u8],
+) -> Result<Option<ferrogate_core::clouds::sigv4::SignedHeaders>, ApiError> {
+    let Some((region, keys)) = d.aws else { return Ok(None) };
+    let request = ferrogate_core::clouds::BedrockRequest {
+        host: d.authority,
+        path: &d.path,
+        content_type: "application/json",
+        body,
+    };
+    ferrogate_core::clouds::sign_bedrock(keys, region, &request, now_ns() / 1_000_000_000)
+        .map(Some)
+        .map_err(|e| ApiError::unavailable(format!("Provider '{}': {e}.", d.provider)))
 }
 
 /// The request's head for the provider: its credential instead of the client's, its path,
