@@ -100,12 +100,40 @@ pub struct Source {
 }
 
 impl Source {
-    /// The source of `provider`, when it has a `credentials` block with a known source
-    /// (an unknown one is the configuration's problem, reported by its validation).
+    /// The source of `provider`: its `credentials` block with a known source (an unknown one is
+    /// the configuration's problem, reported by its validation), else the cloud's default chain
+    /// ([`ferrogate_core::config::cloud::signs_in`]), read from the environment.
     pub fn of(provider: &RawProvider) -> Option<Source> {
-        let settings = provider.credentials.as_deref()?;
-        let kind = SourceKind::parse(&settings.source)?;
-        Some(Source { kind, settings: settings.clone(), region: provider.region.clone() })
+        Source::of_with(provider, |name| std::env::var(name).ok())
+    }
+
+    /// [`Source::of`] with the environment looked up by `env`.
+    pub fn of_with(provider: &RawProvider, env: impl Fn(&str) -> Option<String>) -> Option<Source> {
+        let region = provider.region.clone();
+        if let Some(settings) = provider.credentials.as_deref() {
+            let kind = SourceKind::parse(&settings.source)?;
+            return Some(Source { kind, settings: settings.clone(), region });
+        }
+        if !ferrogate_core::config::cloud::signs_in(provider) {
+            return None;
+        }
+        let (kind, key_file) = match provider.kind.as_str() {
+            // botocore's chain: web identity when both its variables are set, else the keys.
+            "bedrock" if env("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() && env("AWS_ROLE_ARN").is_some() => {
+                (SourceKind::AwsWebIdentity, None)
+            }
+            "bedrock" => (SourceKind::AwsEnv, None),
+            // google-auth's: the named key file, then GOOGLE_APPLICATION_CREDENTIALS, then metadata.
+            _ => match provider.credentials_file_env.as_deref() {
+                Some(var) => {
+                    (SourceKind::GcpServiceAccount, Some(env(var).unwrap_or_else(|| format!("${var} (unset)"))))
+                }
+                None if env("GOOGLE_APPLICATION_CREDENTIALS").is_some() => (SourceKind::GcpServiceAccount, None),
+                None => (SourceKind::GcpMetadata, None),
+            },
+        };
+        let settings = RawCredentials { source: kind.as_str().to_string(), key_file, ..RawCredentials::default() };
+        Some(Source { kind, settings, region })
     }
 }
 

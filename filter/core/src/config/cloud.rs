@@ -133,6 +133,18 @@ pub(super) struct CloudFields<'a> {
     pub api_version: Option<&'a str>,
     pub credentials: Option<&'a RawCredentials>,
     pub aws_keys: Option<&'a RawAwsKeys>,
+    pub credentials_file_env: Option<&'a str>,
+}
+
+/// Whether the sidecar signs in for `p`: it names a `credentials` source, or it is a Bedrock or
+/// Vertex provider given no key variable, which signs in as the cloud's SDKs do by default
+/// (AWS: web identity when `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN` are set, else the
+/// `AWS_*` key variables; Google: `credentials_file_env`, else `GOOGLE_APPLICATION_CREDENTIALS`,
+/// else the metadata server). A key the sidecar mints is never a static key: it is minted again
+/// rather than cached.
+pub fn signs_in(p: &super::RawProvider) -> bool {
+    let default_chain = matches!(p.kind.as_str(), "bedrock" | "vertex") && p.api_key_env.is_none();
+    p.credentials.is_some() || default_chain && p.api_keys_env.is_empty()
 }
 
 /// The `base_url` a cloud kind has when the configuration names none.
@@ -157,6 +169,13 @@ pub(super) fn settings(i: usize, kind: ProviderKind, f: &CloudFields<'_>, p: &mu
     only_for(f.project.is_some(), cloud_of(&[ProviderKind::Vertex]), &at("project"), p);
     only_for(f.api_version.is_some(), cloud_of(&[ProviderKind::AzureOpenAi]), &at("api_version"), p);
     only_for(f.aws_keys.is_some(), cloud_of(&[ProviderKind::Bedrock]), &at("aws_keys"), p);
+    only_for(f.credentials_file_env.is_some(), cloud_of(&[ProviderKind::Vertex]), &at("credentials_file_env"), p);
+    if let Some(var) = f.credentials_file_env {
+        p.check(at("credentials_file_env"), check_env_name(var));
+        if f.credentials.is_some() {
+            p.add(at("credentials_file_env"), "excludes credentials: it is a gcp_service_account source's key_file");
+        }
+    }
     if let Some(c) = f.credentials {
         credentials(&at("credentials"), kind, c, p);
     }

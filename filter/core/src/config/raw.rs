@@ -104,6 +104,10 @@ pub struct RawProvider {
     /// Where the sidecar gets short-lived credentials (AWS STS, Google OAuth, Entra ID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Box<super::cloud::RawCredentials>>,
+    /// `vertex`: the variable naming the service account's JSON key file (a
+    /// `gcp_service_account` source reading that file; excludes `credentials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_file_env: Option<String>,
     /// SigV4 keys (`bedrock`), filled in by the sidecar from `credentials`; never written in a
     /// configuration file.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -238,6 +238,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         api_version: raw.api_version.as_deref(),
         credentials: raw.credentials.as_deref(),
         aws_keys: raw.aws_keys.as_deref(),
+        credentials_file_env: raw.credentials_file_env.as_deref(),
     };
     let cloud = cloud::settings(i, kind, &fields, p);
     let keys = provider_keys(i, credential_header(kind, raw), raw, p);
@@ -258,7 +259,7 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
         lmcache,
         max_concurrency,
         cloud,
-        signs_in: raw.credentials.is_some(),
+        signs_in: cloud::signs_in(raw),
         preset: raw.preset.as_deref().and_then(super::presets::find),
     })
 }

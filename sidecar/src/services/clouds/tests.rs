@@ -123,7 +123,7 @@ pub(super) const STS_OK: &str = r#"<AssumeRoleWithWebIdentityResponse xmlns="htt
       <AccessKeyId>ASIAEXAMPLE</AccessKeyId>
       <SecretAccessKey>wJalr/K7MDENG+bPxRfiCY</SecretAccessKey>
       <SessionToken>IQoJb3&amp;Jp&#x2F;Z2&#61;&lt;x&gt;</SessionToken>
-      <Expiration>2026-12-06T08:00:00Z</Expiration>
+      <Expiration>2099-12-06T08:00:00Z</Expiration>
     </Credentials>
   </AssumeRoleWithWebIdentityResult>
 </AssumeRoleWithWebIdentityResponse>"#;
@@ -134,7 +134,7 @@ fn sts_answers_are_read_with_their_entities() {
     assert_eq!(keys.access_key_id, "ASIAEXAMPLE");
     assert_eq!(keys.secret_access_key, "wJalr/K7MDENG+bPxRfiCY");
     assert_eq!(keys.session_token.as_deref(), Some("IQoJb3&Jp/Z2=<x>"));
-    assert_eq!(keys.expires_at, Some(1_796_544_000));
+    assert_eq!(keys.expires_at, Some(4_100_227_200));
 }
 
 #[test]
@@ -151,7 +151,7 @@ fn bad_sts_answers_say_what_is_wrong() {
     assert!(err(StatusCode::OK, &unclosed).contains("<SessionToken> is not closed"));
     let entity = STS_OK.replace("&amp;", "&nbsp;");
     assert!(err(StatusCode::OK, &entity).contains("&nbsp;"), "{}", err(StatusCode::OK, &entity));
-    let date = STS_OK.replace("2026-12-06T08:00:00Z", "tomorrow");
+    let date = STS_OK.replace("2099-12-06T08:00:00Z", "tomorrow");
     assert!(err(StatusCode::OK, &date).contains("Expiration"), "{}", err(StatusCode::OK, &date));
     let refused = "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>\
         <Message>Not authorized to perform sts:AssumeRoleWithWebIdentity</Message></Error></ErrorResponse>";
@@ -232,16 +232,16 @@ fn environment_keys_follow_botocore() {
         ("AWS_ACCESS_KEY_ID", "AKIA1"),
         ("AWS_SECRET_ACCESS_KEY", "s1"),
         ("AWS_SECURITY_TOKEN", "legacy"),
-        ("AWS_CREDENTIAL_EXPIRATION", "2026-12-06T08:00:00+01:00"),
+        ("AWS_CREDENTIAL_EXPIRATION", "2099-12-06T08:00:00+01:00"),
     ]);
     let (credential, end) = aws::from_env(&f, &defaults).unwrap();
     let want = RawAwsKeys {
         access_key_id: "AKIA1".into(),
         secret_access_key: "s1".into(),
         session_token: Some("legacy".into()),
-        expires_at: Some(1_796_540_400),
+        expires_at: Some(4_100_223_600),
     };
-    assert_eq!((credential, end), (Credential::Aws(want), Some(1_796_540_400)));
+    assert_eq!((credential, end), (Credential::Aws(want), Some(4_100_223_600)));
 
     let named = c("{ source: aws_env, access_key_id_env: K, secret_access_key_env: S, session_token_env: T }");
     let f = fetcher(&[("K", "AKIA2"), ("S", "s2"), ("AWS_SESSION_TOKEN", "other"), ("AWS_CREDENTIAL_EXPIRATION", "x")]);
@@ -297,4 +297,30 @@ fn endpoints_default_as_the_clouds_sdks_do() {
         user.err().unwrap().to_string(),
         "key file k.json: its type is \"authorized_user\", not \"service_account\""
     );
+}
+
+#[test]
+fn providers_without_a_credentials_block_follow_the_clouds_default_chains() {
+    let provider = |yaml: &str| -> RawProvider { serde_saphyr::from_str(yaml).unwrap() };
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+    };
+    let bedrock = provider("{name: b, kind: bedrock, region: us-east-1}");
+    let kind = |p: &RawProvider, e| Source::of_with(p, e).map(|s| (s.kind, s.settings.key_file));
+    assert_eq!(kind(&bedrock, env(&[])), Some((SourceKind::AwsEnv, None)));
+    let irsa = env(&[("AWS_WEB_IDENTITY_TOKEN_FILE", "/t"), ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r")]);
+    assert_eq!(kind(&bedrock, irsa), Some((SourceKind::AwsWebIdentity, None)));
+    let keyed = provider("{name: b, kind: bedrock, region: us-east-1, api_key_env: BEDROCK_KEY}");
+    assert_eq!(kind(&keyed, env(&[])), None, "a Bedrock API key is sent as it is");
+
+    let vertex = provider("{name: v, kind: vertex, project: my-proj-1, region: us-east5}");
+    assert_eq!(kind(&vertex, env(&[])), Some((SourceKind::GcpMetadata, None)));
+    let adc = env(&[("GOOGLE_APPLICATION_CREDENTIALS", "/sa.json")]);
+    assert_eq!(kind(&vertex, adc), Some((SourceKind::GcpServiceAccount, None)));
+    let named = provider("{name: v, kind: vertex, project: my-proj-1, region: us-east5, credentials_file_env: SA}");
+    assert_eq!(kind(&named, env(&[("SA", "/k.json")])), Some((SourceKind::GcpServiceAccount, Some("/k.json".into()))));
+    assert_eq!(kind(&named, env(&[])).and_then(|(_, f)| f), Some("$SA (unset)".into()));
+
+    let openai = provider("{name: o, kind: openai, base_url: 'https://api.openai.com'}");
+    assert_eq!(kind(&openai, env(&[])), None);
 }

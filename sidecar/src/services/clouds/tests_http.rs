@@ -122,7 +122,7 @@ async fn sts_trades_the_web_identity_token_for_keys() {
     let (credential, end) = fetcher(&env).mint(&s).await.unwrap();
     let Credential::Aws(keys) = credential else { panic!("AWS keys expected") };
     assert_eq!((keys.access_key_id.as_str(), keys.session_token.as_deref()), ("ASIAEXAMPLE", Some("IQoJb3&Jp/Z2=<x>")));
-    assert_eq!(end, Some(1_796_544_000));
+    assert_eq!(end, Some(4_100_227_200));
     let seen = sts.last();
     assert_eq!((seen.method.as_str(), seen.path.as_str()), ("POST", "/"));
     assert_eq!(seen.headers["content-type"], "application/x-www-form-urlencoded");

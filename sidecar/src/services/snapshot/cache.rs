@@ -37,7 +37,7 @@ pub(super) fn write(path: &Path, doc: &Snapshot, master: Option<&MasterKey>) -> 
         // Minted credentials are short-lived and minted again at start: never kept on disk.
         provider.aws_keys = None;
         provider.api_keys = Vec::new();
-        if provider.credentials.is_some() {
+        if ferrogate_core::config::cloud::signs_in(provider) {
             provider.api_key = None;
         }
         let Some(key) = provider.api_key.take() else { continue };

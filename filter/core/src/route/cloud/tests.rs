@@ -211,3 +211,24 @@ models:
     let e = route(c, Caller::Open, Api::Embeddings, "/v1/embeddings", br#"{"model":"s","input":"x"}"#, 0).unwrap_err();
     assert!(e.message.contains("bedrock"), "{}", e.message);
 }
+
+#[test]
+fn bedrock_and_vertex_without_a_key_sign_in_by_default() {
+    let yaml = r#"
+providers:
+  - { name: b, kind: bedrock, region: us-east-1 }
+  - { name: v, kind: vertex, project: my-proj-1, region: us-east5, credentials_file_env: SA_FILE }
+  - { name: k, kind: vertex, project: my-proj-1, region: us-east5, api_key_env: K }
+  - { name: x, kind: vertex, project: my-proj-1, region: us-east5, credentials_file_env: "9", credentials: { source: gcp_metadata } }
+  - { name: o, kind: openai, base_url: "https://x", credentials_file_env: SA }
+"#;
+    let raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
+    let signs_in: Vec<bool> = raw.providers.iter().map(crate::config::cloud::signs_in).collect();
+    assert_eq!(signs_in, [true, true, false, true, false]);
+    let err = Config::try_from(raw).unwrap_err();
+    let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["providers[3].credentials_file_env", "providers[3].credentials_file_env", "providers[4].credentials_file_env"]
+    );
+}
