@@ -28,6 +28,15 @@ pub enum SignError {
     SigV4(#[from] sigv4::SigV4Error),
 }
 
+/// [`SignError::Expired`] for temporary keys that end within [`AWS_KEYS_MARGIN_SECS`] of
+/// `now_unix_secs` (AWS refuses a request whose credentials end while it is checked).
+pub fn check_fresh(keys: &RawAwsKeys, now_unix_secs: u64) -> Result<(), SignError> {
+    match keys.expires_at {
+        Some(end) if now_unix_secs.saturating_add(AWS_KEYS_MARGIN_SECS) >= end => Err(SignError::Expired),
+        _ => Ok(()),
+    }
+}
+
 /// The upstream request a Bedrock signature covers.
 #[derive(Debug, Clone, Copy)]
 pub struct BedrockRequest<'a> {
@@ -50,9 +59,7 @@ pub fn sign_bedrock(
     request: &BedrockRequest<'_>,
     now_unix_secs: u64,
 ) -> Result<sigv4::SignedHeaders, SignError> {
-    if keys.expires_at.is_some_and(|end| now_unix_secs.saturating_add(AWS_KEYS_MARGIN_SECS) >= end) {
-        return Err(SignError::Expired);
-    }
+    check_fresh(keys, now_unix_secs)?;
     let headers = [("host", request.host), ("content-type", request.content_type)];
     let signing = sigv4::Signing {
         credentials: sigv4::Credentials {

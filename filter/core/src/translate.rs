@@ -80,11 +80,11 @@ impl Outbound {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => Some(Outbound::OpenAiChat),
             ProviderKind::Anthropic => Some(Outbound::Anthropic),
             ProviderKind::Gemini => Some(Outbound::Gemini),
-            // Azure speaks OpenAI; Vertex's dialect depends on the model (the router's
-            // `route::cloud::outbound`); Bedrock's is Converse.
+            // Azure speaks OpenAI; Bedrock Converse; Vertex Gemini, except for its Anthropic
+            // models (the router's `route::cloud::outbound` knows the model).
             ProviderKind::AzureOpenAi => Some(Outbound::OpenAiChat),
             ProviderKind::Vertex => Some(Outbound::Gemini),
-            ProviderKind::Bedrock => None,
+            ProviderKind::Bedrock => Some(Outbound::Converse),
         }
     }
 

@@ -3,8 +3,7 @@
 //! another attempt and is signed again, with its own time).
 
 use ferrogate_core::clouds::sigv4::SignedHeaders;
-use ferrogate_core::clouds::{sign_bedrock, BedrockRequest, SignError};
-use ferrogate_core::config::cloud::AWS_KEYS_MARGIN_SECS;
+use ferrogate_core::clouds::{check_fresh, sign_bedrock, BedrockRequest};
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::RouteDecision;
 use proxy_wasm::traits::HttpContext;
@@ -19,12 +18,8 @@ impl Stream {
     /// the request is admitted, so nothing is reserved for it).
     pub(super) fn check_signing(d: &RouteDecision<'_>) -> Result<(), ApiError> {
         let Some((_, keys)) = d.aws else { return Ok(()) };
-        let now_secs = crate::raw::now_nanos() / 1_000_000_000;
-        if keys.expires_at.is_some_and(|end| now_secs.saturating_add(AWS_KEYS_MARGIN_SECS) >= end) {
-            let e = SignError::Expired;
-            return Err(ApiError::unavailable(format!("Provider '{}': {e} (see the sidecar's log).", d.provider)));
-        }
-        Ok(())
+        check_fresh(keys, crate::raw::now_nanos() / 1_000_000_000)
+            .map_err(|e| ApiError::unavailable(format!("Provider '{}': {e} (see the sidecar's log).", d.provider)))
     }
 
     /// The SigV4 headers of a Bedrock request routed by `d` (`None` for other providers),

@@ -23,7 +23,6 @@ pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 pub(super) fn outbound(provider: &Provider, model: &str) -> Option<Outbound> {
     match provider.kind {
         ProviderKind::Vertex if vertex_model(model).0 == "anthropic" => Some(Outbound::Anthropic),
-        ProviderKind::Bedrock => Some(Outbound::Converse),
         kind => Outbound::of(kind),
     }
 }
@@ -52,12 +51,11 @@ pub(super) fn native(
     match cloud {
         Cloud::Azure { api_version } => Ok((azure_path(prefix, api_version.as_deref(), model, api.path()), None)),
         Cloud::Vertex { project, region } => {
-            let base = vertex_base(prefix, project, region, model);
             if api == Api::Messages {
-                let (body, stream) = vertex_anthropic_body(body)?;
-                let method = if stream { ":streamRawPredict" } else { ":rawPredict" };
-                return Ok((format!("{base}{method}"), Some(body)));
+                let (path, body) = vertex_raw_predict(&vertex_base(prefix, project, region, model), body)?;
+                return Ok((path, Some(body)));
             }
+            let base = vertex_base(prefix, project, region, model);
             let sse = super::paths::is_sse(client_path);
             let method = match (api, sse) {
                 (Api::StreamGenerateContent, true) => ":streamGenerateContent?alt=sse",
@@ -86,9 +84,8 @@ pub(super) fn translated(
             Ok((azure_path(prefix, api_version.as_deref(), model, outbound.path()), body))
         }
         (Cloud::Vertex { project, region }, Outbound::Anthropic) => {
-            let (body, _) = vertex_anthropic_body(&body)?;
-            let method = if stream { ":streamRawPredict" } else { ":rawPredict" };
-            Ok((format!("{}{method}", vertex_base(prefix, project, region, model)), body))
+            // The Messages encoder wrote `stream` exactly when the client asked for a stream.
+            vertex_raw_predict(&vertex_base(prefix, project, region, model), &body)
         }
         (Cloud::Vertex { project, region }, _) => {
             let method = if stream { ":streamGenerateContent?alt=sse" } else { ":generateContent" };
@@ -142,6 +139,14 @@ fn azure_path(prefix: &str, api_version: Option<&str>, deployment: &str, api_pat
 fn vertex_base(prefix: &str, project: &str, region: &str, model: &str) -> String {
     let (publisher, model) = vertex_model(model);
     format!("{prefix}/v1/projects/{project}/locations/{region}/publishers/{publisher}/models/{model}")
+}
+
+/// The `:rawPredict` (or, for a body asking for a stream, `:streamRawPredict`) path below
+/// `base` and the Messages body as Vertex takes it.
+fn vertex_raw_predict(base: &str, body: &[u8]) -> Result<(String, Vec<u8>), ApiError> {
+    let (body, stream) = vertex_anthropic_body(body)?;
+    let method = if stream { ":streamRawPredict" } else { ":rawPredict" };
+    Ok((format!("{base}{method}"), body))
 }
 
 /// A Messages body as Vertex takes it: no `model` (it is in the path), Vertex's
