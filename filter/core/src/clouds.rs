@@ -5,10 +5,13 @@
 //! - [`sigv4`]: AWS Signature Version 4 over a fully buffered request (credentials and the
 //!   request time are passed in: no clock here).
 //! - [`eventstream`]: an incremental, bounded decoder of `application/vnd.amazon.eventstream`.
+//! - [`invoke`]: Anthropic models through InvokeModel (the Messages body as Bedrock takes it,
+//!   and its streamed answer re-framed as Anthropic's server-sent events).
 //! - [`xml`]: values out of STS's XML answers (read by the sidecar, which trades web-identity
 //!   tokens for keys; here so that it is fuzzed with the other wire formats).
 
 pub mod eventstream;
+pub mod invoke;
 pub mod sigv4;
 pub mod xml;
 

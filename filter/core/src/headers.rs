@@ -25,8 +25,9 @@ pub const UPSTREAM_REQUEST_ID: &str = "x-ferrogate-upstream-request-id";
 /// whose server has a `timeout_ms`, honoured (and removed before the upstream) by Envoy's
 /// router and by `ferrogate serve`; a client's copy is never believed.
 pub const UPSTREAM_TIMEOUT: &str = "x-envoy-upstream-rq-timeout-ms";
-/// Client credential headers: read for authentication, never forwarded upstream.
-pub const CLIENT_CREDENTIALS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api-key"];
+/// Client credential headers: read for authentication, never forwarded upstream (`api-key` is
+/// the Azure OpenAI SDKs' spelling of `x-api-key`).
+pub const CLIENT_CREDENTIALS: [&str; 4] = ["authorization", "x-api-key", "x-goog-api-key", "api-key"];
 
 /// A UUID-shaped request id from a nanosecond timestamp and a per-process sequence number.
 ///

@@ -298,3 +298,23 @@ fn parse_message(frame: &[u8]) -> Result<Message, EventStreamError> {
 
 #[cfg(test)]
 mod tests;
+
+/// A frame as Bedrock sends it, for tests: string headers (type 7), the payload, both CRCs.
+#[cfg(test)]
+pub(crate) fn test_frame(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (name, value) in headers {
+        block.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+        block.extend_from_slice(name.as_bytes());
+        block.push(7);
+        block.extend_from_slice(&u16::try_from(value.len()).unwrap_or(u16::MAX).to_be_bytes());
+        block.extend_from_slice(value.as_bytes());
+    }
+    let total = u32::try_from(16 + block.len() + payload.len()).unwrap_or(u32::MAX);
+    let mut out = [total.to_be_bytes(), u32::try_from(block.len()).unwrap_or(u32::MAX).to_be_bytes()].concat();
+    out.extend_from_slice(&crc32fast::hash(&out).to_be_bytes());
+    out.extend_from_slice(&block);
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&crc32fast::hash(&out).to_be_bytes());
+    out
+}

@@ -6,9 +6,12 @@
 //!   Gemini models take Gemini bodies as they are; Anthropic models (`claude-…`, or any id
 //!   written `anthropic/…`) take a Messages body without `model` and with Vertex's
 //!   `anthropic_version`, at `:rawPredict` or `:streamRawPredict`.
-//! - Bedrock: `/model/{escaped id}/converse` or `/converse-stream`, Converse bodies (always
-//!   translated; the path comes from the translator's dialect).
+//! - Bedrock: Anthropic models ([`invoke::is_anthropic`]) take Messages bodies through
+//!   InvokeModel (`/model/{escaped id}/invoke` or `/invoke-with-response-stream`, see
+//!   [`crate::clouds::invoke`]); the others `/model/{escaped id}/converse` or `/converse-stream`,
+//!   Converse bodies (always translated; the path comes from the translator's dialect).
 
+use crate::clouds::invoke;
 use crate::config::cloud::{Cloud, RawAwsKeys};
 use crate::config::{Provider, ProviderKind};
 use crate::openai::ApiError;
@@ -23,6 +26,7 @@ pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
 pub(super) fn outbound(provider: &Provider, model: &str) -> Option<Outbound> {
     match provider.kind {
         ProviderKind::Vertex if vertex_model(model).0 == "anthropic" => Some(Outbound::Anthropic),
+        ProviderKind::Bedrock if invoke::is_anthropic(model) => Some(Outbound::Anthropic),
         kind => Outbound::of(kind),
     }
 }
@@ -64,7 +68,11 @@ pub(super) fn native(
             };
             Ok((format!("{base}{method}"), None))
         }
-        // Bedrock takes no client dialect as it is: requests to it are always translated.
+        Cloud::Bedrock { .. } if api == Api::Messages && invoke::is_anthropic(model) => {
+            let (path, body) = bedrock_invoke(prefix, model, body)?;
+            Ok((path, Some(body)))
+        }
+        // Converse is no client's dialect: requests to other models are always translated.
         Cloud::Bedrock { .. } => Err(not_served(provider)),
     }
 }
@@ -91,6 +99,7 @@ pub(super) fn translated(
             let method = if stream { ":streamGenerateContent?alt=sse" } else { ":generateContent" };
             Ok((format!("{}{method}", vertex_base(prefix, project, region, model)), body))
         }
+        (Cloud::Bedrock { .. }, Outbound::Anthropic) => bedrock_invoke(prefix, model, &body),
         (Cloud::Bedrock { .. }, outbound) => Ok((format!("{prefix}{}", outbound.upstream_path(model, stream)), body)),
     }
 }
@@ -147,6 +156,12 @@ fn vertex_raw_predict(base: &str, body: &[u8]) -> Result<(String, Vec<u8>), ApiE
     let (body, stream) = vertex_anthropic_body(body)?;
     let method = if stream { ":streamRawPredict" } else { ":rawPredict" };
     Ok((format!("{base}{method}"), body))
+}
+
+/// The InvokeModel path below `prefix` and the Messages body as Bedrock takes it.
+fn bedrock_invoke(prefix: &str, model: &str, body: &[u8]) -> Result<(String, Vec<u8>), ApiError> {
+    let (body, stream) = invoke::body(body).map_err(|e| ApiError::bad_request(format!("The {e}.")))?;
+    Ok((format!("{prefix}{}", invoke::path(model, stream)), body))
 }
 
 /// A Messages body as Vertex takes it: no `model` (it is in the path), Vertex's

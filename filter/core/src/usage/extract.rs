@@ -44,6 +44,8 @@ struct OaObject {
     usage: Option<OaUsage>,
     choices: Option<Vec<IgnoredAny>>,
     response: Option<OaResponse>,
+    /// Groq's final stream chunk carries its usage here (with its timings).
+    x_groq: Option<OaResponse>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -154,7 +156,7 @@ pub(crate) fn object(dialect: UsageDialect, data: &[u8], acc: &mut Acc) -> Seen 
     match dialect {
         UsageDialect::OpenAi => {
             let Ok(o) = serde_json::from_slice::<OaObject>(data) else { return Seen::default() };
-            let usage = o.usage.or(o.response.and_then(|r| r.usage));
+            let usage = o.usage.or(o.response.and_then(|r| r.usage)).or(o.x_groq.and_then(|g| g.usage));
             if let Some(u) = &usage {
                 acc.last = Some(u.usage());
             }

@@ -181,6 +181,7 @@ models:
   - { name: s, targets: [{ provider: signed, model: "us.anthropic.claude-3-5-haiku-20241022-v1:0" }] }
   - { name: b, targets: [{ provider: bearer, model: "arn:aws:bedrock:us-west-2:1:application-inference-profile/abc" }] }
   - { name: w, targets: [{ provider: waiting, model: m }] }
+  - { name: l, targets: [{ provider: signed, model: "meta.llama3-1-70b-instruct-v1:0" }] }
 "#;
     let mut raw: RawConfig = serde_saphyr::from_str(yaml).unwrap();
     raw.resolve_api_keys(|var| Some(format!("k-{var}")));
@@ -195,8 +196,14 @@ models:
         let body = format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
         route(c, Caller::Open, Api::ChatCompletions, "/v1/chat/completions", body.as_bytes(), 0)
     };
+    // Anthropic models take Messages through InvokeModel, the others Converse.
     let d = chat("s").unwrap();
-    assert_eq!(d.path, "/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/converse");
+    assert_eq!(d.path, "/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke");
+    let sent: serde_json::Value = serde_json::from_slice(d.body.as_deref().unwrap()).unwrap();
+    assert_eq!(sent["anthropic_version"], "bedrock-2023-05-31");
+    assert!(sent.get("model").is_none() && sent.get("stream").is_none(), "{sent}");
+    assert_eq!(d.translation.map(|(p, _)| p.outbound), Some(crate::translate::Outbound::Anthropic));
+    assert_eq!(chat("l").unwrap().path, "/model/meta.llama3-1-70b-instruct-v1%3A0/converse");
     assert_eq!(d.authority, "bedrock-runtime.us-east-1.amazonaws.com");
     assert_eq!(d.aws.map(|(region, keys)| (region, keys.access_key_id.as_str())), Some(("us-east-1", "AKID")));
     assert!(d.credential.is_none());
@@ -207,7 +214,21 @@ models:
     let e = chat("w").unwrap_err();
     assert_eq!(e.status, 503);
     assert!(e.message.contains("no credentials for provider 'waiting'"), "{}", e.message);
-    // Bedrock takes no client dialect as it is: embeddings are refused with the reason.
+    // Messages clients reach Claude as they wrote the request; streams take the stream path.
+    let body = br#"{"model":"s","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let d = route(c, Caller::Open, Api::Messages, "/v1/messages", body, 0).unwrap();
+    assert_eq!(d.path, "/model/us.anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke-with-response-stream");
+    assert!(d.translation.is_none() && d.aws.is_some());
+    let sent: serde_json::Value = serde_json::from_slice(d.body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        sent,
+        serde_json::json!({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}],
+        "anthropic_version": "bedrock-2023-05-31"})
+    );
+    let count = br#"{"model":"s","messages":[{"role":"user","content":"hi"}]}"#;
+    let e = route(c, Caller::Open, Api::CountTokens, "/v1/messages/count_tokens", count, 0).unwrap_err();
+    assert!(e.message.contains("bedrock"), "{}", e.message);
+    // Bedrock takes no other client dialect as it is: embeddings are refused with the reason.
     let e = route(c, Caller::Open, Api::Embeddings, "/v1/embeddings", br#"{"model":"s","input":"x"}"#, 0).unwrap_err();
     assert!(e.message.contains("bedrock"), "{}", e.message);
 }

@@ -156,23 +156,8 @@ mod converse {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata").join(path)
     }
 
-    /// A frame as Bedrock sends it: string headers (type 7), the payload, both CRCs.
     fn frame(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
-        let mut block = Vec::new();
-        for (name, value) in headers {
-            block.push(u8::try_from(name.len()).unwrap());
-            block.extend_from_slice(name.as_bytes());
-            block.push(7);
-            block.extend_from_slice(&u16::try_from(value.len()).unwrap().to_be_bytes());
-            block.extend_from_slice(value.as_bytes());
-        }
-        let total = u32::try_from(16 + block.len() + payload.len()).unwrap();
-        let mut out = [total.to_be_bytes(), u32::try_from(block.len()).unwrap().to_be_bytes()].concat();
-        out.extend_from_slice(&crc32fast::hash(&out).to_be_bytes());
-        out.extend_from_slice(&block);
-        out.extend_from_slice(payload);
-        out.extend_from_slice(&crc32fast::hash(&out).to_be_bytes());
-        out
+        crate::clouds::eventstream::test_frame(headers, payload)
     }
 
     fn event(kind: &str, payload: Value) -> Vec<u8> {

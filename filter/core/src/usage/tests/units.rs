@@ -251,6 +251,18 @@ fn first_token_ignores_preamble_events() {
     assert!(!a.first_token_seen(), "message_start and ping are not tokens");
 }
 
+/// Groq (`preset: groq`) reports a stream's usage in its last chunk's `x_groq`.
+#[test]
+fn groq_stream_usage_is_read_from_x_groq() {
+    let mut t = Tracker::new(UsageDialect::OpenAi, true, false);
+    t.on_chunk(b"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+    let last = br#"data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x_groq":{"id":"req_01","usage":{"queue_time":0.02,"prompt_tokens":18,"prompt_time":0.001,"completion_tokens":7,"completion_time":0.02,"total_tokens":25,"total_time":0.03}}}"#;
+    t.on_chunk(last);
+    t.on_end(b"\n\ndata: [DONE]\n\n");
+    let u = t.finish().unwrap_or_default();
+    assert_eq!((u.prompt_tokens, u.completion_tokens), (18, 7));
+}
+
 fn big_json(pad: usize, tail: &str) -> Vec<u8> {
     format!(r#"{{"choices":[{{"message":{{"content":"{}"}}}}]{tail}}}"#, "x".repeat(pad)).into_bytes()
 }
