@@ -42,7 +42,7 @@ mod tokenize;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use ferrogate_core::auth::{extract_key, gemini_query_key, Caller};
+use ferrogate_core::auth::{gemini_query_key, Caller};
 use ferrogate_core::balance::Routing;
 use ferrogate_core::config::Config;
 use ferrogate_core::dialect::Dialect;
@@ -131,6 +131,8 @@ pub(crate) struct Stream {
     head_map: Vec<u8>,
     path: std::ops::Range<usize>,
     content_type: Option<std::ops::Range<usize>>,
+    /// Where `anthropic-beta` sits in the head, when sent; read at routing.
+    anthropic_beta: Option<std::ops::Range<usize>>,
     /// Where `x-ferrogate-token-ids` sits in the head, when sent; read at routing.
     token_ids_span: Option<std::ops::Range<usize>>,
     /// The prompt's token ids, for `precise_cache_aware` (empty: none sent).
@@ -173,6 +175,9 @@ pub(crate) struct Stream {
     upstream_failed: bool,
     /// Set while a translated stream flows.
     stream_translator: Option<StreamTranslator>,
+    /// Bedrock InvokeModel's event-stream answer turned into Anthropic's server-sent events,
+    /// before anything else reads it.
+    reframer: Option<ferrogate_core::clouds::invoke::Reframer>,
     /// The dialect of the upstream's answer, for the usage tracker.
     usage_dialect: UsageDialect,
     tracker: Option<Tracker>,
@@ -249,6 +254,7 @@ impl Stream {
             head_map: Vec::new(),
             path: 0..0,
             content_type: None,
+            anthropic_beta: None,
             token_ids_span: None,
             token_ids: Vec::new(),
             tokenize: None,
@@ -261,6 +267,7 @@ impl Stream {
             hide_usage: false,
             translation: None,
             stream_translator: None,
+            reframer: None,
             reservation: None,
             leased: false,
             lease_wait: None,
@@ -332,8 +339,7 @@ impl Stream {
     /// Authenticates from the credential headers (before they are removed), else from a
     /// Gemini path's `?key=`.
     fn authenticate(&mut self, config: &Rc<Config>, head: &Head) -> Result<(), ApiError> {
-        let key = extract_key(head.authorization, head.x_api_key, head.x_goog_api_key)
-            .or_else(|| gemini_query_key(head.path));
+        let key = head.client_key().or_else(|| gemini_query_key(head.path));
         let now_secs = i64::try_from(self.started_ns / 1_000_000_000).unwrap_or(i64::MAX);
         let mut known = self.shared.keys.borrow_mut();
         self.caller = config.authenticate_memo(key, now_secs, known.for_config(config))?;
@@ -405,9 +411,7 @@ impl Stream {
             Endpoint::Forward(api) => {
                 // The client's key is never sent upstream.
                 let p = head.present;
-                for (name, present) in
-                    CLIENT_CREDENTIALS.into_iter().zip([p.authorization, p.x_api_key, p.x_goog_api_key])
-                {
+                for (name, present) in CLIENT_CREDENTIALS.into_iter().zip(head.credentials_present()) {
                     if present {
                         self.set_http_request_header(name, None);
                     }
@@ -421,6 +425,7 @@ impl Stream {
                 self.path = head::span_in(&map, head.path.as_bytes());
                 self.content_type = head.content_type.map(|c| head::span_in(&map, c));
                 self.token_ids_span = head.token_ids.map(|t| head::span_in(&map, t));
+                self.anthropic_beta = head.anthropic_beta.map(|b| head::span_in(&map, b));
                 self.head_map = map;
                 // Hold the headers: with allow_on_headers_stop_iteration the body still arrives here.
                 Action::Pause

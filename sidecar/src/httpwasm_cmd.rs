@@ -236,6 +236,11 @@ fn client() -> std::io::Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>
     Ok(Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).set_host(false).build(https))
 }
 
+/// The hop-by-hop headers Go's `httputil.ReverseProxy` removes from an answer (`Trailer` aside,
+/// which it re-announces).
+const HOP_BY_HOP: [&str; 7] =
+    ["connection", "proxy-connection", "keep-alive", "proxy-authenticate", "te", "transfer-encoding", "upgrade"];
+
 async fn accept_loop(listener: tokio::net::TcpListener, entry: Arc<Entry>) {
     loop {
         let (stream, remote) = match listener.accept().await {
@@ -329,7 +334,15 @@ impl Entry {
 
     async fn forward(&self, req: Request<Full<Bytes>>) -> Response<Body> {
         match self.client.request(req).await {
-            Ok(resp) => resp.map(|b| b.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>).boxed()),
+            Ok(mut resp) => {
+                // Go's ReverseProxy drops the hop-by-hop headers of the answer (its Transfer-Encoding
+                // is not even a header in Go): the middleware never sees them, and a body it
+                // rewrites goes out with its own framing.
+                for name in HOP_BY_HOP {
+                    resp.headers_mut().remove(name);
+                }
+                resp.map(|b| b.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>).boxed())
+            }
             Err(e) => {
                 tracing::debug!("502 Bad Gateway: {e}");
                 text(StatusCode::BAD_GATEWAY, "Bad Gateway".into())

@@ -2,8 +2,10 @@
 //! SigV4 signature is computed here, per attempt, over the final path and body (a retry is
 //! another attempt and is signed again, with its own time).
 
+use ferrogate_core::clouds::invoke;
 use ferrogate_core::clouds::sigv4::SignedHeaders;
 use ferrogate_core::clouds::{check_fresh, sign_bedrock, BedrockRequest};
+use ferrogate_core::config::{Config, ProviderKind};
 use ferrogate_core::openai::ApiError;
 use ferrogate_core::route::RouteDecision;
 use proxy_wasm::traits::HttpContext;
@@ -36,6 +38,30 @@ impl Stream {
         sign_bedrock(keys, region, &request, now_secs)
             .map_err(|e| log::warn!("#{} the request to {} goes unsigned: {e}", self.id, d.provider))
             .ok()
+    }
+
+    /// Puts the client's `anthropic-beta` betas into the body of a request to Claude on Bedrock
+    /// (InvokeModel reads them from the body), before it is signed. Bedrock requests not
+    /// translated are exactly those.
+    pub(super) fn add_betas(
+        &self,
+        config: &Config,
+        head_map: &[u8],
+        d: &mut RouteDecision<'_>,
+        sent: &[u8],
+    ) -> Result<(), ApiError> {
+        let Some(header) = self.anthropic_beta.clone().and_then(|span| head_map.get(span)) else { return Ok(()) };
+        let bedrock = config.providers.get(d.provider_index).is_some_and(|p| p.kind == ProviderKind::Bedrock);
+        if !bedrock || d.translation.is_some() {
+            return Ok(());
+        }
+        let body = d.body.as_deref().unwrap_or(sent);
+        match invoke::with_betas(body, header) {
+            Ok(Some(body)) => d.body = Some(body),
+            Ok(None) => {}
+            Err(e) => return Err(ApiError::bad_request(format!("The {e}."))),
+        }
+        Ok(())
     }
 
     /// Puts the signature on the request head (which must still be paused).

@@ -59,7 +59,10 @@ impl Stream {
     /// Ends the client's stream: `out` (what it gets of the chunk) is followed by the final
     /// error event, and the response counts as complete.
     pub(super) fn cut_stream(&mut self, out: &mut Vec<u8>) {
-        let translated_sequence = self.stream_translator.as_ref().map(|t| t.next_sequence());
+        // Metered on the client's bytes, the meter saw the last event the client gets.
+        let output_metered = meters_output(self.translation.as_ref());
+        let translated_sequence =
+            self.stream_translator.as_ref().filter(|_| !output_metered).map(|t| t.next_sequence());
         let (Some((client, _)), Some(g)) = (self.shapes, self.overrun.as_mut()) else { return };
         g.cut = true;
         let delivered = self.meter.as_ref().map_or(0, Meter::delivered);
@@ -73,17 +76,23 @@ impl Stream {
     }
 }
 
-/// The client's and the upstream's stream dialects of a routed request whose API streams text
-/// (`None` for the others: embeddings, images, audio; and for Bedrock's binary ConverseStream,
-/// which the SSE meter cannot read: its answers are neither metered nor cut, their usage is
-/// the `metadata` event's).
+/// The client's dialect and the dialect the meter reads of a routed request whose API streams
+/// text (`None` for the others: embeddings, images, audio). The meter reads the upstream's
+/// server-sent events, except Bedrock's binary ConverseStream: there it reads the translation
+/// the client gets ([`meters_output`]).
 pub(super) fn stream_shapes(api: Api, translation: Option<&(Pair, Context)>) -> Option<(Inbound, Inbound)> {
     let client = client_stream(api)?;
     let upstream = match translation {
-        Some((pair, _)) => upstream_stream(pair.outbound)?,
+        Some((pair, _)) => upstream_stream(pair.outbound).unwrap_or(client),
         None => client,
     };
     Some((client, upstream))
+}
+
+/// Whether a stream is metered (and cut) on the client's translated bytes rather than on the
+/// upstream's: ConverseStream's frames are no server-sent events.
+pub(super) fn meters_output(translation: Option<&(Pair, Context)>) -> bool {
+    translation.is_some_and(|(pair, _)| upstream_stream(pair.outbound).is_none())
 }
 
 /// The stream dialect of an API's answers, for the APIs that stream text.

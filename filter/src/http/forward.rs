@@ -82,6 +82,9 @@ impl Stream {
                 let native = rebuilt.is_some() && self.chain_body(&original, &mut decision, body);
                 self.chain_rebuilt = rebuilt.is_some() && !native;
                 let sent = if native { &original } else { body };
+                if let Err(e) = self.add_betas(&config, &head_map, &mut decision, sent) {
+                    return self.reply_error(&e);
+                }
                 let signed = self.sign_upstream(&decision, sent);
                 self.apply(plugin, api, sent, decision);
                 if let Some(signed) = &signed {

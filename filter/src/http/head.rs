@@ -16,6 +16,8 @@ pub(super) struct Head<'a> {
     pub(super) authorization: Option<&'a [u8]>,
     pub(super) x_api_key: Option<&'a [u8]>,
     pub(super) x_goog_api_key: Option<&'a [u8]>,
+    /// `api-key` (Azure OpenAI SDKs), read when no `x-api-key` was sent.
+    pub(super) api_key: Option<&'a [u8]>,
     pub(super) content_type: Option<&'a [u8]>,
     /// `x-session-id`: the balancers' session key.
     pub(super) session: Option<&'a str>,
@@ -27,6 +29,8 @@ pub(super) struct Head<'a> {
     pub(super) token_ids: Option<&'a [u8]>,
     /// W3C `traceparent`, passed on to the calls the request makes (sidecar, `/tokenize`).
     pub(super) traceparent: Option<&'a str>,
+    /// `anthropic-beta`: betas that go into the body for Bedrock's InvokeModel.
+    pub(super) anthropic_beta: Option<&'a [u8]>,
     /// `user-agent` (the first one), for the usage record.
     pub(super) user_agent: Option<&'a [u8]>,
     /// Headers present that must not reach the upstream as sent (credentials, framing,
@@ -40,12 +44,24 @@ pub(super) struct Present {
     pub(super) authorization: bool,
     pub(super) x_api_key: bool,
     pub(super) x_goog_api_key: bool,
+    pub(super) api_key: bool,
     pub(super) transfer_encoding: bool,
     pub(super) destination_endpoint: bool,
     pub(super) token_ids: bool,
 }
 
 impl<'a> Head<'a> {
+    /// The client's key, from its credential headers.
+    pub(super) fn client_key(&self) -> Option<&'a [u8]> {
+        ferrogate_core::auth::extract_key(self.authorization, self.x_api_key.or(self.api_key), self.x_goog_api_key)
+    }
+
+    /// Which of [`ferrogate_core::headers::CLIENT_CREDENTIALS`] were sent, in its order.
+    pub(super) fn credentials_present(&self) -> [bool; 4] {
+        let p = self.present;
+        [p.authorization, p.x_api_key, p.x_goog_api_key, p.api_key]
+    }
+
     /// Picks the headers of interest out of the serialized map (names are lower-case in
     /// proxy-wasm), copying nothing.
     pub(super) fn from_map(map: &'a [u8]) -> Head<'a> {
@@ -68,11 +84,18 @@ impl<'a> Head<'a> {
                     head.present.x_goog_api_key = true;
                     head.x_goog_api_key.get_or_insert(value);
                 }
+                b"api-key" => {
+                    head.present.api_key = true;
+                    head.api_key.get_or_insert(value);
+                }
                 b"content-type" => head.content_type = Some(value),
                 b"x-ferrogate-tried" => head.tried = text(value),
                 b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"traceparent" => head.traceparent = text(value).filter(|t| is_traceparent(t)),
+                b"anthropic-beta" => {
+                    head.anthropic_beta.get_or_insert(value);
+                }
                 b"user-agent" => {
                     head.user_agent.get_or_insert(value);
                 }

@@ -163,10 +163,7 @@ impl Stream {
     /// The caller's credential out, `credential` in, and the request pointed at `to` (an MCP
     /// server or an A2A agent).
     pub(super) fn route_upstream(&mut self, head: &Head, credential: Option<&McpCredential>, to: &Upstream<'_>) {
-        let p = head.present;
-        for (name, present) in
-            headers::CLIENT_CREDENTIALS.into_iter().zip([p.authorization, p.x_api_key, p.x_goog_api_key])
-        {
+        for (name, present) in headers::CLIENT_CREDENTIALS.into_iter().zip(head.credentials_present()) {
             if present {
                 self.set_http_request_header(name, None);
             }

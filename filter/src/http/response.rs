@@ -5,8 +5,10 @@
 //! asked for on the client's behalf, which the client did not request, translating, and
 //! cutting a stream that overruns its budget ([`super::cut`]).
 
+use ferrogate_core::clouds::invoke::Reframer;
 use ferrogate_core::decimal::Decimal;
 use ferrogate_core::translate::stream::StreamTranslator;
+use ferrogate_core::translate::Outbound;
 use ferrogate_core::usage::{Chunk, Tracker};
 use ferrogate_core::{header_map, headers};
 use proxy_wasm::traits::HttpContext;
@@ -28,14 +30,15 @@ impl Stream {
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
         let (mut abandoned, mut retry_after, mut plain, mut amzn_id) = (false, None, false, None);
+        let mut eventstream = false;
         let map = crate::raw::header_map(MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
                 b":status" => status = std::str::from_utf8(value).ok().and_then(|s| s.parse().ok()),
                 b"content-type" => {
-                    // Bedrock streams are AWS event-stream frames (translated into SSE).
-                    streaming = value.starts_with(b"text/event-stream")
-                        || value.starts_with(b"application/vnd.amazon.eventstream");
+                    // Bedrock streams are AWS event-stream frames (made SSE here).
+                    eventstream = value.starts_with(b"application/vnd.amazon.eventstream");
+                    streaming = eventstream || value.starts_with(b"text/event-stream");
                     plain = value.starts_with(b"text/plain");
                 }
                 b"content-length" => has_length = true,
@@ -65,10 +68,11 @@ impl Stream {
                 }
             }
             self.streamed = streaming;
+            self.prepare_reframing(eventstream);
             let tracker = Tracker::new(self.usage_dialect, streaming, self.hide_usage);
             let finish_reasons = self.shared.plugin.as_ref().is_some_and(|p| p.gen_ai_attributes);
             self.tracker = Some(if finish_reasons { tracker.with_finish_reasons() } else { tracker });
-            if (streaming && self.hide_usage || self.translation.is_some()) && has_length {
+            if (streaming && self.hide_usage || self.translation.is_some() || self.reframer.is_some()) && has_length {
                 // Removing an event, or translating the body, changes the length.
                 self.set_http_response_header("content-length", None);
             }
@@ -100,6 +104,17 @@ impl Stream {
         let Some((_, ctx)) = self.translation.as_mut() else { return };
         let id = provider_request_id.and_then(|v| std::str::from_utf8(v).ok()).or(self.request_id.as_deref());
         ctx.answer_id = id.unwrap_or_default().to_string();
+    }
+
+    /// Bedrock InvokeModel's event stream (Claude's answer, in Anthropic's events) is made
+    /// Anthropic's server-sent events first: the usage tracker, the meter and a translator
+    /// then read it as they read Anthropic's own stream. ConverseStream has its own decoder.
+    fn prepare_reframing(&mut self, eventstream: bool) {
+        let converse = matches!(&self.translation, Some((pair, _)) if pair.outbound == Outbound::Converse);
+        if eventstream && !converse {
+            self.reframer = Some(Reframer::default());
+            self.set_http_response_header("content-type", Some("text/event-stream"));
+        }
     }
 
     /// A translated answer: a successful stream is translated event by event as it flows;
@@ -138,7 +153,7 @@ impl Stream {
         if self.guard_holds_answer() {
             return self.guarded_answer(body_size, end_of_stream);
         }
-        if self.stream_translator.is_none() && self.tracker.is_none() {
+        if self.stream_translator.is_none() && self.tracker.is_none() && self.reframer.is_none() {
             return Action::Continue;
         }
         if self.was_cut() {
@@ -150,7 +165,10 @@ impl Stream {
         }
         // Not paused, so the buffer is exactly this chunk.
         let chunk = self.get_http_response_body(0, body_size).unwrap_or_default();
-        let cut_at = self.metered(&chunk, end_of_stream);
+        let reframed = self.reframer.is_some();
+        let chunk = self.reframe(chunk, end_of_stream);
+        let output_metered = super::cut::meters_output(self.translation.as_ref());
+        let cut_at = if output_metered { None } else { self.metered(&chunk, end_of_stream) };
         let passed = chunk.get(..cut_at.unwrap_or(chunk.len())).unwrap_or_default();
         let eos = end_of_stream && cut_at.is_none();
         let mut out = if self.stream_translator.is_some() {
@@ -158,10 +176,15 @@ impl Stream {
         } else {
             self.track(passed, eos)
         };
+        let cut_at = if output_metered { self.meter_output(out.as_mut(), end_of_stream) } else { cut_at };
+        let eos = end_of_stream && cut_at.is_none();
         if eos {
             if let Some(last) = self.end_of_metered() {
                 out.get_or_insert_with(|| passed.to_vec()).extend(last);
             }
+        }
+        if reframed && out.is_none() {
+            out = Some(passed.to_vec());
         }
         if cut_at.is_some() {
             let mut out = out.unwrap_or_else(|| passed.to_vec());
@@ -179,6 +202,26 @@ impl Stream {
             self.capture_bytes(passed);
         }
         Action::Continue
+    }
+
+    /// Meters a chunk of translated output (see [`super::cut::meters_output`]), cut short
+    /// where it takes the answer past its allowance; where it was cut.
+    fn meter_output(&mut self, out: Option<&mut Vec<u8>>, end_of_stream: bool) -> Option<usize> {
+        let out = out?;
+        let at = self.metered(out, end_of_stream)?;
+        out.truncate(at);
+        Some(at)
+    }
+
+    /// The provider's bytes as the rest of the response path reads them: re-framed as
+    /// server-sent events for Bedrock InvokeModel streams, else as they came.
+    fn reframe(&mut self, chunk: Vec<u8>, end_of_stream: bool) -> Vec<u8> {
+        let Some(reframer) = self.reframer.as_mut() else { return chunk };
+        let mut out = reframer.feed(&chunk);
+        if end_of_stream {
+            out.extend(reframer.finish());
+        }
+        out
     }
 
     /// A chunk of an answer in the client's dialect: watched by the usage tracker, which may

@@ -6,7 +6,6 @@
 //! through the gateway's own `/mcp/{server}` with the caller's key, so every check, swap and
 //! record of [`super`] applies to those calls too: this endpoint adds no second policy.
 
-use ferrogate_core::auth::extract_key;
 use ferrogate_core::config::mcp::{McpCredential, Transport};
 use ferrogate_core::config::Config;
 use ferrogate_core::mcp::federation::{self, Member};
@@ -31,9 +30,7 @@ impl Stream {
         if members.is_empty() {
             return self.reply_error(&ApiError::mcp_no_servers());
         }
-        let key = extract_key(head.authorization, head.x_api_key, head.x_goog_api_key)
-            .and_then(|k| std::str::from_utf8(k).ok())
-            .map(str::to_string);
+        let key = head.client_key().and_then(|k| std::str::from_utf8(k).ok()).map(str::to_string);
         let (_, query) = ferrogate_core::route::split_query(head.path);
         let path = match query {
             Some(q) => format!("{}?{q}", federation::PATH),

@@ -28,7 +28,7 @@ fn ask(vm: &mut Vm, key: &str, body: &str) -> (u32, Vec<StreamEvent>) {
     (s, vm.take_events(s))
 }
 
-fn forwarded(events: &[StreamEvent]) -> bool {
+pub(crate) fn forwarded(events: &[StreamEvent]) -> bool {
     events.iter().any(|e| matches!(e, StreamEvent::RequestHeaders { .. }))
 }
 
@@ -137,7 +137,7 @@ fn unpriced_models_follow_the_policy() {
 /// Keys whose streams overrun: dave and fay cut them (a token cap, a USD budget), erin lets
 /// them run. Prices: 1 µ$ a prompt token, 2 µ$ a completion token. `claude` is served by an
 /// Anthropic provider.
-const OVERRUN: &str = r#"{"config":{
+pub(crate) const OVERRUN: &str = r#"{"config":{
   "providers":[{"name":"local","kind":"openai_compatible","base_url":"http://127.0.0.1:8000"},
     {"name":"claude-p","kind":"anthropic","base_url":"https://api.anthropic.com","api_key":"sk-ant-upstream"}],
   "models":[{"name":"chat","targets":[{"provider":"local","model":"sim-small"}]},
@@ -154,15 +154,15 @@ const OVERRUN: &str = r#"{"config":{
 
 /// A streamed chat request without an output cap: admission reserves 1,024 completion tokens,
 /// and the answer may run longer.
-const STREAMED: &str =
+pub(crate) const STREAMED: &str =
     r#"{"model":"chat","stream":true,"messages":[{"role":"user","content":"Tell me a long story."}]}"#;
 
 /// The text every upstream event carries: 20 bytes, 5 tokens by the meter's estimate.
-const TEXT: &str = "twenty bytes of text";
+pub(crate) const TEXT: &str = "twenty bytes of text";
 
 /// An OpenAI chat stream of `n` content events of [`TEXT`], then its finish, its usage (5
 /// tokens an event) and `[DONE]`.
-fn chat_stream(n: usize, prompt: u64) -> String {
+pub(crate) fn chat_stream(n: usize, prompt: u64) -> String {
     let chunk = |delta: &str, finish: &str| {
         let choice = format!(r#"{{"index":0,"delta":{delta},"finish_reason":{finish}}}"#);
         format!(r#"data: {{"id":"c","object":"chat.completion.chunk","model":"sim-small","choices":[{choice}]}}"#)
@@ -175,7 +175,7 @@ fn chat_stream(n: usize, prompt: u64) -> String {
 }
 
 /// An Anthropic Messages stream of `n` text deltas of [`TEXT`].
-fn anthropic_stream(n: usize) -> String {
+pub(crate) fn anthropic_stream(n: usize) -> String {
     let event = |data: String| {
         let name = serde_json::from_str::<Value>(&data).unwrap()["type"].as_str().unwrap().to_string();
         format!("event: {name}\ndata: {data}\n\n")
@@ -198,7 +198,7 @@ fn anthropic_stream(n: usize) -> String {
 }
 
 /// Sends `body` to `path` as `key` (an `x-api-key`); the request must go through.
-fn send_as(vm: &mut Vm, key: &str, path: &str, body: &str) -> u32 {
+pub(crate) fn send_as(vm: &mut Vm, key: &str, path: &str, body: &str) -> u32 {
     let s = new_stream(vm);
     vm.request_headers(s, req("POST", path, &[("x-api-key", key), ("content-type", "application/json")]), false)
         .unwrap();
@@ -208,7 +208,7 @@ fn send_as(vm: &mut Vm, key: &str, path: &str, body: &str) -> u32 {
 }
 
 /// Streams `body` to `s` in 97-byte pieces (events cut anywhere); returns what the client got.
-fn stream_answer(vm: &mut Vm, s: u32, body: &str) -> String {
+pub(crate) fn stream_answer(vm: &mut Vm, s: u32, body: &str) -> String {
     vm.response_headers(s, resp("200", &[("content-type", "text/event-stream")]), false).unwrap();
     let mut got = Vec::new();
     let pieces: Vec<&[u8]> = body.as_bytes().chunks(97).collect();
@@ -220,7 +220,7 @@ fn stream_answer(vm: &mut Vm, s: u32, body: &str) -> String {
 }
 
 /// Each event of an SSE body: its `event:` name, if any, and its `data`.
-fn sse_events(body: &str) -> Vec<(Option<&str>, &str)> {
+pub(crate) fn sse_events(body: &str) -> Vec<(Option<&str>, &str)> {
     body.split("\n\n")
         .filter(|e| !e.is_empty())
         .map(|e| {
@@ -232,14 +232,14 @@ fn sse_events(body: &str) -> Vec<(Option<&str>, &str)> {
 
 /// How many events of `body` carry [`TEXT`]; checks that the first one past `allowance`
 /// tokens was the last delivered.
-fn delivered_events(body: &str, allowance: u64) -> u64 {
+pub(crate) fn delivered_events(body: &str, allowance: u64) -> u64 {
     let n = sse_events(body).iter().filter(|(_, d)| d.contains(TEXT)).count() as u64;
     assert!(5 * n > allowance && 5 * (n - 1) <= allowance, "{n} events delivered for {allowance} tokens");
     n
 }
 
 /// The key's own count on its tokens-per-day counter (the second word of the entry).
-fn tokens_counted(rt: &ferrogate_host::Runtime, key: &str) -> u64 {
+pub(crate) fn tokens_counted(rt: &ferrogate_host::Runtime, key: &str) -> u64 {
     let counter = format!("ferrogate.limit.key.{key}.tokens.day");
     let (bytes, _) = rt.shared().get_shared_data("ferrogate", &counter).unwrap();
     u64::from_le_bytes(bytes[8..16].try_into().unwrap())

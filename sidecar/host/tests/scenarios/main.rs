@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod balancing;
+mod bedrock;
 mod body;
 mod callout;
 mod common;
