@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use ferrogate_core::config::Config;
+use ferrogate_core::keypool::KeyTable;
 use ferrogate_core::traefik::Settings;
 
 use crate::abi;
@@ -27,6 +28,8 @@ pub(crate) struct Guest {
     pub(crate) seq: u64,
     /// The request waiting for its answer.
     pub(crate) pending: Option<Pending>,
+    /// Pooled provider keys this instance saw refused ([`crate::keys`]).
+    pub(crate) keys: KeyTable,
 }
 
 thread_local! {
@@ -60,6 +63,7 @@ impl Guest {
             counters: MemoryCounters::default(),
             seq: 0,
             pending: None,
+            keys: KeyTable::default(),
         }
     }
 

@@ -16,6 +16,7 @@ mod abi;
 mod counters;
 mod guard;
 mod guest;
+mod keys;
 mod record;
 mod reply;
 mod request;

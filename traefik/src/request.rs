@@ -7,7 +7,8 @@
 use std::rc::Rc;
 
 use ferrogate_core::auth::{extract_key, gemini_query_key, Caller};
-use ferrogate_core::config::{Config, Unpriced};
+use ferrogate_core::clouds::invoke;
+use ferrogate_core::config::{Config, ProviderKind, Unpriced};
 use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::limits::{self, estimate, Metric};
@@ -149,7 +150,8 @@ impl Guest {
         let Ok(settings) = &self.settings else { return 0 };
         let (buffering, json) = (settings.followed_by_buffering, !api.is_multipart());
         let cluster_header = settings.cluster_header.clone();
-        let out = sized_for_traefik(d.body.take().unwrap_or_else(|| body.to_vec()), buffering, json);
+        let sent = d.body.take().unwrap_or_else(|| body.to_vec());
+        let out = with_betas(config, &d, sent).and_then(|out| sized_for_traefik(out, buffering, json));
         let names = Names { requested: &d.requested, provider: d.provider, upstream: &d.upstream_model };
         // Checked before the limits, so a request that cannot be sent holds no reservation.
         let out = match out {
@@ -166,6 +168,13 @@ impl Guest {
         };
         abi::set_body(Kind::Request, &out);
         rewrite_head(&cluster_header, &d);
+        let counter = self.next_seq();
+        let key_pick = crate::keys::pick(&self.keys, config, d.provider_index, counter, now_ns() / 1_000_000).map(
+            |(pick, credential)| {
+                abi::set_header(Kind::Request, credential.name, credential.value.as_bytes());
+                pick
+            },
+        );
         if let Some(signed) = signed {
             abi::set_header(Kind::Request, "content-type", b"application/json");
             for (name, value) in signed.pairs() {
@@ -174,7 +183,7 @@ impl Guest {
         }
         let streaming = api == Api::StreamGenerateContent
             || d.translation.as_ref().map_or(d.may_stream && openai::requests_stream(body), |(_, c)| c.stream);
-        self.pending = Some(Pending::new(req, config, api, d, (reservation, streaming)));
+        self.pending = Some(Pending::new(req, config, api, d, (reservation, streaming), key_pick));
         1 << 32 | 1
     }
 
@@ -212,7 +221,9 @@ impl Guest {
 
 /// The caller, from the credential headers or a Gemini path's `?key=`.
 fn authenticate(config: &Config, uri: &str, now_ns: u64) -> Result<Caller, ApiError> {
-    let [authorization, x_api_key, x_goog_api_key] = CLIENT_CREDENTIALS.map(|name| abi::header(Kind::Request, name));
+    let [authorization, x_api_key, x_goog_api_key, api_key] =
+        CLIENT_CREDENTIALS.map(|name| abi::header(Kind::Request, name));
+    let x_api_key = x_api_key.or(api_key);
     let key = extract_key(authorization.as_deref(), x_api_key.as_deref(), x_goog_api_key.as_deref())
         .or_else(|| gemini_query_key(uri));
     let now_secs = i64::try_from(now_ns / 1_000_000_000).unwrap_or(i64::MAX);
@@ -279,4 +290,18 @@ fn rewrite_head(cluster_header: &str, d: &RouteDecision<'_>) {
     abi::set_request_uri(&d.path);
     abi::set_header(Kind::Response, headers::PROVIDER, d.provider.as_bytes());
     abi::set_header(Kind::Response, headers::MODEL, d.upstream_model.as_bytes());
+}
+
+/// A request to Claude on Bedrock (a Bedrock request not translated: InvokeModel) with the
+/// client's `anthropic-beta` betas in its body, where InvokeModel reads them.
+fn with_betas(config: &Config, d: &RouteDecision<'_>, body: Vec<u8>) -> Result<Vec<u8>, ApiError> {
+    let bedrock = config.providers.get(d.provider_index).is_some_and(|p| p.kind == ProviderKind::Bedrock);
+    if !bedrock || d.translation.is_some() {
+        return Ok(body);
+    }
+    let Some(header) = abi::header(Kind::Request, "anthropic-beta") else { return Ok(body) };
+    match invoke::with_betas(&body, &header) {
+        Ok(with) => Ok(with.unwrap_or(body)),
+        Err(e) => Err(ApiError::bad_request(format!("The {e}."))),
+    }
 }

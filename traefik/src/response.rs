@@ -3,23 +3,26 @@
 //!
 //! Traefik hands the guest an answer only when it buffered it whole (`buffer_response`), which
 //! this guest asks for per request: for translated answers and for non-streamed ones it must
-//! account or guard (output rules, restored placeholders: [`crate::guard`]). A stream it does
-//! not translate passes through untouched and unseen: its record says `streamed` with no status
+//! account or guard (output rules, restored placeholders: [`crate::guard`]), and for Bedrock
+//! streams, whose event-stream frames become server-sent events here. A stream it does not
+//! translate otherwise passes through untouched and unseen: its record says `streamed` with no status
 //! or tokens, and its reservation stays at the estimate. Streams are never guarded.
 
 use std::rc::Rc;
 
-use ferrogate_core::config::Config;
+use ferrogate_core::clouds::invoke::Reframer;
+use ferrogate_core::config::{Config, ProviderKind};
 use ferrogate_core::guard::body::Shape;
 use ferrogate_core::headers::REQUEST_ID;
 use ferrogate_core::limits::{Amounts, Reservation};
 use ferrogate_core::route::{Api, RouteDecision};
 use ferrogate_core::translate::stream::StreamTranslator;
-use ferrogate_core::translate::{Context, Pair};
+use ferrogate_core::translate::{Context, Outbound, Pair};
 use ferrogate_core::usage::{cost_micro_usd, upstream_dialect, Tracker, UsageDialect};
 
 use crate::abi::{self, Kind, Level, FEATURE_BUFFER_RESPONSE};
 use crate::guest::{now_ns, Guest};
+use crate::keys::KeyPick;
 use crate::record::{self, Names, Outcome};
 use crate::request::Request;
 
@@ -34,10 +37,14 @@ pub(crate) struct Pending {
     translation: Option<(Pair, Context)>,
     reservation: Option<Reservation>,
     streaming: bool,
+    /// A Bedrock stream of Claude's events (InvokeModel): made Anthropic's SSE before it is read.
+    reframe: bool,
     /// Traefik holds the answer for this guest.
     buffered: bool,
     /// The answer's shape when output guardrails apply to it.
     guard_shape: Option<Shape>,
+    /// The pooled key the request went out with.
+    key_pick: Option<KeyPick>,
 }
 
 impl Pending {
@@ -48,11 +55,15 @@ impl Pending {
         api: Api,
         d: RouteDecision<'_>,
         (reservation, streaming): (Option<Reservation>, bool),
+        key_pick: Option<KeyPick>,
     ) -> Pending {
         let accounted = reservation.is_some() || api.is_generation();
         let guard_shape =
             req.guard.as_ref().and_then(|g| g.answer_shape(&config.guardrails, api)).filter(|_| !streaming);
-        let buffered = d.translation.is_some() || (!streaming && (accounted || guard_shape.is_some()));
+        let converse = d.translation.as_ref().is_some_and(|(p, _)| p.outbound == Outbound::Converse);
+        let bedrock = config.providers.get(d.provider_index).is_some_and(|p| p.kind == ProviderKind::Bedrock);
+        let reframe = streaming && bedrock && !converse;
+        let buffered = reframe || d.translation.is_some() || (!streaming && (accounted || guard_shape.is_some()));
         if buffered {
             abi::enable(FEATURE_BUFFER_RESPONSE);
         }
@@ -71,8 +82,10 @@ impl Pending {
             translation: d.translation,
             reservation,
             streaming,
+            reframe,
             buffered,
             guard_shape,
+            key_pick,
         }
     }
 }
@@ -81,6 +94,9 @@ impl Guest {
     /// The response phase of the request this instance forwarded.
     pub(crate) fn on_response(&mut self, _ctx: u32, is_error: bool) {
         let Some(mut p) = self.pending.take() else { return };
+        if let Some(pick) = p.key_pick.filter(|_| !is_error) {
+            crate::keys::observe(&mut self.keys, &p.config, pick, now_ns() / 1_000_000);
+        }
         let mut outcome = if p.buffered && !is_error { p.finish_answer() } else { Outcome::default() };
         let provider = p.config.providers.get(p.provider).map_or("", |pr| pr.name.as_str());
         outcome.cost_micro_usd = cost_micro_usd(&p.config.pricing, provider, &p.upstream_model, &outcome.usage);
@@ -102,6 +118,7 @@ impl Pending {
     fn finish_answer(&mut self) -> Outcome {
         let mut status = abi::status();
         let body = abi::body(Kind::Response, usize::MAX).unwrap_or_default();
+        let body = self.reframed(status, body);
         let first_byte_ns = Some(now_ns());
         let mut tracker = Tracker::new(self.usage_dialect, self.streaming, false);
         let _ = tracker.on_end(&body);
@@ -112,11 +129,27 @@ impl Pending {
             // Traefik's host never fixes the length of a rewritten answer.
             abi::set_header(Kind::Response, "content-length", out.len().to_string().as_bytes());
             abi::set_body(Kind::Response, &out);
+        } else if self.reframe {
+            abi::set_header(Kind::Response, "content-length", body.len().to_string().as_bytes());
+            abi::set_body(Kind::Response, &body);
         } else if !body.is_empty() {
             // Reading a buffered body consumes it: it goes back as it was.
             abi::set_body(Kind::Response, &body);
         }
         Outcome { status, usage: tracker.finish().unwrap_or_default(), first_byte_ns, ..Outcome::default() }
+    }
+
+    /// A successful InvokeModel stream as Anthropic's server-sent events (see
+    /// `ferrogate_core::clouds::invoke`); anything else as it came.
+    fn reframed(&self, status: u16, body: Vec<u8>) -> Vec<u8> {
+        if !self.reframe || !(200..300).contains(&status) {
+            return body;
+        }
+        let mut reframer = Reframer::default();
+        let mut out = reframer.feed(&body);
+        out.extend(reframer.finish());
+        abi::set_header(Kind::Response, "content-type", b"text/event-stream");
+        out
     }
 
     /// The output guardrails over a successful answer in the caller's dialect: the answer to
