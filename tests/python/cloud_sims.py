@@ -3,11 +3,14 @@
 The real services cannot run here (they are SaaS), so this is a mock — but every check it makes
 is done with the clouds' own libraries as oracles:
 
-  * Bedrock (`/model/{id}/converse`, `/converse-stream`): the SigV4 signature of each request
-    is computed again by **botocore's own signer** (`SigV4Auth`) from what arrived on the wire
-    and must match; a request dated more than five minutes away is refused as AWS does. Stream
-    answers are AWS event-stream frames (struct + zlib CRC-32, the framing of
-    `application/vnd.amazon.eventstream`), checked decodable by botocore's `EventStreamBuffer`.
+  * Bedrock (`/model/{id}/converse`, `/converse-stream`, and for Claude `/invoke`,
+    `/invoke-with-response-stream`): the SigV4 signature of each request is computed again by
+    **botocore's own signer** (`SigV4Auth`) from what arrived on the wire and must match; a
+    request dated more than five minutes away is refused as AWS does. Stream answers are AWS
+    event-stream frames (struct + zlib CRC-32, the framing of
+    `application/vnd.amazon.eventstream`), checked decodable by botocore's `EventStreamBuffer`;
+    InvokeModel's are `chunk` events of base64 Anthropic events, the shape the official
+    `AnthropicBedrock` client reads (test_clouds.py points that client at this stand-in too).
   * STS `AssumeRoleWithWebIdentity` (form in, XML out) hands out temporary keys the Bedrock
     stand-in then accepts.
   * Google's token endpoint verifies the JWT bearer assertion with **google-auth**
@@ -19,6 +22,7 @@ is done with the clouds' own libraries as oracles:
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import re
@@ -41,6 +45,7 @@ import google.auth.jwt
 GOOGLE_AUD = "https://oauth2.googleapis.com/token"
 BEDROCK_TEXT = ["Hello", " from", " Bedrock"]
 BEDROCK_USAGE = {"inputTokens": 11, "outputTokens": 4, "totalTokens": 15}
+INVOKE_TEXT = "Hi from Claude on Bedrock"
 
 
 @dataclass
@@ -99,6 +104,22 @@ def converse_stream(tool: bool, fail: bool) -> list[bytes]:
         frames += [event("contentBlockStop", {"contentBlockIndex": 0}), event("messageStop", {"stopReason": "end_turn"})]
     frames.append(event("metadata", {"usage": BEDROCK_USAGE, "metrics": {"latencyMs": 7}}))
     # The framing is checked by botocore's decoder before anything is sent.
+    buf = EventStreamBuffer()
+    buf.add_data(b"".join(frames))
+    assert len(list(buf)) == len(frames)
+    return frames
+
+
+def invoke_stream(fail: bool) -> list[bytes]:
+    """InvokeModelWithResponseStream: each Anthropic event base64 in a `chunk` frame; the last
+    carries Bedrock's invocation metrics. `fail`: a throttling exception after the first text."""
+    events = anthropic_events(INVOKE_TEXT, "msg_bdrk_01")
+    events[-1] = dict(events[-1], **{"amazon-bedrock-invocationMetrics": {
+        "inputTokenCount": 8, "outputTokenCount": 6, "invocationLatency": 40, "firstByteLatency": 9}})
+    frames = [event("chunk", {"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": "abcd"})
+              for e in events]
+    if fail:
+        frames = frames[:3] + [exception("throttlingException", "Too many tokens, please wait.")]
     buf = EventStreamBuffer()
     buf.add_data(b"".join(frames))
     assert len(list(buf)) == len(frames)
@@ -225,11 +246,22 @@ class CloudSim:
         if why is not None:
             return reply(h, 403, {"message": why}, {"x-amzn-errortype": "InvalidSignatureException:http://internal"})
         req = s.json()
+        if "/invoke" in s.path:
+            return self.bedrock_invoke(h, s, req)
         tool = "toolConfig" in req and not any("toolResult" in c for m in req["messages"] for c in m["content"])
         if s.path.endswith("/converse-stream"):
             frames = converse_stream(tool, fail="fail" in s.path)
             return stream(h, "application/vnd.amazon.eventstream", frames)
         reply(h, 200, converse_answer(tool))
+
+    def bedrock_invoke(self, h, s: Seen, req: dict) -> None:
+        """Claude through InvokeModel: Bedrock's own Messages body or a ValidationException."""
+        if req.get("anthropic_version") != "bedrock-2023-05-31" or "model" in req or "stream" in req:
+            return reply(h, 400, {"message": "Malformed input request: anthropic_version/model/stream"},
+                         {"x-amzn-errortype": "ValidationException:http://internal"})
+        if s.path.endswith("/invoke-with-response-stream"):
+            return stream(h, "application/vnd.amazon.eventstream", invoke_stream(fail="fail" in s.path))
+        reply(h, 200, anthropic_message(INVOKE_TEXT, "msg_bdrk_01"))
 
     def sts(self, h, s: Seen) -> None:
         form = dict(urllib.parse.parse_qsl(s.body.decode()))
@@ -323,26 +355,30 @@ class CloudSim:
 
 # --------------------------------------------------------------------------- answers
 
-def anthropic_message(text: str) -> dict:
-    return {"id": "msg_vtx", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
+def anthropic_message(text: str, msg_id: str = "msg_vtx") -> dict:
+    return {"id": msg_id, "type": "message", "role": "assistant", "model": "claude-sonnet-4",
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": 8, "output_tokens": 6}}
 
 
-def anthropic_sse(text: str) -> list[bytes]:
-    start = anthropic_message("")
+def anthropic_events(text: str, msg_id: str = "msg_vtx") -> list[dict]:
+    """A Messages stream's events: the text in two deltas, usage 8 in and 6 out."""
+    start = anthropic_message("", msg_id)
     start["content"] = []
     start["usage"] = {"input_tokens": 8, "output_tokens": 1}
-    events = [("message_start", {"type": "message_start", "message": start}),
-              ("content_block_start", {"type": "content_block_start", "index": 0,
-                                       "content_block": {"type": "text", "text": ""}}),
-              ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                       "delta": {"type": "text_delta", "text": text}}),
-              ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-              ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                 "usage": {"output_tokens": 6}}),
-              ("message_stop", {"type": "message_stop"})]
-    return [f"event: {n}\ndata: {json.dumps(d)}\n\n".encode() for n, d in events]
+    half = len(text) // 2
+    return [{"type": "message_start", "message": start},
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[:half]}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[half:]}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+             "usage": {"output_tokens": 6}},
+            {"type": "message_stop"}]
+
+
+def anthropic_sse(text: str) -> list[bytes]:
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in anthropic_events(text)]
 
 
 def reply(h, status: int, doc, headers: dict[str, str] | None = None) -> None:

@@ -1,5 +1,5 @@
 """Cloud providers end to end: AWS Bedrock (SigV4 signed by the filter, Converse and
-ConverseStream translated for every client), Google Vertex AI (tokens minted by the sidecar
+ConverseStream translated for every client, Claude through InvokeModel), Google Vertex AI (tokens minted by the sidecar
 from a service-account key), Azure OpenAI (api-key and Entra ID), through `ferrogate serve`
 and the official SDKs.
 
@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import time
+import urllib.parse
 from pathlib import Path
 
 import anthropic
@@ -27,11 +28,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from google import genai
 from google.genai import types as gtypes
 
-from cloud_sims import BEDROCK_USAGE, CloudSim
+from cloud_sims import BEDROCK_USAGE, INVOKE_TEXT, CloudSim
 from conftest import Gateway, _start, own_gateway
 
 KEY = "carol"
 CLAUDE_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+LLAMA_ID = "meta.llama3-1-70b-instruct-v1:0"
 ENV = {
     "FG_T_AKID": "AKIDEXAMPLE" + secrets.token_hex(4).upper(),
     "FG_T_SECRET": secrets.token_urlsafe(30),
@@ -88,10 +90,12 @@ def cloud_config(sim: CloudSim):
              "credentials": {"source": "gcp_service_account", "key_file": str(sim.sa_file)}},
         ]
         models = {
-            "br-claude": ("bedrock", CLAUDE_ID),
+            "br-llama": ("bedrock", LLAMA_ID),
             "br-fail": ("bedrock", "us.fail.model-v1:0"),
-            "br-bad": ("bedrock-bad", CLAUDE_ID),
-            "br-irsa": ("bedrock-irsa", CLAUDE_ID),
+            "br-bad": ("bedrock-bad", LLAMA_ID),
+            "br-irsa": ("bedrock-irsa", LLAMA_ID),
+            "br-claude": ("bedrock", CLAUDE_ID),
+            "br-claude-fail": ("bedrock", "us.anthropic.fail-v1:0"),
             "az": ("azure", "gpt4o-deploy"),
             "az-entra": ("azure-entra", "gpt4o-deploy"),
             "vx-gem": ("vertex", "gemini-2.5-flash"),
@@ -114,7 +118,7 @@ def gw(sim: CloudSim) -> Gateway:
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
-SIGNED_IN = ("br-claude", "br-irsa", "az-entra", "vx-gem")
+SIGNED_IN = ("br-llama", "br-irsa", "az-entra", "vx-gem")
 
 
 @pytest.fixture(scope="module")
@@ -175,24 +179,24 @@ WEATHER = [{"type": "function", "function": {"name": "get_weather", "description
 # --------------------------------------------------------------------------- Bedrock
 
 def test_bedrock_request_is_signed_as_botocore_signs(gw, sim, oa):
-    r = oa.chat.completions.with_raw_response.create(model="br-claude", messages=HI, max_tokens=20)
+    r = oa.chat.completions.with_raw_response.create(model="br-llama", messages=HI, max_tokens=20)
     done = r.parse()
     assert done.choices[0].message.content == "Hello from Bedrock"
     assert (done.usage.prompt_tokens, done.usage.completion_tokens) == (11, 4)
     seen = sim.last("/model/")
     # botocore escapes every reserved byte of the model id; the sim re-signed it and agreed.
-    assert seen.path == "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"
+    assert seen.path == "/model/meta.llama3-1-70b-instruct-v1%3A0/converse"
     assert seen.headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={ENV['FG_T_AKID']}/")
     assert "SignedHeaders=content-type;host;x-amz-date," in seen.headers["authorization"]
     body = seen.json()
     assert body["messages"] == [{"role": "user", "content": [{"text": "hi"}]}]
     assert body["inferenceConfig"]["maxTokens"] == 20 and "model" not in body
-    rec = gw.wait_usage(r.headers["x-request-id"], key=KEY, model="br-claude")
+    rec = gw.wait_usage(r.headers["x-request-id"], key=KEY, model="br-llama")
     assert (rec["prompt_tokens"], rec["completion_tokens"], rec["provider"]) == (11, 4, "bedrock")
 
 
 def test_bedrock_refuses_tampering_a_stale_date_and_a_wrong_secret(gw, sim, oa):
-    oa.chat.completions.create(model="br-claude", messages=HI)
+    oa.chat.completions.create(model="br-llama", messages=HI)
     seen = sim.last("/model/")
     url = f"{sim.url}{seen.path}"
     headers = {k: v for k, v in seen.headers.items() if k not in ("content-length", "transfer-encoding")}
@@ -209,24 +213,24 @@ def test_bedrock_refuses_tampering_a_stale_date_and_a_wrong_secret(gw, sim, oa):
 
 
 def test_bedrock_stream_through_three_sdks(gw, sim, oa, an, ge):
-    chunks = list(oa.chat.completions.create(model="br-claude", messages=HI, stream=True,
+    chunks = list(oa.chat.completions.create(model="br-llama", messages=HI, stream=True,
                                              stream_options={"include_usage": True}))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello from Bedrock"
     assert chunks[-1].usage.prompt_tokens == 11 and chunks[-1].usage.completion_tokens == 4
     assert sim.last("/model/").path.endswith("%3A0/converse-stream")
 
-    with an.messages.stream(model="br-claude", max_tokens=50, messages=HI) as s:
+    with an.messages.stream(model="br-llama", max_tokens=50, messages=HI) as s:
         text = "".join(s.text_stream)
         final = s.get_final_message()
     assert text == "Hello from Bedrock" and final.usage.output_tokens == 4
 
-    got = list(ge.models.generate_content_stream(model="br-claude", contents="hi"))
+    got = list(ge.models.generate_content_stream(model="br-llama", contents="hi"))
     assert "".join(c.text or "" for c in got) == "Hello from Bedrock"
     assert got[-1].usage_metadata.candidates_token_count == 4
 
 
 def test_bedrock_tool_calls_both_ways(gw, sim, oa):
-    done = oa.chat.completions.create(model="br-claude", messages=[{"role": "user", "content": "weather in Paris?"}],
+    done = oa.chat.completions.create(model="br-llama", messages=[{"role": "user", "content": "weather in Paris?"}],
                                       tools=WEATHER)
     call = done.choices[0].message.tool_calls[0]
     assert (call.id, call.function.name, json.loads(call.function.arguments)) == \
@@ -236,7 +240,7 @@ def test_bedrock_tool_calls_both_ways(gw, sim, oa):
     assert spec["name"] == "get_weather" and spec["inputSchema"]["json"]["required"] == ["city"]
 
     args = ""
-    for c in oa.chat.completions.create(model="br-claude", messages=[{"role": "user", "content": "weather?"}],
+    for c in oa.chat.completions.create(model="br-llama", messages=[{"role": "user", "content": "weather?"}],
                                         tools=WEATHER, stream=True):
         for tc in (c.choices[0].delta.tool_calls or []) if c.choices else []:
             args += tc.function.arguments or ""
@@ -246,7 +250,7 @@ def test_bedrock_tool_calls_both_ways(gw, sim, oa):
                {"role": "assistant", "tool_calls": [{"id": "tooluse_1", "type": "function",
                                                      "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
                {"role": "tool", "tool_call_id": "tooluse_1", "content": "18 C"}]
-    assert oa.chat.completions.create(model="br-claude", messages=history, tools=WEATHER) \
+    assert oa.chat.completions.create(model="br-llama", messages=history, tools=WEATHER) \
         .choices[0].message.content == "Hello from Bedrock"
     sent = sim.last("/model/").json()["messages"]
     assert sent[1]["content"][0]["toolUse"] == {"toolUseId": "tooluse_1", "name": "get_weather", "input": {"city": "Paris"}}
@@ -267,6 +271,75 @@ def test_bedrock_web_identity_keys_from_sts(gw, sim, oa):
     akid = seen.headers["authorization"].split("Credential=")[1].split("/")[0]
     assert akid.startswith("ASIA") and sim.aws_keys[akid][1] == seen.headers["x-amz-security-token"]
     assert sim.sts_calls >= 1
+
+
+# --------------------------------------------------------------------------- Claude on Bedrock
+
+def bedrock_sdk(sim: CloudSim) -> anthropic.AnthropicBedrock:
+    """Anthropic's own Bedrock client, straight at the stand-in: what it sends is InvokeModel's
+    contract, and it reads the stand-in's streams with botocore's event-stream parser."""
+    return anthropic.AnthropicBedrock(aws_access_key=ENV["FG_T_AKID"], aws_secret_key=ENV["FG_T_SECRET"],
+                                      aws_region="us-east-1", base_url=sim.url, max_retries=0)
+
+
+BETA = "token-efficient-tools-2025-02-19"
+# Bedrock's documented InvokeModel version; this SDK release fills in its own API date instead
+# unless the body names one, so the direct calls name it.
+VERSION = {"anthropic_version": "bedrock-2023-05-31"}
+
+
+def test_claude_on_bedrock_gets_the_body_anthropics_bedrock_client_sends(gw, sim, an):
+    direct = bedrock_sdk(sim).beta.messages.create(model=CLAUDE_ID, max_tokens=20, messages=HI, betas=[BETA],
+                                                   extra_body=VERSION)
+    sdk = sim.last("/model/")
+    r = an.beta.messages.with_raw_response.create(model="br-claude", max_tokens=20, messages=HI, betas=[BETA])
+    via = r.parse()
+    seen = sim.last("/model/")
+    # The SDK leaves `:` unescaped, the gateway escapes it as botocore's signer does: one path to AWS.
+    assert seen.path == "/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke"
+    assert urllib.parse.unquote(seen.path) == urllib.parse.unquote(sdk.path)
+    assert seen.json() == sdk.json()
+    assert seen.json()["anthropic_version"] == "bedrock-2023-05-31" and seen.json()["anthropic_beta"] == [BETA]
+    assert via.content[0].text == direct.content[0].text == INVOKE_TEXT
+    rec = gw.wait_usage(r.headers["x-request-id"], key=KEY, model="br-claude")
+    assert (rec["prompt_tokens"], rec["completion_tokens"], rec["provider"]) == (8, 6, "bedrock")
+
+
+def test_claude_on_bedrock_streams_anthropic_events_to_every_client(gw, sim, an, oa, ge):
+    with bedrock_sdk(sim).messages.stream(model=CLAUDE_ID, max_tokens=20, messages=HI, extra_body=VERSION) as s:
+        assert "".join(s.text_stream) == INVOKE_TEXT, "the stand-in's frames are what the SDK reads"
+    with an.messages.with_streaming_response.create(model="br-claude", max_tokens=20, messages=HI,
+                                                    stream=True) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        request_id = r.headers["x-request-id"]
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    assert sim.last("/model/").path.endswith("%3A0/invoke-with-response-stream")
+    assert "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta") == INVOKE_TEXT
+    assert events[-1]["amazon-bedrock-invocationMetrics"]["outputTokenCount"] == 6, "events pass verbatim"
+    rec = gw.wait_usage(request_id, key=KEY, model="br-claude")
+    assert (rec["prompt_tokens"], rec["completion_tokens"], rec["streamed"]) == (8, 6, True)
+
+    with an.messages.stream(model="br-claude", max_tokens=20, messages=HI) as s:
+        assert "".join(s.text_stream) == INVOKE_TEXT and s.get_final_message().usage.output_tokens == 6
+    chunks = list(oa.chat.completions.create(model="br-claude", messages=HI, stream=True,
+                                             stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == INVOKE_TEXT
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (8, 6)
+    assert sim.last("/model/").json()["anthropic_version"] == "bedrock-2023-05-31"
+    got = list(ge.models.generate_content_stream(model="br-claude", contents="hi"))
+    assert "".join(c.text or "" for c in got) == INVOKE_TEXT
+
+
+def test_claude_on_bedrock_throttled_mid_stream_is_an_anthropic_error(gw, sim, an, oa):
+    with pytest.raises(anthropic.APIStatusError) as e:
+        with an.messages.stream(model="br-claude-fail", max_tokens=20, messages=HI) as s:
+            for _ in s.text_stream:
+                pass
+    assert "overloaded_error" in str(e.value.body) and "Too many tokens" in str(e.value)
+    with pytest.raises(openai.APIError) as e:
+        for _ in oa.chat.completions.create(model="br-claude-fail", messages=HI, stream=True):
+            pass
+    assert "Too many tokens" in str(e.value)
 
 
 # --------------------------------------------------------------------------- Vertex
@@ -355,6 +428,20 @@ def test_azure_entra_token_from_client_credentials(gw, sim, oa):
     assert got.path == "/openai/v1/chat/completions"
     assert got.headers["authorization"] == f"Bearer {sim.entra_tokens[-1]}"
     assert "api-key" not in got.headers
+
+
+def test_an_api_key_header_authenticates_and_never_goes_upstream(gw, sim):
+    """Azure SDKs send the key as `api-key`: the gateway reads it as the virtual key, and it is
+    stripped like every client credential (the Entra provider would not overwrite it)."""
+    r = httpx.post(f"{gw.base_url}/chat/completions", headers={"api-key": gw.keys[KEY]}, timeout=30,
+                   json={"model": "az-entra", "messages": HI})
+    assert r.status_code == 200, r.text
+    got = sim.last("/openai/")
+    assert "api-key" not in got.headers and got.headers["authorization"].startswith("Bearer ")
+    assert gw.keys[KEY] not in json.dumps(got.headers)
+    r = httpx.post(f"{gw.base_url}/chat/completions", headers={"api-key": "fg-not-a-key"}, timeout=30,
+                   json={"model": "az-entra", "messages": HI})
+    assert r.status_code == 401
 
 
 def test_no_credential_in_logs(gw, sim):

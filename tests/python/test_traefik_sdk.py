@@ -27,7 +27,8 @@ import httpx
 import openai
 import pytest
 
-from cloud_sims import CloudSim
+from cloud_sims import INVOKE_TEXT, CloudSim
+from test_key_pools import ENV as POOL_ENV, start_upstream
 from conftest import (REPO, SIM_ITL_MS, SIM_OUTPUT_TOKENS, STARTUP_TIMEOUT_S, USAGE_TIMEOUT_S, Proc,
                       _bin, _free_port, _wait_until, digest, new_key, start_with_retries)
 
@@ -57,7 +58,8 @@ class Deployment:
             time.sleep(0.1)
 
 
-BEDROCK_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+BEDROCK_ID = "meta.llama3-1-70b-instruct-v1:0"
+BEDROCK_CLAUDE_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 BEDROCK_ENV = {"FG_T_TR_AKID": "AKIDTRAEFIK" + secrets.token_hex(4).upper(), "FG_T_TR_SECRET": secrets.token_urlsafe(30)}
 
 # Aliases longer than their upstream names: a rewritten body is shorter, so it is padded.
@@ -65,7 +67,7 @@ LONG_OA = "oa-chat-with-a-long-public-alias"
 LONG_AN = "an-chat-with-a-long-public-alias"
 
 
-def _config(sim: str, key: str, cloud: str | None = None) -> dict:
+def _config(sim: str, key: str, cloud: str | None = None, pool: str | None = None) -> dict:
     doc = {
         "providers": [
             {"name": "local", "kind": "openai_compatible", "base_url": sim},
@@ -79,15 +81,21 @@ def _config(sim: str, key: str, cloud: str | None = None) -> dict:
         ],
         "keys": [{"name": "dana", "digest": digest(key), "models": ["*"]}],
     }
+    if pool:  # a provider with a key pool (test_key_pools.PoolUpstream), keys from the environment
+        doc["providers"].append({"name": "pool", "kind": "openai_compatible", "base_url": pool,
+                                 "api_keys_env": list(POOL_ENV.values())})
+        doc["models"].append({"name": "pooled", "targets": [{"provider": "pool", "model": "stand-model"}]})
     if cloud:  # a Bedrock provider (cloud_sims.CloudSim), keys from the environment
         doc["providers"].append({"name": "bedrock", "kind": "bedrock", "region": "eu-west-1", "base_url": cloud,
                                  "credentials": {"source": "aws_env", "access_key_id_env": "FG_T_TR_AKID",
                                                  "secret_access_key_env": "FG_T_TR_SECRET"}})
         doc["models"].append({"name": "br-chat", "targets": [{"provider": "bedrock", "model": BEDROCK_ID}]})
+        doc["models"].append({"name": "br-claude", "targets": [{"provider": "bedrock", "model": BEDROCK_CLAUDE_ID}]})
     return doc
 
 
-def _start(workdir: Path, attempt: int, buffering: bool = True, cloud: CloudSim | None = None) -> Deployment:
+def _start(workdir: Path, attempt: int, buffering: bool = True, cloud: CloudSim | None = None,
+           pool: str | None = None) -> Deployment:
     binary = str(_bin())
     if not TRAEFIK_WASM.is_file():
         pytest.exit(f"{TRAEFIK_WASM} is missing (make wasm)", returncode=2)
@@ -96,7 +104,7 @@ def _start(workdir: Path, attempt: int, buffering: bool = True, cloud: CloudSim 
     mount = workdir / f"mount.{attempt}"
     mount.mkdir()
     cfg = workdir / f"ferrogate.{attempt}.json"
-    cfg.write_text(json.dumps(_config(f"http://127.0.0.1:{sim_port}", key, cloud.url if cloud else None)))
+    cfg.write_text(json.dumps(_config(f"http://127.0.0.1:{sim_port}", key, cloud.url if cloud else None, pool)))
     settings = workdir / f"settings.{attempt}.json"
     settings.write_text(json.dumps({"snapshotFile": "/ferrogate/snapshot.json", "usageFile": "/ferrogate/usage.jsonl",
                                     "followedByBuffering": buffering}))
@@ -118,6 +126,7 @@ def _start(workdir: Path, attempt: int, buffering: bool = True, cloud: CloudSim 
                                         "--listen", f"127.0.0.1:{tr_port}", "--mount", f"{mount}:/ferrogate",
                                         "--route", f"local={sim}", "--route", f"claude={sim}"]
                           + (["--route", f"bedrock={cloud.url}"] if cloud else [])
+                          + (["--route", f"pool={pool}"] if pool else [])
                           + (["--buffering"] if buffering else []),
                           workdir / f"http-wasm.{attempt}.log", env))
         d = Deployment(url=f"http://127.0.0.1:{tr_port}", admin_url=f"http://127.0.0.1:{admin_port}",
@@ -258,5 +267,65 @@ def test_bedrock_through_the_traefik_build_is_signed(traefik_bedrock):
             time.sleep(0.2)
     assert done.choices[0].message.content == "Hello from Bedrock"
     seen = d.cloud.last("/model/")
-    assert seen.path == "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"
+    assert seen.path == "/model/meta.llama3-1-70b-instruct-v1%3A0/converse"
     assert "/eu-west-1/bedrock/aws4_request" in seen.headers["authorization"]
+    # Claude through InvokeModel: its event stream reaches an Anthropic client as Anthropic's
+    # server-sent events, betas in the signed body.
+    an = anthropic.Anthropic(base_url=d.url, api_key=d.key, max_retries=0, timeout=30.0)
+    with an.beta.messages.stream(model="br-claude", max_tokens=20, messages=[{"role": "user", "content": "hi"}],
+                                 betas=["token-efficient-tools-2025-02-19"]) as s:
+        assert "".join(s.text_stream) == INVOKE_TEXT and s.get_final_message().usage.output_tokens == 6
+    seen = d.cloud.last("/model/")
+    assert seen.path == "/model/anthropic.claude-3-haiku-20240307-v1%3A0/invoke-with-response-stream"
+    assert seen.json()["anthropic_beta"] == ["token-efficient-tools-2025-02-19"]
+
+
+@pytest.fixture(scope="module")
+def traefik_pool():
+    """The Traefik build with a provider of several keys in front of test_key_pools' stand-in
+    (one key rate-limited once with `Retry-After: 2`, one revoked, two good)."""
+    keys = {role: f"sk-pool-{role}-{secrets.token_hex(16)}" for role in POOL_ENV if role != "unset"}
+    upstream = start_upstream(keys)
+    saved = {var: os.environ.get(var) for var in POOL_ENV.values()}
+    for role, var in POOL_ENV.items():
+        os.environ.pop(var, None) if role not in keys else os.environ.__setitem__(var, keys[role])
+    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-pool-"))
+    try:
+        d, errors = start_with_retries(lambda w, a: _start(w, a, pool=upstream.url), workdir,
+                                       ("sim", "sidecar", "http-wasm"))
+        if d is None:
+            pytest.fail("could not start the Traefik deployment:\n" + errors)
+        d.upstream = upstream
+        yield d
+        for p in reversed(d.procs):
+            p.stop()
+    finally:
+        for var, value in saved.items():
+            os.environ.pop(var, None) if value is None else os.environ.__setitem__(var, value)
+        upstream.server.shutdown()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_the_middleware_spreads_a_key_pool_and_rests_refused_keys(traefik_pool):
+    """Round-robin over the usable keys; the 429 key rests for its Retry-After and returns (an
+    event waited for); the revoked key is never used again (per instance: Traefik's instances
+    share no memory, and sequential requests reuse one)."""
+    d, up = traefik_pool, traefik_pool.upstream
+    client = httpx.Client(base_url=d.url, headers={"authorization": f"Bearer {d.key}"}, timeout=30)
+    deadline = time.monotonic() + 60
+
+    def until(what, done):
+        while not done():
+            assert time.monotonic() < deadline, f"{what}: the upstream saw {up.roles()}"
+            client.post("/v1/chat/completions", json={"model": "pooled", "messages": [{"role": "user", "content": "?"}]})
+            time.sleep(0.02)
+
+    until("both bad keys answered", lambda: {"limited", "revoked"} <= set(up.roles()))
+    both_seen = len(up.roles())
+    until("the limited key was used again", lambda: up.roles().count("limited") >= 2)
+    roles = up.roles()
+    resting = roles[both_seen:-1]
+    assert set(resting) == {"good_a", "good_b"}, roles
+    assert roles.count("revoked") == 1, roles
+    limited = up.times("limited")
+    assert limited[1] - limited[0] >= 2 - 0.1, "the rest lasted its Retry-After"
