@@ -10,6 +10,7 @@ pub mod body;
 pub mod cluster;
 pub mod config;
 pub mod egress;
+pub mod epp;
 mod head;
 pub mod headers;
 mod listener;
@@ -61,6 +62,11 @@ pub struct ServeArgs {
     /// Admin listener (health, metrics, admin API); port 0 picks a free one, printed at start.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub admin_listen: SocketAddr,
+    /// Endpoint Picker listener (Gateway API Inference Extension): Envoy's ext_proc gRPC
+    /// service over h2c, answering each request with the filter's endpoint pick
+    /// (`x-gateway-destination-endpoint` header and `envoy.lb` metadata); default: off.
+    #[arg(long, value_name = "ADDR")]
+    pub epp_listen: Option<SocketAddr>,
     /// Worker threads, each with its own filter VM (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -187,6 +193,7 @@ pub enum ServeError {
 /// A running gateway.
 pub struct Gateway {
     addr: SocketAddr,
+    epp_addr: Option<SocketAddr>,
     admin_addr: SocketAddr,
     sidecar_addr: SocketAddr,
     runtime: Runtime,
@@ -213,6 +220,7 @@ impl Gateway {
         let reserved = Listener::Gateway.reserve(args.listen)?;
         let admin_socket = Listener::Admin.reserve(args.admin_listen)?;
         let sidecar_socket = Listener::Sidecar.reserve(args.sidecar_listen)?;
+        let epp_socket = args.epp_listen.map(|a| Listener::Epp.reserve(a)).transpose()?;
         let wasm_path = find_filter(args.filter.as_deref())?;
         let wasm =
             std::fs::read(&wasm_path).map_err(|e| ServeError::Filter(format!("{}: {e}", wasm_path.display())))?;
@@ -307,16 +315,23 @@ impl Gateway {
         let count = args.workers.unwrap_or_else(default_workers).max(1);
         let cap = args.max_connections.unwrap_or_else(balance::default_max_connections).max(1);
         let (balancer, inboxes) = balance::balancer(count, cap);
-        let workers = spawn_workers(&config, inboxes, &rx)?;
+        let (epp_workers, epp_inboxes) = epp::inboxes(count);
+        let workers = spawn_workers(&config, inboxes.into_iter().zip(epp_inboxes).collect(), &rx)?;
         tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
+        let epp_addr = start_epp(epp_socket, epp_workers, rx.clone())?;
         let admin_addr = serve_router(listen(admin_socket)?, services::admin::router(admin), rx.clone())?;
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
-        Ok(Gateway { addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
+        Ok(Gateway { addr, epp_addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
     }
 
     /// The gateway listener's address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The Endpoint Picker's address (`--epp-listen`), when it serves.
+    pub fn epp_addr(&self) -> Option<SocketAddr> {
+        self.epp_addr
     }
 
     /// The admin listener's address.
@@ -516,9 +531,27 @@ async fn follow_providers(
     }
 }
 
+/// Starts the Endpoint Picker on its reserved socket, if `--epp-listen` asked for one.
+fn start_epp(
+    socket: Option<tokio::net::TcpSocket>,
+    workers: Vec<tokio::sync::mpsc::UnboundedSender<Box<epp::Job>>>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<SocketAddr>, ServeError> {
+    let Some(socket) = socket else { return Ok(None) };
+    let listener = listen(socket)?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = epp::serve(listener, workers, shutdown).await {
+            tracing::error!(error = %e, "the endpoint picker stopped");
+        }
+    });
+    tracing::info!(%addr, "endpoint picker (ext_proc) listening");
+    Ok(Some(addr))
+}
+
 fn spawn_workers(
     config: &Arc<WorkerConfig>,
-    inboxes: Vec<balance::Inbox>,
+    inboxes: Vec<(balance::Inbox, epp::Inbox)>,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<Vec<JoinHandle<()>>, ServeError> {
     let mut handles = Vec::with_capacity(inboxes.len());

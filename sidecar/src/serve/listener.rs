@@ -17,6 +17,8 @@ pub enum Listener {
     Sidecar,
     /// Health, metrics and the admin API.
     Admin,
+    /// The Endpoint Picker's ext_proc gRPC service (`serve --epp-listen`).
+    Epp,
 }
 
 impl Listener {
@@ -26,6 +28,7 @@ impl Listener {
             Listener::Gateway => "gateway",
             Listener::Sidecar => "filter-facing sidecar API",
             Listener::Admin => "admin API",
+            Listener::Epp => "endpoint picker (ext_proc gRPC)",
         }
     }
 
@@ -35,6 +38,7 @@ impl Listener {
             Listener::Gateway => "--listen",
             Listener::Sidecar => "--sidecar-listen",
             Listener::Admin => "--admin-listen",
+            Listener::Epp => "--epp-listen",
         }
     }
 

@@ -224,7 +224,7 @@ where
 pub fn run_worker(
     index: usize,
     config: Arc<WorkerConfig>,
-    inbox: Inbox,
+    (inbox, epp): (Inbox, super::epp::Inbox),
     shutdown: watch::Receiver<bool>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
@@ -247,6 +247,7 @@ pub fn run_worker(
         let _ = ready.send(Ok(()));
         tokio::task::spawn_local(tick_loop(worker.clone()));
         tokio::task::spawn_local(queue_loop(worker.clone()));
+        tokio::task::spawn_local(super::epp::run_streams(worker.clone(), epp));
         accept_loop(worker, inbox, shutdown, &config).await;
     });
 }
