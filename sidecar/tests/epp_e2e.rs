@@ -248,3 +248,24 @@ async fn a_body_before_headers_is_refused() {
         Ok(None) => panic!("the stream ended without a refusal"),
     }
 }
+
+/// gRPC Health Checking answers SERVING for the services gateways and probes ask about, and
+/// NOT_FOUND for others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_reports_serving() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let (_setup, epp, _, _) = setup().await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{epp}")).unwrap().connect().await.unwrap();
+    let mut client = HealthClient::new(channel);
+    for service in ferrogate_sidecar::serve::epp::HEALTH_SERVICES {
+        let answer = client.check(HealthCheckRequest { service: service.into() }).await.unwrap().into_inner();
+        assert_eq!(
+            answer.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32,
+            "{service:?}"
+        );
+    }
+    let unknown = client.check(HealthCheckRequest { service: "inference-extension-x".into() }).await.unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+}

@@ -128,7 +128,13 @@ impl ExternalProcessor for Epp {
     }
 }
 
-/// Serves ext_proc on `listener` (h2c) until `shutdown` flips, handing streams to `workers`.
+/// The gRPC health services reported SERVING once the listener serves: the Inference
+/// Extension's `liveness` and `readiness` (the VMs hold a configuration by then), the
+/// processor's own name, which Envoy's health checks ask for, and the server as a whole.
+pub const HEALTH_SERVICES: [&str; 4] = ["", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"];
+
+/// Serves ext_proc and gRPC health on `listener` (h2c) until `shutdown` flips, handing
+/// streams to `workers`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     workers: Vec<mpsc::UnboundedSender<Box<Job>>>,
@@ -136,8 +142,13 @@ pub async fn serve(
 ) -> Result<(), EppError> {
     let dispatch = Dispatch { workers: std::sync::Arc::new(workers), next: Default::default() };
     let service = ExternalProcessorServer::new(Epp { dispatch });
+    let (reporter, health) = tonic_health::server::health_reporter();
+    for name in HEALTH_SERVICES {
+        reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;
+    }
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
+        .add_service(health)
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
