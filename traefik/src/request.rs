@@ -7,12 +7,12 @@
 use std::rc::Rc;
 
 use ferrogate_core::auth::{extract_key, gemini_query_key, Caller};
-use ferrogate_core::clouds::invoke;
-use ferrogate_core::config::{Config, ProviderKind, Unpriced};
+use ferrogate_core::config::{Config, Unpriced};
 use ferrogate_core::dialect::Dialect;
 use ferrogate_core::headers::{self, CLIENT_CREDENTIALS};
 use ferrogate_core::limits::{self, estimate, Metric};
 use ferrogate_core::openai::{self, ApiError};
+use ferrogate_core::route::cloud::with_client_betas;
 use ferrogate_core::route::{classify, route_request, Api, Endpoint, RouteDecision};
 use ferrogate_core::translate::{self, Outbound};
 
@@ -292,16 +292,9 @@ fn rewrite_head(cluster_header: &str, d: &RouteDecision<'_>) {
     abi::set_header(Kind::Response, headers::MODEL, d.upstream_model.as_bytes());
 }
 
-/// A request to Claude on Bedrock (a Bedrock request not translated: InvokeModel) with the
-/// client's `anthropic-beta` betas in its body, where InvokeModel reads them.
+/// `body` with the client's `anthropic-beta` betas when it goes to Claude on Bedrock
+/// ([`with_client_betas`]).
 fn with_betas(config: &Config, d: &RouteDecision<'_>, body: Vec<u8>) -> Result<Vec<u8>, ApiError> {
-    let bedrock = config.providers.get(d.provider_index).is_some_and(|p| p.kind == ProviderKind::Bedrock);
-    if !bedrock || d.translation.is_some() {
-        return Ok(body);
-    }
     let Some(header) = abi::header(Kind::Request, "anthropic-beta") else { return Ok(body) };
-    match invoke::with_betas(&body, &header) {
-        Ok(with) => Ok(with.unwrap_or(body)),
-        Err(e) => Err(ApiError::bad_request(format!("The {e}."))),
-    }
+    Ok(with_client_betas(config, d, &body, &header)?.unwrap_or(body))
 }

@@ -2,11 +2,11 @@
 //! SigV4 signature is computed here, per attempt, over the final path and body (a retry is
 //! another attempt and is signed again, with its own time).
 
-use ferrogate_core::clouds::invoke;
 use ferrogate_core::clouds::sigv4::SignedHeaders;
 use ferrogate_core::clouds::{check_fresh, sign_bedrock, BedrockRequest};
-use ferrogate_core::config::{Config, ProviderKind};
+use ferrogate_core::config::Config;
 use ferrogate_core::openai::ApiError;
+use ferrogate_core::route::cloud::with_client_betas;
 use ferrogate_core::route::RouteDecision;
 use proxy_wasm::traits::HttpContext;
 
@@ -41,8 +41,7 @@ impl Stream {
     }
 
     /// Puts the client's `anthropic-beta` betas into the body of a request to Claude on Bedrock
-    /// (InvokeModel reads them from the body), before it is signed. Bedrock requests not
-    /// translated are exactly those.
+    /// ([`with_client_betas`]), before it is signed.
     pub(super) fn add_betas(
         &self,
         config: &Config,
@@ -51,15 +50,8 @@ impl Stream {
         sent: &[u8],
     ) -> Result<(), ApiError> {
         let Some(header) = self.anthropic_beta.clone().and_then(|span| head_map.get(span)) else { return Ok(()) };
-        let bedrock = config.providers.get(d.provider_index).is_some_and(|p| p.kind == ProviderKind::Bedrock);
-        if !bedrock || d.translation.is_some() {
-            return Ok(());
-        }
-        let body = d.body.as_deref().unwrap_or(sent);
-        match invoke::with_betas(body, header) {
-            Ok(Some(body)) => d.body = Some(body),
-            Ok(None) => {}
-            Err(e) => return Err(ApiError::bad_request(format!("The {e}."))),
+        if let Some(body) = with_client_betas(config, d, d.body.as_deref().unwrap_or(sent), header)? {
+            d.body = Some(body);
         }
         Ok(())
     }

@@ -13,11 +13,11 @@
 
 use crate::clouds::invoke;
 use crate::config::cloud::{Cloud, RawAwsKeys};
-use crate::config::{Provider, ProviderKind};
+use crate::config::{Config, Provider, ProviderKind};
 use crate::openai::ApiError;
 use crate::translate::Outbound;
 
-use super::Api;
+use super::{Api, RouteDecision};
 
 /// The `anthropic_version` Vertex AI wants in Anthropic bodies.
 pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
@@ -102,6 +102,22 @@ pub(super) fn translated(
         (Cloud::Bedrock { .. }, Outbound::Anthropic) => bedrock_invoke(prefix, model, &body),
         (Cloud::Bedrock { .. }, outbound) => Ok((format!("{prefix}{}", outbound.upstream_path(model, stream)), body)),
     }
+}
+
+/// `body`, what goes upstream for `d`, with the betas of the client's `anthropic-beta` header
+/// when `d` goes to Claude on Bedrock (the Bedrock requests not translated: InvokeModel reads
+/// betas from the body, not from headers); `None` when nothing changes.
+pub fn with_client_betas(
+    config: &Config,
+    d: &RouteDecision<'_>,
+    body: &[u8],
+    header: &[u8],
+) -> Result<Option<Vec<u8>>, ApiError> {
+    let bedrock = config.providers.get(d.provider_index).is_some_and(|p| p.kind == ProviderKind::Bedrock);
+    if !bedrock || d.translation.is_some() {
+        return Ok(None);
+    }
+    invoke::with_betas(body, header).map_err(|e| ApiError::bad_request(format!("The {e}.")))
 }
 
 /// The region and keys a Bedrock provider signs with, when it has keys.
