@@ -142,30 +142,30 @@ def _start(workdir: Path, attempt: int, buffering: bool = True, cloud: CloudSim 
         raise
 
 
+def deployment(prefix: str, what: str, **start):
+    """A Traefik deployment (`_start` with `start`) in a fresh work directory, stopped and
+    removed afterwards: a fixture's body."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        d, errors = start_with_retries(lambda w, a: _start(w, a, **start), workdir, ("sim", "sidecar", "http-wasm"))
+        if d is None:
+            pytest.fail(f"could not start the {what}:\n" + errors)
+        yield d
+        for p in reversed(d.procs):
+            p.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def traefik():
-    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-"))
-    d, errors = start_with_retries(_start, workdir, ("sim", "sidecar", "http-wasm"))
-    if d is None:
-        pytest.fail("could not start the Traefik deployment:\n" + errors)
-    yield d
-    for p in reversed(d.procs):
-        p.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    yield from deployment("ferrogate-traefik-", "Traefik deployment")
 
 
 @pytest.fixture(scope="module")
 def traefik_default():
     """The default topology: no `buffering` middleware, `followedByBuffering: false`."""
-    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-default-"))
-    d, errors = start_with_retries(lambda w, a: _start(w, a, buffering=False), workdir,
-                                   ("sim", "sidecar", "http-wasm"))
-    if d is None:
-        pytest.fail("could not start the default Traefik deployment:\n" + errors)
-    yield d
-    for p in reversed(d.procs):
-        p.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    yield from deployment("ferrogate-traefik-default-", "default Traefik deployment", buffering=False)
 
 
 def test_openai_sdk_chat_through_the_traefik_build(traefik):
@@ -241,16 +241,12 @@ def traefik_bedrock():
     cloud = CloudSim()
     cloud.aws_keys[BEDROCK_ENV["FG_T_TR_AKID"]] = (BEDROCK_ENV["FG_T_TR_SECRET"], None)
     cloud.start()
-    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-bedrock-"))
-    d, errors = start_with_retries(lambda w, a: _start(w, a, cloud=cloud), workdir, ("sim", "sidecar", "http-wasm"))
-    if d is None:
-        pytest.fail("could not start the Traefik deployment:\n" + errors)
-    d.cloud = cloud
-    yield d
-    for p in reversed(d.procs):
-        p.stop()
-    cloud.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        for d in deployment("ferrogate-traefik-bedrock-", "Traefik deployment", cloud=cloud):
+            d.cloud = cloud
+            yield d
+    finally:
+        cloud.stop()
 
 
 def test_bedrock_through_the_traefik_build_is_signed(traefik_bedrock):
@@ -286,24 +282,15 @@ def traefik_pool():
     (one key rate-limited once with `Retry-After: 2`, one revoked, two good)."""
     keys = {role: f"sk-pool-{role}-{secrets.token_hex(16)}" for role in POOL_ENV if role != "unset"}
     upstream = start_upstream(keys)
-    saved = {var: os.environ.get(var) for var in POOL_ENV.values()}
-    for role, var in POOL_ENV.items():
-        os.environ.pop(var, None) if role not in keys else os.environ.__setitem__(var, keys[role])
-    workdir = Path(tempfile.mkdtemp(prefix="ferrogate-traefik-pool-"))
     try:
-        d, errors = start_with_retries(lambda w, a: _start(w, a, pool=upstream.url), workdir,
-                                       ("sim", "sidecar", "http-wasm"))
-        if d is None:
-            pytest.fail("could not start the Traefik deployment:\n" + errors)
-        d.upstream = upstream
-        yield d
-        for p in reversed(d.procs):
-            p.stop()
+        with pytest.MonkeyPatch.context() as env:
+            for role, var in POOL_ENV.items():
+                env.setenv(var, keys[role]) if role in keys else env.delenv(var, raising=False)
+            for d in deployment("ferrogate-traefik-pool-", "Traefik deployment", pool=upstream.url):
+                d.upstream = upstream
+                yield d
     finally:
-        for var, value in saved.items():
-            os.environ.pop(var, None) if value is None else os.environ.__setitem__(var, value)
         upstream.server.shutdown()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_the_middleware_spreads_a_key_pool_and_rests_refused_keys(traefik_pool):
