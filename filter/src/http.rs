@@ -22,6 +22,7 @@ mod conversations;
 mod cut;
 mod delivery;
 mod dialects;
+mod epp;
 mod failover;
 mod flow_wait;
 mod forward;
@@ -118,6 +119,8 @@ pub(crate) struct Stream {
     routing: Option<Rc<RefCell<Routing>>>,
     /// `x-session-id`, for the balancer.
     session: Option<String>,
+    /// An endpoint-picker host's subset and fallbacks (`None`: not asked, the usual case).
+    epp: Option<Box<epp::EppAsk>>,
     /// The balancer's pick, counted in flight until the stream ends.
     pick: Option<balance::Pick>,
     /// Set while a forwarded request waits for its body.
@@ -247,6 +250,7 @@ impl Stream {
             config: None,
             routing: None,
             session: None,
+            epp: None,
             pick: None,
             api: None,
             dialect: Dialect::OpenAi,
@@ -371,6 +375,7 @@ impl Stream {
         self.session = head.session.map(str::to_string);
         self.traceparent = head.traceparent.map(str::to_string);
         self.take_failover(head.tried, head.attempt);
+        self.take_epp(head.epp);
         self.config = Some(config.clone());
         let config = &config;
         let endpoint = classify(head.method, head.path);

@@ -13,6 +13,7 @@ pub mod config;
 pub mod decimal;
 pub mod dialect;
 pub mod egress;
+pub mod epp;
 pub mod error;
 pub mod failover;
 pub mod flow;

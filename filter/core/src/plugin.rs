@@ -66,6 +66,11 @@ pub struct RawPluginConfig {
     /// (`crate::gen_ai`), for its spans or access logs (off by default: a hostcall per request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gen_ai_attributes: Option<bool>,
+    /// The host is an endpoint picker (`ferrogate serve --epp-listen`): honour its subset and
+    /// fallback request headers ([`crate::epp`]). Off by default, because in any other host
+    /// they would come from the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_picker: Option<bool>,
 }
 
 /// Where and how the filter reaches its sidecar.
@@ -101,6 +106,8 @@ pub struct PluginConfig {
     pub metrics_key_label: bool,
     /// Requests report GenAI attributes ([`RawPluginConfig::gen_ai_attributes`]).
     pub gen_ai_attributes: bool,
+    /// Honour the endpoint picker's headers ([`RawPluginConfig::endpoint_picker`]).
+    pub endpoint_picker: bool,
 }
 
 /// Failure to load the plugin configuration.
@@ -122,7 +129,17 @@ impl PluginConfig {
         sidecar: Option<SidecarSettings>,
         (host_failover, metrics_key_label, gen_ai_attributes): (bool, bool, bool),
     ) -> Self {
-        Self { config, cluster_header, max_body_bytes, sidecar, host_failover, metrics_key_label, gen_ai_attributes }
+        let endpoint_picker = false;
+        Self {
+            config,
+            cluster_header,
+            max_body_bytes,
+            sidecar,
+            host_failover,
+            metrics_key_label,
+            gen_ai_attributes,
+            endpoint_picker,
+        }
     }
 
     /// Parses and validates the plugin configuration bytes.
@@ -189,7 +206,9 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
                 let metrics_key_label = raw.metrics_key_label.unwrap_or(false);
                 let gen_ai_attributes = raw.gen_ai_attributes.unwrap_or(false);
                 let switches = (host_failover, metrics_key_label, gen_ai_attributes);
-                Ok(PluginConfig::new(config, cluster_header, max_body_bytes, sidecar, switches))
+                let mut plugin = PluginConfig::new(config, cluster_header, max_body_bytes, sidecar, switches);
+                plugin.endpoint_picker = raw.endpoint_picker.unwrap_or(false);
+                Ok(plugin)
             }
             _ => Err(ConfigError { problems }),
         }

@@ -37,6 +37,10 @@ struct Chooser<'a> {
     routing: &'a mut Routing,
     /// Target ids earlier attempts tried: never picked again.
     tried: &'a [String],
+    /// An endpoint picker's subset and fallback count.
+    epp: Option<&'a super::epp::EppAsk>,
+    /// The fallback endpoints found after the pick (endpoint picker only).
+    found: Vec<String>,
     request: Request<'a>,
     now_ms: u64,
     counts: Vec<u32>,
@@ -146,6 +150,24 @@ impl Chooser<'_> {
     }
 }
 
+impl Chooser<'_> {
+    /// An endpoint picker's fallbacks after the pick of `slot`: the balancer's next choices
+    /// among the model's pool endpoints (by KV score when `scored`, then queue).
+    fn find_fallbacks(&mut self, config: &Config, model: usize, slot: usize, scored: bool) {
+        let n = self.epp.map_or(0, |e| e.fallbacks);
+        if n == 0 {
+            return;
+        }
+        let kv = scored.then_some(self.scores.as_slice());
+        let Some(m) = config.models.get(model) else { return };
+        for next in self.routing.next_choices(model, slot, kv, n) {
+            let provider = m.targets.get(next.target).and_then(|t| config.providers.get(t.provider));
+            let address = next.endpoint.and_then(|e| provider?.endpoints.get(e));
+            self.found.extend(address.cloned());
+        }
+    }
+}
+
 impl Choose for Chooser<'_> {
     fn target(&mut self, config: &Config, model: usize) -> Option<(usize, Option<usize>)> {
         let Some(m) = self.routing.model(model) else {
@@ -162,6 +184,9 @@ impl Choose for Chooser<'_> {
             inflight::read(key, fingerprint, &mut self.counts);
         }
         let mut excluded = Stream::excluded(self.tried, config, model, slots);
+        if let Some(subset) = self.epp.and_then(|e| e.subset.as_ref()) {
+            subset.exclude_slots(config, model, m.slots(), &mut excluded);
+        }
         if let Some(fc) = flow {
             if !self.flow_gate(config, model, fc, &mut excluded) {
                 return None;
@@ -187,13 +212,20 @@ impl Choose for Chooser<'_> {
         } else if let Some(key) = &key {
             inflight::add(key, fingerprint, slots, p.slot, 1);
         }
+        self.find_fallbacks(config, model, p.slot, scored);
         let (queue_depth, prompt_tokens) = (p.queue_depth, p.prompt_tokens);
         self.picked = Some(Pick { model, slot: p.slot, slots, fingerprint, key, queue_depth, prompt_tokens });
         Some((p.at.target, p.at.endpoint))
     }
 
     fn endpoint(&mut self, config: &Config, provider: usize) -> Option<usize> {
-        self.routing.endpoint(config, provider, self.now_ms, self.request.random)
+        let (now_ms, random) = (self.now_ms, self.request.random);
+        let Some(subset) = self.epp.and_then(|e| e.subset.as_ref()) else {
+            return self.routing.endpoint(config, provider, now_ms, random);
+        };
+        let endpoints = config.providers.get(provider).map_or(&[][..], |p| p.endpoints.as_slice());
+        let admits = |i: usize| endpoints.get(i).is_some_and(|a| subset.admits(a));
+        self.routing.endpoint_where(config, provider, now_ms, random, admits)
     }
 }
 
@@ -229,6 +261,8 @@ impl Stream {
         let mut chooser = Chooser {
             routing: &mut routing,
             tried: &tried,
+            epp: self.epp.as_deref(),
+            found: Vec::new(),
             request,
             now_ms,
             counts: Vec::new(),
@@ -248,12 +282,16 @@ impl Stream {
         };
         let result = route_request_with(config, self.caller, api, path, content_type, body, &mut chooser);
         self.pick = chooser.picked.take();
+        let found = std::mem::take(&mut chooser.found);
         let (went, outcome, kv_decision) = (chooser.flow.went, chooser.flow.outcome.take(), chooser.kv_decision);
         drop(chooser);
         if let Some(decision) = kv_decision {
             self.shared.metrics.borrow_mut().kv_decision(decision);
         }
         self.attempt.tried = tried;
+        if let Some(epp) = self.epp.as_mut() {
+            epp.found = found;
+        }
         if let (Ok(d), Some(pick)) = (&result, &self.pick) {
             self.attempt.upstream = Some((d.provider_index, d.endpoint_index));
             let (model, slot) = (pick.model, pick.slot);

@@ -139,7 +139,9 @@ impl Stream {
             }
         }
         // Always overwrite or remove: a client must not pick the endpoint itself.
-        if d.endpoint.is_some() || self.present.destination_endpoint {
+        if let Some(list) = d.endpoint.and_then(|e| self.endpoint_list(e)) {
+            self.set_http_request_header(headers::DESTINATION_ENDPOINT, Some(&list));
+        } else if d.endpoint.is_some() || self.present.destination_endpoint {
             self.set_http_request_header(headers::DESTINATION_ENDPOINT, d.endpoint);
         }
         if self.request_id_generated {

@@ -25,6 +25,9 @@ pub(super) struct Head<'a> {
     pub(super) tried: Option<&'a str>,
     /// `x-ferrogate-attempt` (trusted only under `host_failover`).
     pub(super) attempt: Option<u32>,
+    /// `x-ferrogate-subset` and `x-ferrogate-fallbacks` (trusted only from an endpoint-picker
+    /// host: `ferrogate_core::epp`).
+    pub(super) epp: (Option<&'a str>, Option<&'a str>),
     /// `x-ferrogate-token-ids`: the prompt's token ids, for `precise_cache_aware`.
     pub(super) token_ids: Option<&'a [u8]>,
     /// W3C `traceparent`, passed on to the calls the request makes (sidecar, `/tokenize`).
@@ -91,6 +94,8 @@ impl<'a> Head<'a> {
                 b"content-type" => head.content_type = Some(value),
                 b"x-ferrogate-tried" => head.tried = text(value),
                 b"x-ferrogate-attempt" => head.attempt = text(value).and_then(|v| v.trim().parse().ok()),
+                b"x-ferrogate-subset" => head.epp.0 = text(value),
+                b"x-ferrogate-fallbacks" => head.epp.1 = text(value),
                 b"x-session-id" => head.session = text(value).filter(|s| !s.is_empty()),
                 b"traceparent" => head.traceparent = text(value).filter(|t| is_traceparent(t)),
                 b"anthropic-beta" => {

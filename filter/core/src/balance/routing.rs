@@ -24,6 +24,7 @@ use crate::passive::PassiveTable;
 use crate::targets::{Freshness, TargetFeed};
 
 mod age;
+mod next;
 mod room;
 
 /// One balancing unit of a model.
@@ -296,11 +297,24 @@ impl Routing {
     /// (all when every one is), ties broken by `random` (stale figures tie them all); `None`
     /// without a pool.
     pub fn endpoint(&self, config: &Config, provider: usize, now_ms: u64, random: u64) -> Option<usize> {
+        self.endpoint_where(config, provider, now_ms, random, |_| true)
+    }
+
+    /// [`Routing::endpoint`] among the endpoints `allowed` admits (`None` when it admits none).
+    pub fn endpoint_where(
+        &self,
+        config: &Config,
+        provider: usize,
+        now_ms: u64,
+        random: u64,
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let n = config.providers.get(provider)?.endpoints.len();
         let entries = self.health.get(provider)?;
         let passive = self.passive.get(provider).map_or(&[][..], Vec::as_slice);
         let out = |i: usize| passive.get(i).is_some_and(|&until| now_ms < until);
-        let all_parked = entries.iter().enumerate().all(|(i, e)| e.parked(now_ms) || out(i));
+        let all_parked =
+            entries.iter().enumerate().filter(|(i, _)| allowed(*i)).all(|(i, e)| e.parked(now_ms) || out(i));
         let current = self.figures_current(now_ms);
         // Stale figures make every endpoint alike: the random start decides.
         let queue = |e: &EndpointHealth| {
@@ -309,6 +323,7 @@ impl Routing {
         let start = usize::try_from(random % n.max(1) as u64).unwrap_or(0);
         (0..n)
             .map(|k| (start + k) % n)
+            .filter(|&i| allowed(i))
             .filter_map(|i| entries.get(i).map(|e| (i, e)))
             .filter(|(i, e)| all_parked || !(e.parked(now_ms) || out(*i)))
             .min_by_key(|(_, e)| queue(e))
