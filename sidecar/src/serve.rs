@@ -67,6 +67,11 @@ pub struct ServeArgs {
     /// (`x-gateway-destination-endpoint` header and `envoy.lb` metadata); default: off.
     #[arg(long, value_name = "ADDR")]
     pub epp_listen: Option<SocketAddr>,
+    /// Fallback endpoints the Endpoint Picker lists after its pick, best first, for gateways
+    /// that walk the list on retries (Istio); 0 (the default) sends the pick alone, which
+    /// every gateway reads (agentgateway takes a single address).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=8))]
+    pub epp_fallbacks: u8,
     /// Worker threads, each with its own filter VM (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -263,6 +268,7 @@ impl Gateway {
                     failover: !args.no_failover,
                     metrics_key_label: args.metrics_key_label,
                     gen_ai_attributes: crate::telemetry::exporting(),
+                    endpoint_picker: args.epp_listen.is_some(),
                 },
             )
             .into_bytes(),
@@ -318,7 +324,7 @@ impl Gateway {
         let (epp_workers, epp_inboxes) = epp::inboxes(count);
         let workers = spawn_workers(&config, inboxes.into_iter().zip(epp_inboxes).collect(), &rx)?;
         tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
-        let epp_addr = start_epp(epp_socket, epp_workers, rx.clone())?;
+        let epp_addr = start_epp(epp_socket, epp_workers, usize::from(args.epp_fallbacks), rx.clone())?;
         let admin_addr = serve_router(listen(admin_socket)?, services::admin::router(admin), rx.clone())?;
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
         Ok(Gateway { addr, epp_addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
@@ -535,13 +541,14 @@ async fn follow_providers(
 fn start_epp(
     socket: Option<tokio::net::TcpSocket>,
     workers: Vec<tokio::sync::mpsc::UnboundedSender<Box<epp::Job>>>,
+    fallbacks: usize,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<SocketAddr>, ServeError> {
     let Some(socket) = socket else { return Ok(None) };
     let listener = listen(socket)?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = epp::serve(listener, workers, shutdown).await {
+        if let Err(e) = epp::serve(listener, workers, fallbacks, shutdown).await {
             tracing::error!(error = %e, "the endpoint picker stopped");
         }
     });

@@ -269,3 +269,184 @@ async fn grpc_health_reports_serving() {
     let unknown = client.check(HealthCheckRequest { service: "inference-extension-x".into() }).await.unwrap_err();
     assert_eq!(unknown.code(), tonic::Code::NotFound);
 }
+
+/// A gateway whose EPP lists one fallback, over engines on two loopback IPs (the subset hint
+/// names pods by IP).
+async fn setup_two_ips() -> (Setup, SocketAddr, Vec<String>, String) {
+    let sims = [
+        sim_helper::start_sim_on("127.0.0.2", &["--model", "base"]).await,
+        sim_helper::start_sim_on("127.0.0.3", &["--model", "base"]).await,
+    ];
+    let endpoints: Vec<String> = sims.iter().map(|s| s.to_string()).collect();
+    let provider = format!(
+        "{{ name: pool, kind: openai_compatible, base_url: 'http://{}', endpoints: ['{}', '{}'] }}",
+        sims[0], endpoints[0], endpoints[1]
+    );
+    let models = "  - { name: chat, targets: [{ provider: pool, model: base }] }\n";
+    let (key, digest) = ferrogate_sidecar::cli::new_key();
+    let keys = format!("keys:\n  - {{ name: alice, digest: '{digest}', models: ['*'] }}\n");
+    let flags = ["--epp-listen", "127.0.0.1:0", "--epp-fallbacks", "1"];
+    let setup = gateway_flags(std::slice::from_ref(&provider), models, &keys, 2, &flags).await;
+    let epp = setup.gateway.epp_addr().expect("the EPP listens");
+    (setup, epp, endpoints, key)
+}
+
+/// `msg` with the gateway's subset hint (`envoy.lb.subset_hint`) as a list of strings.
+fn with_subset(mut msg: ProcessingRequest, subset: &[&str]) -> ProcessingRequest {
+    use envoy_types::pb::envoy::config::core::v3::Metadata;
+    use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
+    let values = subset.iter().map(|s| Value { kind: Some(Kind::StringValue(s.to_string())) }).collect();
+    let mut hint = Struct::default();
+    hint.fields.insert(
+        "x-gateway-destination-endpoint-subset".into(),
+        Value { kind: Some(Kind::ListValue(ListValue { values })) },
+    );
+    let mut metadata = Metadata::default();
+    metadata.filter_metadata.insert("envoy.lb.subset_hint".into(), hint);
+    msg.metadata_context = Some(metadata);
+    msg
+}
+
+/// The request headers message with one more header.
+fn with_header(mut msg: ProcessingRequest, name: &str, value: &str) -> ProcessingRequest {
+    if let Some(Msg::RequestHeaders(h)) = &mut msg.request {
+        let header = HeaderValue { key: name.into(), raw_value: value.as_bytes().to_vec(), ..HeaderValue::default() };
+        h.headers.get_or_insert_with(HeaderMap::default).headers.push(header);
+    }
+    msg
+}
+
+/// Routes one FULL_DUPLEX request: the pick and the headers removed, or the immediate status.
+async fn route(epp: SocketAddr, headers: ProcessingRequest) -> Result<(String, Vec<String>), i32> {
+    let (tx, mut replies) = open(epp).await;
+    tx.send(headers).await.unwrap();
+    let _ = tx.send(body(&chat("chat"), true, false)).await;
+    let reply = next(&mut replies).await;
+    match &reply.response {
+        Some(Out::RequestHeaders(h)) => {
+            let common = h.response.as_ref().unwrap();
+            let removed = common.header_mutation.as_ref().map(|m| m.remove_headers.clone()).unwrap_or_default();
+            Ok((pick(&reply, common), removed))
+        }
+        Some(Out::ImmediateResponse(r)) => Err(r.status.as_ref().map_or(0, |s| s.code)),
+        other => panic!("neither a pick nor an immediate response: {other:?}"),
+    }
+}
+
+/// The subset hint restricts the pick (503 when it leaves nothing), the pick lists its
+/// fallback within the subset, and a client's copy of the host-only subset header is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_subset_hint_is_obeyed_and_fallbacks_follow_the_pick() {
+    let (_setup, epp, engines, key) = setup_two_ips().await;
+    let headers = || request_headers(&key, chat("chat").len(), FULL_DUPLEX);
+    // No hint: the pick and the other engine as its fallback, in header and metadata alike.
+    for _ in 0..4 {
+        let (list, _) = route(epp, headers()).await.unwrap();
+        let mut entries: Vec<&str> = list.split(',').collect();
+        assert_eq!(entries.len(), 2, "{list}");
+        entries.sort_unstable();
+        let mut all: Vec<&str> = engines.iter().map(String::as_str).collect();
+        all.sort_unstable();
+        assert_eq!(entries, all, "pick then fallback: {list}");
+    }
+    // A subset of one engine, named by another port of its IP: always that engine, alone.
+    let other_port = format!("{}:1", engines[1].rsplit_once(':').unwrap().0);
+    for _ in 0..10 {
+        let (list, _) = route(epp, with_subset(headers(), &[&other_port])).await.unwrap();
+        assert_eq!(list, engines[1], "only the subset's engine, no fallback outside it");
+    }
+    // An empty subset, or one naming no pool member: nothing eligible.
+    assert_eq!(route(epp, with_subset(headers(), &[])).await, Err(503));
+    assert_eq!(route(epp, with_subset(headers(), &["10.9.9.9:8000"])).await, Err(503));
+    // A client's own `x-ferrogate-subset` neither restricts nor goes upstream.
+    let (list, removed) = route(epp, with_header(headers(), "x-ferrogate-subset", "10.9.9.9:1")).await.unwrap();
+    assert_eq!(list.split(',').count(), 2, "{list}");
+    assert!(removed.iter().any(|h| h == "x-ferrogate-subset"), "{removed:?}");
+    // ... nor overrides the gateway's hint.
+    let spoofed = with_header(with_subset(headers(), &[&engines[0]]), "x-ferrogate-subset", &engines[1]);
+    assert_eq!(route(epp, spoofed).await.unwrap().0, engines[0]);
+}
+
+const STREAMED: i32 = 1;
+const BUFFERED_PARTIAL: i32 = 3;
+
+/// `msg` (a request headers message) saying the gateway sends the body without waiting.
+fn without_waiting(mut msg: ProcessingRequest) -> ProcessingRequest {
+    if let Some(c) = msg.protocol_config.as_mut() {
+        c.send_body_without_waiting_for_header_response = true;
+    }
+    msg
+}
+
+/// STREAMED (body sent without waiting): the pick on the headers reply once the body ended,
+/// then one reply per chunk, in order; the response path answers each chunk and is metered.
+/// Without that setting, and for a BUFFERED_PARTIAL body cut short, a clear refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_and_partial_modes() {
+    let (setup, epp, engines, key) = setup().await;
+    let (tx, mut replies) = open(epp).await;
+    let payload = chat("metered");
+    tx.send(without_waiting(request_headers(&key, payload.len(), STREAMED))).await.unwrap();
+    let parts: Vec<&[u8]> = payload.chunks(payload.len() / 3 + 1).collect();
+    for (i, part) in parts.iter().enumerate() {
+        tx.send(body(part, i + 1 == parts.len(), false)).await.unwrap();
+    }
+    let reply = next(&mut replies).await;
+    let Some(Out::RequestHeaders(h)) = &reply.response else { panic!("not a headers reply: {reply:?}") };
+    assert!(engines.contains(&pick(&reply, h.response.as_ref().unwrap())));
+    let mut upstream = Vec::new();
+    for part in &parts {
+        let reply = next(&mut replies).await;
+        let Some(Out::RequestBody(b)) = reply.response else { panic!("not a body reply") };
+        match b.response.and_then(|c| c.body_mutation).and_then(|m| m.mutation) {
+            Some(body_mutation::Mutation::Body(replaced)) => upstream.extend_from_slice(&replaced),
+            None => upstream.extend_from_slice(part),
+            other => panic!("unexpected mutation {other:?}"),
+        }
+    }
+    let sent: serde_json::Value = serde_json::from_slice(&upstream).expect("the chunks make the body whole");
+    assert_eq!(sent["model"], "base", "the body as the filter routed it: {sent}");
+    let head = header_map(&[(":status", "200"), ("content-type", "application/json")]);
+    let headers = HttpHeaders { headers: Some(head), end_of_stream: false, ..Default::default() };
+    tx.send(ProcessingRequest { request: Some(Msg::ResponseHeaders(headers)), ..Default::default() }).await.unwrap();
+    assert!(matches!(next(&mut replies).await.response, Some(Out::ResponseHeaders(_))));
+    let answer = json!({"id": "c", "object": "chat.completion", "model": "base",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}});
+    let answer = serde_json::to_vec(&answer).unwrap();
+    let (first, rest) = answer.split_at(answer.len() / 2);
+    let mut echoed = Vec::new();
+    for (part, last) in [(first, false), (rest, true)] {
+        tx.send(body(part, last, true)).await.unwrap();
+        let reply = next(&mut replies).await;
+        let Some(Out::ResponseBody(b)) = reply.response else { panic!("not a response body reply") };
+        match b.response.and_then(|c| c.body_mutation).and_then(|m| m.mutation) {
+            Some(body_mutation::Mutation::Body(replaced)) => echoed.extend_from_slice(&replaced),
+            None => echoed.extend_from_slice(part),
+            other => panic!("unexpected mutation {other:?}"),
+        }
+    }
+    assert_eq!(echoed, answer, "the client gets the answer whole");
+    drop(tx);
+    let query = Query { model: Some("metered".into()), ..Query::default() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while setup.gateway.usage().query(&query).await.unwrap().records.first().map(|r| r.prompt_tokens) != Some(7) {
+        assert!(std::time::Instant::now() < deadline, "no usage record for the STREAMED stream");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // STREAMED while the gateway waits for the headers reply: the pick cannot be made.
+    let (tx, mut replies) = open(epp).await;
+    tx.send(request_headers(&key, payload.len(), STREAMED)).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(60), replies.message()).await.expect("an answer");
+    assert_eq!(answer.unwrap_err().code(), tonic::Code::Unimplemented);
+
+    // BUFFERED_PARTIAL whose body the gateway cut at its buffer: 413, not a hang.
+    let (tx, mut replies) = open(epp).await;
+    tx.send(request_headers(&key, payload.len(), BUFFERED_PARTIAL)).await.unwrap();
+    assert!(matches!(next(&mut replies).await.response, Some(Out::RequestHeaders(_))));
+    tx.send(body(&payload[..10], false, false)).await.unwrap();
+    let reply = next(&mut replies).await;
+    let Some(Out::ImmediateResponse(r)) = &reply.response else { panic!("not immediate: {reply:?}") };
+    assert_eq!(r.status.as_ref().map(|s| s.code), Some(413));
+}

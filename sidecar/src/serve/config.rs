@@ -123,6 +123,9 @@ pub struct FilterOptions {
     pub metrics_key_label: bool,
     /// Requests hand their GenAI attributes over for the span (`gen_ai_attributes`).
     pub gen_ai_attributes: bool,
+    /// The endpoint picker serves: the filter honours its subset and fallback headers
+    /// (`endpoint_picker`).
+    pub endpoint_picker: bool,
 }
 
 /// The filter's plugin configuration (JSON), exactly what an Envoy deployment would put in
@@ -147,6 +150,9 @@ pub fn plugin_configuration(
     }
     if let (true, Some(obj)) = (options.gen_ai_attributes, doc.as_object_mut()) {
         obj.insert("gen_ai_attributes".into(), true.into());
+    }
+    if let (true, Some(obj)) = (options.endpoint_picker, doc.as_object_mut()) {
+        obj.insert("endpoint_picker".into(), true.into());
     }
     if let (Some(link), Some(obj)) = (sidecar, doc.as_object_mut()) {
         obj.insert("sidecar_cluster".into(), link.cluster.clone().into());

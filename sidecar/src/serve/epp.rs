@@ -10,6 +10,7 @@
 
 mod convert;
 mod driver;
+mod hint;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -46,23 +47,36 @@ pub enum EppError {
 pub(crate) enum BodyMode {
     /// NONE: no body is sent.
     None,
+    /// STREAMED: chunks, each answered in order after the headers; the EPP supports it only
+    /// when the gateway sends the body without waiting for the headers reply
+    /// (`send_body_without_waiting_for_header_response`), since the pick needs the body.
+    Streamed,
     /// BUFFERED: the whole body in one message, after the headers were answered.
     Buffered,
+    /// BUFFERED_PARTIAL: as BUFFERED, but a body past the gateway's buffer comes cut short
+    /// (`end_of_stream` false), which cannot be routed: refused with a 413.
+    Partial,
     /// FULL_DUPLEX_STREAMED: chunks sent without waiting; the headers reply may wait for the
     /// body's end, and the body must be streamed back.
     Duplex,
 }
 
 impl BodyMode {
-    /// The mode of a `BodySendMode` number; `None` for the unsupported STREAMED and
-    /// BUFFERED_PARTIAL.
+    /// The mode of a `BodySendMode` number; `None` for an unknown one.
     fn of(mode: i32) -> Option<BodyMode> {
         match mode {
             0 => Some(BodyMode::None),
+            1 => Some(BodyMode::Streamed),
             2 => Some(BodyMode::Buffered),
+            3 => Some(BodyMode::Partial),
             4 => Some(BodyMode::Duplex),
             _ => None,
         }
+    }
+
+    /// The gateway waits for the headers reply before it sends the body.
+    fn waits_for_headers(self) -> bool {
+        matches!(self, BodyMode::Buffered | BodyMode::Partial)
     }
 }
 
@@ -74,6 +88,8 @@ pub struct Job {
     out: mpsc::Sender<Reply>,
     /// The gateway's address.
     peer: Option<SocketAddr>,
+    /// Fallback endpoints to list after the pick (`--epp-fallbacks`).
+    fallbacks: usize,
 }
 
 /// A worker's side of the hand-off: the streams given to it.
@@ -111,6 +127,7 @@ impl Dispatch {
 /// The ext_proc service.
 struct Epp {
     dispatch: Dispatch,
+    fallbacks: usize,
 }
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Reply> + Send>>;
@@ -122,7 +139,7 @@ impl ExternalProcessor for Epp {
     async fn process(&self, request: Request<Streaming<ProcessingRequest>>) -> Result<Response<ReplyStream>, Status> {
         let peer = request.remote_addr();
         let (out, rx) = mpsc::channel(REPLY_BUFFER);
-        self.dispatch.hand(Job { inbound: request.into_inner(), out, peer })?;
+        self.dispatch.hand(Job { inbound: request.into_inner(), out, peer, fallbacks: self.fallbacks })?;
         let replies = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
         Ok(Response::new(Box::pin(replies)))
     }
@@ -134,14 +151,15 @@ impl ExternalProcessor for Epp {
 pub const HEALTH_SERVICES: [&str; 4] = ["", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"];
 
 /// Serves ext_proc and gRPC health on `listener` (h2c) until `shutdown` flips, handing
-/// streams to `workers`.
+/// streams to `workers`; each pick lists up to `fallbacks` fallback endpoints after it.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     workers: Vec<mpsc::UnboundedSender<Box<Job>>>,
+    fallbacks: usize,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), EppError> {
     let dispatch = Dispatch { workers: std::sync::Arc::new(workers), next: Default::default() };
-    let service = ExternalProcessorServer::new(Epp { dispatch });
+    let service = ExternalProcessorServer::new(Epp { dispatch, fallbacks });
     let (reporter, health) = tonic_health::server::health_reporter();
     for name in HEALTH_SERVICES {
         reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;

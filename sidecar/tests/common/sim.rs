@@ -11,10 +11,16 @@ struct SimCli {
 
 /// Starts a sim with `extra` command-line options; returns its address.
 pub async fn start_sim(extra: &[&str]) -> std::net::SocketAddr {
+    start_sim_on("127.0.0.1", extra).await
+}
+
+/// [`start_sim`] on loopback address `ip` (any of 127.0.0.0/8), so engines can differ by IP.
+#[allow(dead_code)] // Not every test binary including this module uses it.
+pub async fn start_sim_on(ip: &str, extra: &[&str]) -> std::net::SocketAddr {
     let mut argv = vec!["sim", "--listen", "127.0.0.1:0"];
     argv.extend_from_slice(extra);
     let args = SimCli::parse_from(argv).args;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(ferrogate_sidecar::sim::run(args, listener, std::future::pending()));
     addr

@@ -135,6 +135,27 @@ pub fn streamed(
         .collect()
 }
 
+/// STREAMED body replies, one per chunk received (`chunks`, at least one): unchanged, each a
+/// plain CONTINUE; changed (`body`), the first chunk replaced by the whole new body and the
+/// others by nothing.
+pub fn per_chunk(
+    wrap: fn(BodyResponse) -> processing_response::Response,
+    body: Option<Vec<u8>>,
+    chunks: usize,
+) -> Vec<ProcessingResponse> {
+    let mut body = body;
+    (0..chunks.max(1))
+        .map(|i| {
+            let mutation = match (&mut body, i) {
+                (Some(b), 0) => Some(body_mutation::Mutation::Body(std::mem::take(b))),
+                (Some(_), _) => Some(body_mutation::Mutation::Body(Vec::new())),
+                (None, _) => None,
+            };
+            body_reply(wrap, common(None, mutation, false), None)
+        })
+        .collect()
+}
+
 /// The filter's local reply (`:status`, headers, body) as an `ImmediateResponse`.
 pub fn immediate(headers: &Headers, body: Vec<u8>, details: &str) -> ProcessingResponse {
     let code = headers.get_str(":status").and_then(|s| s.parse::<i32>().ok()).unwrap_or(500);

@@ -13,7 +13,11 @@ use ferrogate_host::{Headers, StreamEvent, StreamId, StreamInfo};
 use tokio::sync::Notify;
 use tonic::Status;
 
-use super::convert;
+use ferrogate_core::epp;
+use ferrogate_core::failover::INTERNAL_HEADERS;
+use ferrogate_core::headers::DESTINATION_ENDPOINT;
+
+use super::{convert, hint};
 use super::{BodyMode, Job, Reply};
 use crate::serve::worker::{new_request_id, VmRef, Worker};
 
@@ -32,6 +36,8 @@ struct RequestSide {
     body_out: Vec<u8>,
     /// The headers message was already answered (non-duplex modes answer it at once).
     headers_answered: bool,
+    /// Body messages received (STREAMED answers each one).
+    chunks: usize,
     /// The routing reply went out.
     done: bool,
 }
@@ -69,6 +75,15 @@ pub(super) struct Driver {
     ended: bool,
     /// The VM's stream ends as reset (error or the gateway vanished mid-way).
     reset: bool,
+    /// The pick sent to the gateway (the whole list, fallbacks included).
+    pick: Option<String>,
+}
+
+/// Removes the headers only a host may give the filter (failover's and the picker's own).
+fn strip_host_headers(headers: &mut Headers) {
+    for name in INTERNAL_HEADERS.iter().chain(epp::HOST_HEADERS.iter()) {
+        headers.remove(name);
+    }
 }
 
 impl Driver {
@@ -96,6 +111,7 @@ impl Driver {
             local: None,
             ended: false,
             reset: false,
+            pick: None,
         }
     }
 
@@ -159,7 +175,12 @@ impl Driver {
     /// Refuses a message out of sequence with an immediate 400 and ends the stream.
     async fn refuse(&mut self, why: &str) {
         tracing::debug!(stream = self.id, why, "malformed ext_proc sequence");
-        self.send(Ok(convert::refusal(400, why))).await;
+        self.send_refusal(400, why).await;
+    }
+
+    /// Ends the stream with an immediate `code` response saying `why`.
+    async fn send_refusal(&mut self, code: i32, why: &str) {
+        self.send(Ok(convert::refusal(code, why))).await;
         self.reset = true;
         self.ended = true;
     }
@@ -170,20 +191,32 @@ impl Driver {
         }
         if let Some(config) = &m.protocol_config {
             match (BodyMode::of(config.request_body_mode), BodyMode::of(config.response_body_mode)) {
+                (Some(BodyMode::Streamed), _) if !config.send_body_without_waiting_for_header_response => {
+                    return self.fail(Status::unimplemented(
+                        "request body mode STREAMED needs send_body_without_waiting_for_header_response: \
+                         the pick is made from the body; or use FULL_DUPLEX_STREAMED",
+                    ))
+                }
                 (Some(req), Some(resp)) => (self.request_mode, self.response_mode) = (req, resp),
-                _ => return self.fail(Status::unimplemented(
-                    "body modes STREAMED and BUFFERED_PARTIAL are not supported; use FULL_DUPLEX_STREAMED or BUFFERED",
-                )),
+                _ => return self.fail(Status::invalid_argument("unknown body send mode")),
             }
         }
         match m.request {
-            Some(Msg::RequestHeaders(h)) => self.on_request_headers(h).await,
-            Some(Msg::RequestBody(b)) => self.on_request_body(b),
+            Some(Msg::RequestHeaders(h)) => {
+                let subset = hint::subset(m.metadata_context.as_ref());
+                self.on_request_headers(h, subset).await
+            }
+            Some(Msg::RequestBody(b)) => self.on_request_body(b).await,
             Some(Msg::RequestTrailers(t)) => match self.req.given.is_some() && !self.req.bodyless {
                 true => self.call(|vm, id| vm.request_trailers(id, convert::headers_in(t.trailers.as_ref()))),
                 false => self.refuse("request trailers before request headers").await,
             },
-            Some(Msg::ResponseHeaders(h)) => self.on_response_headers(h).await,
+            Some(Msg::ResponseHeaders(h)) => {
+                if let Some(served) = hint::served(m.metadata_context.as_ref()) {
+                    self.note_served(&served);
+                }
+                self.on_response_headers(h).await
+            }
             Some(Msg::ResponseBody(b)) => self.on_response_body(b).await,
             Some(Msg::ResponseTrailers(t)) => match self.resp.started {
                 true => self.call(|vm, id| vm.response_trailers(id, convert::headers_in(t.trailers.as_ref()))),
@@ -193,19 +226,28 @@ impl Driver {
         }
     }
 
-    async fn on_request_headers(&mut self, h: HttpHeaders) {
+    async fn on_request_headers(&mut self, h: HttpHeaders, subset: Option<String>) {
         if self.req.given.is_some() {
             return self.refuse("request headers twice").await;
         }
-        let mut headers = convert::headers_in(h.headers.as_ref());
+        let given = convert::headers_in(h.headers.as_ref());
+        let mut headers = given.clone();
+        // Only this host may say what the filter trusts from its host: clients' copies go.
+        strip_host_headers(&mut headers);
         if headers.get(ferrogate_core::headers::REQUEST_ID).is_none() {
             headers.set(ferrogate_core::headers::REQUEST_ID, new_request_id());
         }
+        if let Some(subset) = subset {
+            headers.set(epp::SUBSET_HEADER, subset);
+        }
+        if self.job.fallbacks > 0 {
+            headers.set(epp::FALLBACKS_HEADER, self.job.fallbacks.to_string());
+        }
         let eos = h.end_of_stream || self.request_mode == BodyMode::None;
         self.req.bodyless = eos;
-        self.req.given = Some(headers.clone());
+        self.req.given = Some(given);
         self.call(|vm, id| vm.request_headers(id, headers, eos));
-        if self.request_mode == BodyMode::Buffered && !eos {
+        if self.request_mode.waits_for_headers() && !eos {
             // Envoy waits for this reply before it sends the body: answer it now (unless the
             // filter already answered locally) and route with the body's reply.
             self.apply_events().await;
@@ -217,13 +259,25 @@ impl Driver {
         }
     }
 
-    fn on_request_body(&mut self, b: HttpBody) {
+    async fn on_request_body(&mut self, b: HttpBody) {
         if self.req.given.is_none() || self.req.bodyless {
-            // Answered by the caller of `refuse` only in async context: fail as a gRPC error.
             return self.fail(Status::invalid_argument("request body before request headers"));
         }
+        if self.request_mode == BodyMode::Partial && !b.end_of_stream {
+            // The rest of the body will never be seen here: the model cannot be read from it.
+            return self.send_refusal(413, "request body larger than the gateway's ext_proc buffer").await;
+        }
+        self.req.chunks += 1;
         self.req.body_in.extend_from_slice(&b.body);
         self.call(|vm, id| vm.request_data(id, &b.body, b.end_of_stream));
+    }
+
+    /// The gateway says which endpoint served: a retry may have walked past the pick.
+    fn note_served(&self, served: &str) {
+        let first = self.pick.as_deref().and_then(|p| p.split(',').next());
+        if first != Some(served) {
+            tracing::debug!(stream = self.id, served, pick = ?self.pick, "served by another endpoint than the pick");
+        }
     }
 
     async fn on_response_headers(&mut self, h: HttpHeaders) {
@@ -245,8 +299,26 @@ impl Driver {
         if !self.resp.started {
             return self.refuse("response body before response headers").await;
         }
-        self.resp.body_in.extend_from_slice(&b.body);
+        if self.response_mode != BodyMode::Streamed {
+            self.resp.body_in.extend_from_slice(&b.body);
+            return self.call(|vm, id| vm.response_data(id, &b.body, b.end_of_stream));
+        }
+        // STREAMED: each chunk gets its reply, carrying what the filter released so far.
         self.call(|vm, id| vm.response_data(id, &b.body, b.end_of_stream));
+        self.resp.body_in = b.body;
+        self.apply_events().await;
+        if !b.end_of_stream && !self.ended && self.local.is_none() {
+            self.answer_chunk().await;
+        }
+    }
+
+    /// Answers one STREAMED response chunk with what the filter released since the last
+    /// answer (no mutation when that is the chunk as received).
+    async fn answer_chunk(&mut self) {
+        let out = std::mem::take(&mut self.resp.body_out);
+        let changed = out != self.resp.body_in;
+        let common = convert::common(None, changed.then_some(body_mutation::Mutation::Body(out)), false);
+        self.send(Ok(convert::body_reply(Out::ResponseBody, common, None))).await;
     }
 
     /// Carries out everything the filter chain released, in order.
@@ -302,7 +374,9 @@ impl Driver {
         }
         self.req.done = true;
         let given = self.req.given.clone().unwrap_or_default();
-        let released = self.req.released.take().unwrap_or_else(|| given.clone());
+        let mut released = self.req.released.take().unwrap_or_else(|| given.clone());
+        strip_host_headers(&mut released);
+        self.pick = released.get_str(DESTINATION_ENDPOINT).map(str::to_string);
         let mut mutation = convert::mutation(&given, &released);
         let changed = self.req.body_out != self.req.body_in;
         if changed && !self.req.bodyless {
@@ -319,6 +393,11 @@ impl Driver {
             self.send(Ok(convert::headers_reply(Out::RequestHeaders, common, metadata))).await;
             if self.request_mode == BodyMode::Duplex && !self.req.bodyless {
                 for part in convert::streamed(Out::RequestBody, &self.req.body_out, true) {
+                    self.send(Ok(part)).await;
+                }
+            } else if self.request_mode == BodyMode::Streamed {
+                let body = changed.then(|| std::mem::take(&mut self.req.body_out));
+                for part in convert::per_chunk(Out::RequestBody, body, self.req.chunks) {
                     self.send(Ok(part)).await;
                 }
             }
@@ -361,6 +440,11 @@ impl Driver {
                 for part in convert::streamed(Out::ResponseBody, &data, end_of_stream) {
                     self.send(Ok(part)).await;
                 }
+            }
+        } else if self.response_mode == BodyMode::Streamed {
+            self.resp.body_out.extend_from_slice(&data);
+            if end_of_stream {
+                self.answer_chunk().await;
             }
         } else {
             self.resp.body_out.extend_from_slice(&data);

@@ -41,11 +41,11 @@ pub(super) struct Replay {
 }
 
 impl Replay {
-    /// Keeps the client's request head; internal failover headers a client sent are dropped
-    /// from `headers` first (only this host may set them). Not `enabled`: nothing is kept and
+    /// Keeps the client's request head; internal failover and endpoint-picker headers a client
+    /// sent are dropped from `headers` first (only this host may set them). Not `enabled`: nothing is kept and
     /// nothing replayed.
     pub(super) fn new(headers: &mut Headers, info: StreamInfo, enabled: bool) -> Replay {
-        for name in failover::INTERNAL_HEADERS {
+        for name in failover::INTERNAL_HEADERS.iter().chain(ferrogate_core::epp::HOST_HEADERS.iter()) {
             headers.remove(name);
         }
         let (body, replayable, started) = (Vec::new(), enabled, Instant::now());
