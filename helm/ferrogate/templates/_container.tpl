@@ -7,12 +7,22 @@ Deployment (standalone, sidecar) and the container patched into the ingress gate
 {{/* The command line after the binary: the subcommand, then one flag and its value per item pair. */}}
 {{- define "ferrogate.args" -}}
 {{- $v := .Values -}}
-- {{ if eq $v.mode "standalone" }}serve{{ else }}sidecar{{ end }}
+- {{ if include "ferrogate.serves" . }}serve{{ else }}sidecar{{ end }}
 - --config
 - {{ include "ferrogate.configDir" . }}/{{ include "ferrogate.configKey" . }}
 {{- if eq $v.mode "standalone" }}
 - --listen
 - 0.0.0.0:{{ int64 $v.ports.gateway }}
+{{- else if eq $v.mode "epp" }}
+{{- /* The HTTP listener serve always opens, kept on loopback: the gateway sends traffic to the pods itself. */}}
+- --listen
+- 127.0.0.1:{{ int64 $v.ports.gateway }}
+- --epp-listen
+- 0.0.0.0:{{ int64 $v.ports.epp }}
+{{- if $v.epp.fallbacks }}
+- --epp-fallbacks
+- {{ int64 $v.epp.fallbacks | quote }}
+{{- end }}
 {{- end }}
 - --admin-listen
 - 0.0.0.0:{{ int64 $v.ports.admin }}
@@ -28,7 +38,7 @@ Deployment (standalone, sidecar) and the container patched into the ingress gate
 - --usage-file
 - {{ include "ferrogate.stateDir" . }}/usage.jsonl
 {{- end }}
-{{- if eq $v.mode "standalone" }}
+{{- if include "ferrogate.serves" . }}
 {{- with $v.serve }}
 {{- if .workers }}
 - --workers
@@ -106,6 +116,16 @@ Deployment (standalone, sidecar) and the container patched into the ingress gate
 {{- end }}
 {{- end }}
 
+{{/* A gRPC health check of the endpoint picker (epp mode): (dict "service" NAME "port" N "p" settings). */}}
+{{- define "ferrogate.grpcProbe" -}}
+grpc:
+  port: {{ int64 .port }}
+  service: {{ .service }}
+periodSeconds: {{ .p.periodSeconds }}
+timeoutSeconds: {{ .p.timeoutSeconds }}
+failureThreshold: {{ .p.failureThreshold }}
+{{- end }}
+
 {{/* An HTTP probe on the admin port. */}}
 {{- define "ferrogate.probe" -}}
 httpGet:
@@ -145,6 +165,11 @@ makes an init container a native sidecar (started before, stopped after, the pro
       containerPort: {{ int64 $v.ports.sidecar }}
       protocol: TCP
     {{- end }}
+    {{- if eq $v.mode "epp" }}
+    - name: {{ include "ferrogate.eppPortName" $ }}
+      containerPort: {{ int64 $v.ports.epp }}
+      protocol: TCP
+    {{- end }}
     - name: {{ $admin }}
       containerPort: {{ int64 $v.ports.admin }}
       protocol: TCP
@@ -157,6 +182,16 @@ makes an init container a native sidecar (started before, stopped after, the pro
         name: {{ . }}
     {{- end }}
   {{- end }}
+  {{- if eq $v.mode "epp" }}
+  # gRPC health of the endpoint picker (kubelet gRPC probes, plaintext): its listener opens, and
+  # reports liveness and readiness SERVING, once the filter holds a configuration.
+  startupProbe:
+    {{- include "ferrogate.grpcProbe" (dict "service" "liveness" "port" $v.ports.epp "p" $v.probes.startup) | nindent 4 }}
+  livenessProbe:
+    {{- include "ferrogate.grpcProbe" (dict "service" "liveness" "port" $v.ports.epp "p" $v.probes.liveness) | nindent 4 }}
+  readinessProbe:
+    {{- include "ferrogate.grpcProbe" (dict "service" "readiness" "port" $v.ports.epp "p" $v.probes.readiness) | nindent 4 }}
+  {{- else }}
   # /healthz answers while the process runs; /readyz once a configuration snapshot exists.
   startupProbe:
     {{- include "ferrogate.probe" (dict "path" "/healthz" "port" $admin "p" $v.probes.startup) | nindent 4 }}
@@ -164,6 +199,7 @@ makes an init container a native sidecar (started before, stopped after, the pro
     {{- include "ferrogate.probe" (dict "path" "/healthz" "port" $admin "p" $v.probes.liveness) | nindent 4 }}
   readinessProbe:
     {{- include "ferrogate.probe" (dict "path" (ternary "/readyz?strict=true" "/readyz" $v.probes.readiness.strict) "port" $admin "p" $v.probes.readiness) | nindent 4 }}
+  {{- end }}
   {{- if $v.preStopSleepSeconds }}
   lifecycle:
     preStop:

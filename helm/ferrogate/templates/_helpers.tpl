@@ -25,9 +25,14 @@ the refusals of impossible values in _validate.tpl.
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The component label: what the pods are (the gateway, or the sidecar of a gateway). */}}
+{{/* The component label: what the pods are (the gateway, the sidecar of a gateway, or an endpoint picker). */}}
 {{- define "ferrogate.component" -}}
-{{- if eq .Values.mode "standalone" }}gateway{{ else }}sidecar{{ end }}
+{{- if eq .Values.mode "standalone" }}gateway{{ else if eq .Values.mode "epp" }}endpoint-picker{{ else }}sidecar{{ end }}
+{{- end }}
+
+{{/* Modes whose container runs `ferrogate serve` (the others run `ferrogate sidecar`). */}}
+{{- define "ferrogate.serves" -}}
+{{- if or (eq .Values.mode "standalone") (eq .Values.mode "epp") }}true{{ end }}
 {{- end }}
 
 {{/* Selector labels: stable for the life of a release (a Deployment selector is immutable). */}}
@@ -104,6 +109,8 @@ ports are named too, so ferrogate's carry a prefix there.
 {{- define "ferrogate.adminPortName" -}}{{ include "ferrogate.portPrefix" . }}admin{{- end }}
 {{- define "ferrogate.sidecarPortName" -}}{{ include "ferrogate.portPrefix" . }}sidecar{{- end }}
 {{- define "ferrogate.gatewayPortName" -}}gateway{{- end }}
+{{/* The endpoint picker's ext_proc port: the name the Inference Extension's own charts give it. */}}
+{{- define "ferrogate.eppPortName" -}}grpc-ext-proc{{- end }}
 
 {{/*
 The filter-facing listener is reached from other pods only in sidecar mode; elsewhere the filter
@@ -117,6 +124,7 @@ is in the same process (standalone) or the same pod (ingress-pod), so it stays o
 {{- define "ferrogate.servicePort" -}}
 {{- if .Values.service.port }}{{ .Values.service.port }}
 {{- else if eq .Values.mode "standalone" }}{{ .Values.ports.gateway }}
+{{- else if eq .Values.mode "epp" }}{{ .Values.ports.epp }}
 {{- else }}{{ .Values.ports.sidecar }}{{ end }}
 {{- end }}
 
@@ -124,7 +132,19 @@ is in the same process (standalone) or the same pod (ingress-pod), so it stays o
 {{- default .Values.ports.admin .Values.adminService.port }}
 {{- end }}
 
-{{/* Namespace of the Gateway the filter runs in. */}}
+{{/* epp mode: the InferencePool's and the HTTPRoute's names. */}}
+{{- define "ferrogate.inferencePoolName" -}}
+{{- default (include "ferrogate.fullname" .) .Values.epp.inferencePool.name }}
+{{- end }}
+{{/* A label map as a kubectl selector: k=v,k=v. */}}
+{{- define "ferrogate.selectorText" -}}
+{{- $out := list }}{{ range $k, $v := . }}{{ $out = append $out (printf "%s=%s" $k $v) }}{{ end }}{{ join "," $out }}
+{{- end }}
+{{- define "ferrogate.httpRouteName" -}}
+{{- default (include "ferrogate.fullname" .) .Values.epp.httpRoute.name }}
+{{- end }}
+
+{{/* Namespace of the Gateway the filter runs in (epp: the Gateway the HTTPRoute attaches to). */}}
 {{- define "ferrogate.gatewayNamespace" -}}
 {{- default .Release.Namespace .Values.gatewayRef.namespace }}
 {{- end }}

@@ -16,8 +16,24 @@ values at once, and say why in ferrogate's terms. Included once, from validate.y
 {{- end }}
 
 {{- /* Ports: one number per listener. */}}
-{{- if or (eq (int $v.ports.admin) (int $v.ports.sidecar)) (and (eq $v.mode "standalone") (or (eq (int $v.ports.gateway) (int $v.ports.admin)) (eq (int $v.ports.gateway) (int $v.ports.sidecar)))) }}
+{{- if or (eq (int $v.ports.admin) (int $v.ports.sidecar)) (and (include "ferrogate.serves" .) (or (eq (int $v.ports.gateway) (int $v.ports.admin)) (eq (int $v.ports.gateway) (int $v.ports.sidecar)))) }}
 {{- fail "ports.gateway, ports.admin and ports.sidecar must be three different numbers" }}
+{{- end }}
+{{- if and (eq $v.mode "epp") (has (int $v.ports.epp) (list (int $v.ports.gateway) (int $v.ports.admin) (int $v.ports.sidecar))) }}
+{{- fail "ports.epp must differ from ports.gateway, ports.admin and ports.sidecar" }}
+{{- end }}
+
+{{- /* epp: the InferencePool needs its pods, the HTTPRoute its Gateway. */}}
+{{- if eq $v.mode "epp" }}
+{{- if not $v.epp.inferencePool.selector }}
+{{- fail "epp.inferencePool.selector is required in epp mode: the labels of the model server pods (the InferencePool's spec.selector.matchLabels), e.g. app: vllm-pool" }}
+{{- end }}
+{{- if and $v.epp.httpRoute.enabled (not $v.gatewayRef.name) }}
+{{- fail "epp.httpRoute.enabled needs gatewayRef.name (the Gateway the HTTPRoute attaches to)" }}
+{{- end }}
+{{- if $v.probes.readiness.strict }}
+{{- fail "probes.readiness.strict is an admin /readyz option; in epp mode readiness is the picker's gRPC health" }}
+{{- end }}
 {{- end }}
 
 {{- /* Configuration: from values or from an existing ConfigMap, not both. */}}
@@ -67,13 +83,13 @@ values at once, and say why in ferrogate's terms. Included once, from validate.y
 {{- end }}
 {{- end }}
 {{- range $v.extraArgs }}
-{{- if regexMatch "^--(config|listen|admin-listen|sidecar-listen|snapshot-cache|usage-file|poll-interval-ms)(=|$)" . }}
-{{- fail (printf "extraArgs %s: the chart sets this flag itself (ports, configuration, snapshotCache, usageFile, pollIntervalMs)" .) }}
+{{- if regexMatch "^--(config|listen|admin-listen|sidecar-listen|epp-listen|epp-fallbacks|snapshot-cache|usage-file|poll-interval-ms)(=|$)" . }}
+{{- fail (printf "extraArgs %s: the chart sets this flag itself (ports, epp.fallbacks, configuration, snapshotCache, usageFile, pollIntervalMs)" .) }}
 {{- end }}
 {{- end }}
 
 {{- /* Kubernetes must wait longer than ferrogate serve drains. */}}
-{{- if and (eq $v.mode "standalone") (le (mul (int $v.terminationGracePeriodSeconds) 1000) (int $v.serve.drainTimeoutMs)) }}
+{{- if and (include "ferrogate.serves" .) (le (mul (int $v.terminationGracePeriodSeconds) 1000) (int $v.serve.drainTimeoutMs)) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed serve.drainTimeoutMs (%v ms), or the kubelet kills in-flight requests" $v.terminationGracePeriodSeconds $v.serve.drainTimeoutMs) }}
 {{- end }}
 
@@ -97,8 +113,8 @@ values at once, and say why in ferrogate's terms. Included once, from validate.y
 {{- if and (eq $v.mode "ingress-pod") $v.autoscaling.enabled }}
 {{- fail "autoscaling is the gateway's in ingress-pod mode (EnvoyProxy envoyHpa, or the Istio Gateway's options): set autoscaling.enabled false" }}
 {{- end }}
-{{- if and $v.envoyPatchPolicy.enabled (eq $v.mode "standalone") }}
-{{- fail "envoyPatchPolicy is for sidecar and ingress-pod modes: in standalone mode there is no Envoy" }}
+{{- if and $v.envoyPatchPolicy.enabled (include "ferrogate.serves" .) }}
+{{- fail (printf "envoyPatchPolicy is for sidecar and ingress-pod modes: in %s mode no Envoy calls a sidecar" $v.mode) }}
 {{- end }}
 {{- if and $v.envoyPatchPolicy.enabled (not $v.gatewayRef.name) }}
 {{- fail "envoyPatchPolicy.enabled needs gatewayRef.name (the Gateway the policy attaches to)" }}

@@ -26,6 +26,7 @@ MODES = {
     "standalone": ("standalone.yaml", [], "ferrogate", variants.DASHBOARD, variants.ALERTS),
     "sidecar": ("sidecar.yaml", ["gatewayRef.name=gw"], "ferrogate", variants.DASHBOARD_ENVOY, variants.ALERTS_ENVOY),
     "ingress-pod": ("ingress-pod.yaml", [], "envoy-gateway-system", variants.DASHBOARD_ENVOY, variants.ALERTS_ENVOY),
+    "epp": ("epp.yaml", [], "llm", variants.DASHBOARD, variants.ALERTS),
 }
 ON = ["metrics.dashboard.enabled=true", "metrics.prometheusRule.enabled=true"]
 
