@@ -8,13 +8,20 @@ empty list means the render keeps the contract between the chart and the ferroga
      Secret;
   2. the probes are HTTP GETs of /healthz and /readyz on the admin listener's port, and those
      paths answer on a real admin listener (a short-lived `ferrogate sidecar` on loopback);
+     a container with an endpoint picker (`serve --epp-listen`) is probed by gRPC health on the
+     picker's port instead: `liveness` (startup, liveness) and `readiness`;
   3. the ports agree: the --listen / --admin-listen / --sidecar-listen flags, the container
      ports, the Services' targetPorts, the NetworkPolicy, the monitors and the Envoy cluster;
   4. no secret value: no Secret object, every secret-looking variable from a secretKeyRef, no
      provider api_key in the configuration, and none of the known test secrets in the text;
   5. the securityContext: non-root, read-only root filesystem, no privilege escalation, all
      capabilities dropped, seccomp RuntimeDefault, writable paths on an emptyDir.
-  6. ferrogate's metric labels: every EnvoyProxy merges (spec.bootstrap, type Merge) exactly the
+  6. the endpoint picker (epp): the Service port reaching --epp-listen says appProtocol
+     kubernetes.io/h2c; each InferencePool's endpointPickerRef is a rendered Service whose port
+     (port.number, required for a Service) leads to a --epp-listen listener of the pods it
+     selects, and the InferencePool has a selector and target ports; every picker is some
+     InferencePool's; each HTTPRoute has a parent and routes only to rendered InferencePools.
+  7. ferrogate's metric labels: every EnvoyProxy merges (spec.bootstrap, type Merge) exactly the
      stats_tags of the repository's envoy/stats-tags.yaml, which the chart carries as a copy in
      files/stats-tags.yaml (the same list, names, regexes and order).
 
@@ -43,9 +50,14 @@ from validate_envoy.ferrogate_bin import ferrogate_check
 SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|MASTER_KEY|_KEY$|_URL$|_DSN$|HEADERS)", re.I)
 # Named like a secret, but the chart's schema lets no credential in (a scheme, host and port).
 PLAIN_ENV = {"FERROGATE_GATEWAY_URL"}
-LISTENER_OF_PORT_NAME = {"gateway": "--listen", "admin": "--admin-listen", "sidecar": "--sidecar-listen"}
+LISTENER_OF_PORT_NAME = {"gateway": "--listen", "admin": "--admin-listen", "sidecar": "--sidecar-listen",
+                         "grpc-ext-proc": "--epp-listen"}
 PROBE_PATHS = {"livenessProbe": {"/healthz"}, "startupProbe": {"/healthz"},
                "readinessProbe": {"/readyz", "/readyz?strict=true"}}
+# The endpoint picker's gRPC health services (docs/endpoint-picker.md) each probe may ask for.
+GRPC_PROBE_SERVICES = {"livenessProbe": {"liveness"}, "startupProbe": {"liveness"}, "readinessProbe": {"readiness"}}
+H2C = "kubernetes.io/h2c"
+INFERENCE_GROUP = "inference.networking.k8s.io"
 # ferrogate's metric labels in Envoy: the stats_tags every bootstrap the project ships carries.
 STATS_TAGS = Path(__file__).resolve().parents[2] / "envoy" / "stats-tags.yaml"
 
@@ -88,9 +100,38 @@ def _config_variables(where, c, cfg, cm_name):
     return problems
 
 
-def check_probes(where, c, sub, flags, live):
-    """(2) HTTP probes of the real endpoints, on the admin listener's port."""
+def check_grpc_probes(where, c, epp_port):
+    """(2) An endpoint picker's probes: gRPC health on the --epp-listen port, asking for the
+    services the picker reports."""
     problems = []
+    for kind, services in GRPC_PROBE_SERVICES.items():
+        probe = c.get(kind)
+        if probe is None:
+            if kind != "startupProbe":
+                problems.append(f"{where}: no {kind}")
+            continue
+        grpc = probe.get("grpc")
+        if not grpc:
+            problems.append(f"{where}: {kind} is not a gRPC health check of the endpoint picker (--epp-listen)")
+            continue
+        if grpc.get("port") != epp_port:
+            problems.append(f"{where}: {kind} gRPC port {grpc.get('port')} is not the --epp-listen port {epp_port}")
+        if grpc.get("service") not in services:
+            problems.append(f"{where}: {kind} asks for gRPC health service {grpc.get('service')!r} "
+                            f"(expected {' or '.join(sorted(services))})")
+    return problems
+
+
+def check_probes(where, c, sub, flags, live):
+    """(2) HTTP probes of the real endpoints, on the admin listener's port (an endpoint
+    picker: gRPC health on its own port)."""
+    problems = []
+    epp = listeners(sub, flags).get("--epp-listen")
+    if epp:
+        return check_grpc_probes(where, c, epp[1])
+    for kind in PROBE_PATHS:
+        if (c.get(kind) or {}).get("grpc"):
+            problems.append(f"{where}: {kind} is a gRPC probe, but no --epp-listen listener answers gRPC")
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
     admin_port = listeners(sub, flags)["--admin-listen"][1]
     for kind, allowed in PROBE_PATHS.items():
@@ -197,7 +238,82 @@ def check_wiring(docs, found):
     gateway_pod = [(where, c, listeners(*parse_cmd(c))) for where, spec, labels, own, c in found if not own]
     services = [d for d in docs if d.get("kind") == "Service"]
     return (_check_services(services, owned) + _check_network_policies(docs, owned)
-            + _check_monitors(docs, services, gateway_pod) + _check_envoy_clusters(docs, services, owned, gateway_pod))
+            + _check_monitors(docs, services, gateway_pod) + _check_envoy_clusters(docs, services, owned, gateway_pod)
+            + check_inference(docs, services, owned))
+
+
+def _service_listeners(svc, port, owned):
+    """The (where, flag) listeners a Service port reaches in the pods it selects."""
+    out = []
+    target = port.get("targetPort", port.get("port"))
+    for where, labels, c, ls in owned:
+        if _matches(dig(svc, "spec", "selector") or {}, labels):
+            cp = {x.get("name"): x.get("containerPort") for x in c.get("ports") or []}
+            number = cp.get(target) if isinstance(target, str) else target
+            out += [(where, flag) for flag, (_, n) in ls.items() if n == number]
+    return out
+
+
+def check_inference(docs, services, owned):
+    """(6) The endpoint picker's Service speaks h2c; each InferencePool's endpointPickerRef
+    reaches a --epp-listen listener through a rendered Service port; every picker serves some
+    InferencePool; every HTTPRoute routes to rendered InferencePools."""
+    problems, reached = [], set()
+    for svc in services:
+        for p in dig(svc, "spec", "ports") or []:
+            if any(flag == "--epp-listen" for _, flag in _service_listeners(svc, p, owned)) \
+                    and p.get("appProtocol") != H2C:
+                problems.append(f"{label(svc)}: port {p.get('name')} reaches the endpoint picker but its appProtocol "
+                                f"is {p.get('appProtocol')!r}, not {H2C} (gRPC without TLS)")
+    pools = [d for d in docs if d.get("kind") == "InferencePool"]
+    for pool in pools:
+        ns, spec = dig(pool, "metadata", "namespace"), pool.get("spec") or {}
+        if not dig(spec, "selector", "matchLabels"):
+            problems.append(f"{label(pool)}: spec.selector.matchLabels is empty (it selects the model server pods)")
+        if not spec.get("targetPorts") or not all(isinstance(t, dict) and t.get("number") for t in spec["targetPorts"]):
+            problems.append(f"{label(pool)}: spec.targetPorts must list the model servers' port numbers")
+        ref = spec.get("endpointPickerRef")
+        if not isinstance(ref, dict):
+            continue  # the in-proxy filter picks (k8s/inference-pool/20-inferencepool.yaml)
+        if ref.get("group", "") != "" or ref.get("kind", "Service") != "Service":
+            problems.append(f"{label(pool)}: endpointPickerRef is {ref.get('group')}/{ref.get('kind')}, not a Service")
+            continue
+        number = dig(ref, "port", "number")
+        if number is None:
+            problems.append(f"{label(pool)}: endpointPickerRef.port.number is required for a Service")
+            continue
+        svc = next((s for s in services if dig(s, "metadata", "name") == ref.get("name")
+                    and dig(s, "metadata", "namespace") == ns), None)
+        if svc is None:
+            problems.append(f"{label(pool)}: endpointPickerRef names Service {ref.get('name')}, which is not rendered "
+                            "in its namespace")
+            continue
+        sports = [p for p in dig(svc, "spec", "ports") or [] if p.get("port") == number]
+        found = [(w, f) for p in sports for w, f in _service_listeners(svc, p, owned) if f == "--epp-listen"]
+        if not found:
+            problems.append(f"{label(pool)}: endpointPickerRef port {number} of {label(svc)} reaches no endpoint "
+                            f"picker (--epp-listen) listener (Service ports: "
+                            f"{[p.get('port') for p in dig(svc, 'spec', 'ports') or []]})")
+        reached.update(w for w, _ in found)
+    for where, _, _, ls in owned:
+        if "--epp-listen" in ls and where not in reached:
+            problems.append(f"{where}: runs an endpoint picker (--epp-listen) that no rendered InferencePool's "
+                            "endpointPickerRef reaches")
+    names = {(dig(p, "metadata", "namespace"), dig(p, "metadata", "name")) for p in pools}
+    for route in (d for d in docs if d.get("kind") == "HTTPRoute"):
+        ns = dig(route, "metadata", "namespace")
+        if not dig(route, "spec", "parentRefs"):
+            problems.append(f"{label(route)}: no parentRefs (no Gateway routes through it)")
+        refs = [b for r in dig(route, "spec", "rules") or [] for b in r.get("backendRefs") or []]
+        if not refs:
+            problems.append(f"{label(route)}: no backendRefs")
+        for b in refs:
+            if b.get("group") != INFERENCE_GROUP or b.get("kind") != "InferencePool":
+                problems.append(f"{label(route)}: backendRef {b.get('group')!r}/{b.get('kind')}/{b.get('name')} is not "
+                                "an InferencePool (the gateway would not ask the endpoint picker)")
+            elif (b.get("namespace", ns), b.get("name")) not in names:
+                problems.append(f"{label(route)}: backendRef names InferencePool {b.get('name')}, which is not rendered")
+    return problems
 
 
 def _check_services(services, owned):
@@ -294,7 +410,7 @@ def _tag_names(tags):
 
 
 def check_metric_labels(docs):
-    """(6) Every EnvoyProxy merges exactly envoy/stats-tags.yaml's stats_tags into Envoy's
+    """(7) Every EnvoyProxy merges exactly envoy/stats-tags.yaml's stats_tags into Envoy's
     bootstrap (compared as data; validate-k8s also parses the value as an Envoy Bootstrap)."""
     want = _stats_tags(yaml.safe_load(STATS_TAGS.read_text()))
     problems = []

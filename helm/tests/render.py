@@ -73,10 +73,16 @@ def parse_cmd(c):
     return sub, flags
 
 
+# Listeners opened only when their flag is given: serve's endpoint picker (--epp-listen).
+OPTIONAL = {"serve": ("--epp-listen",)}
+
+
 def listeners(sub, flags):
     """{flag: (host, port)} of the listeners the subcommand opens."""
     out = {}
-    for flag, default in DEFAULTS.get(sub, {}).items():
+    opened = dict(DEFAULTS.get(sub, {}))
+    opened.update({f: flags[f] for f in OPTIONAL.get(sub, ()) if flags.get(f)})
+    for flag, default in opened.items():
         host, _, port = str(flags.get(flag, default)).rpartition(":")
         out[flag] = (host.strip("[]"), int(port) if port.isdigit() else -1)
     return out

@@ -15,6 +15,8 @@ import yaml
 LEAK = "sk-fgtest-openai-key-7e2a9b"
 
 C = "templates/_container.tpl"
+EP = "templates/inferencepool.yaml"
+HR = "templates/httproute.yaml"
 ST = "files/stats-tags.yaml"  # the chart's copy of envoy/stats-tags.yaml
 _API = '  - tag_name: api\n    regex: "(;api=([^;]*))"\n'
 _MODEL = '  - tag_name: model\n    regex: "(;model=([^;]*))"\n'
@@ -109,6 +111,44 @@ CASES = [
          edits=[(ST, _API + _MODEL, _MODEL + _API)]),
     case("EnvoyProxy bootstrap that replaces Envoy Gateway's instead of merging", base="ingress-pod",
          edits=[("templates/envoyproxy.yaml", "    type: Merge\n", "    type: Replace\n")]),
+    # The endpoint picker (epp): InferencePool -> Service (h2c) -> --epp-listen, probed by gRPC health.
+    case("control: the epp profile passes", base="epp", expect_fail=False),
+    case("InferencePool endpointPickerRef port differing from the Service port", base="epp",
+         edits=[(EP, 'number: {{ include "ferrogate.servicePort" . }}', "number: 9003")]),
+    case("InferencePool endpointPickerRef without a port", base="epp",
+         edits=[(EP, '    port:\n      number: {{ include "ferrogate.servicePort" . }}\n', "")]),
+    case("InferencePool endpointPickerRef naming a Service the chart does not render", base="epp",
+         edits=[(EP, '    name: {{ include "ferrogate.fullname" . }}\n    port:', "    name: epp\n    port:")]),
+    case("endpoint picker Service port without appProtocol h2c", base="epp",
+         edits=[("templates/service.yaml", "appProtocol: kubernetes.io/h2c", "appProtocol: http")]),
+    case("Service port to the admin listener, where the endpointPickerRef points", base="epp",
+         edits=[("templates/service.yaml", 'targetPort: {{ include "ferrogate.eppPortName" . }}',
+                 'targetPort: {{ include "ferrogate.adminPortName" . }}')]),
+    case("--epp-listen on loopback", base="epp",
+         edits=[(C, "- 0.0.0.0:{{ int64 $v.ports.epp }}", "- 127.0.0.1:{{ int64 $v.ports.epp }}")]),
+    case("--epp-listen on another port than the container port", base="epp",
+         edits=[(C, "- 0.0.0.0:{{ int64 $v.ports.epp }}", "- 0.0.0.0:9003")]),
+    case("readiness gRPC probe on the admin port", base="epp",
+         edits=[(C, '(dict "service" "readiness" "port" $v.ports.epp', '(dict "service" "readiness" "port" $v.ports.admin')]),
+    case("liveness gRPC probe asking for a service the picker does not report", base="epp",
+         edits=[(C, '(dict "service" "liveness" "port" $v.ports.epp "p" $v.probes.liveness)',
+                 '(dict "service" "ext-proc" "port" $v.ports.epp "p" $v.probes.liveness)')]),
+    case("endpoint picker probed over HTTP /readyz instead of gRPC health", base="epp",
+         edits=[(C, '{{- if eq $v.mode "epp" }}\n  # gRPC health', '{{- if false }}\n  # gRPC health')]),
+    case("HTTPRoute backendRef to the Service instead of the InferencePool", base="epp",
+         edits=[(HR, "- group: inference.networking.k8s.io\n          kind: InferencePool\n"
+                 '          name: {{ include "ferrogate.inferencePoolName" . }}',
+                 '- group: ""\n          kind: Service\n          name: {{ include "ferrogate.fullname" . }}')]),
+    case("HTTPRoute backendRef naming an InferencePool the chart does not render", base="epp",
+         edits=[(HR, 'name: {{ include "ferrogate.inferencePoolName" . }}', "name: vllm-pool")]),
+    case("no InferencePool rendered for the picker", base="epp",
+         edits=[(EP, '{{- if eq .Values.mode "epp" }}', "{{- if false }}")]),
+    case("epp mode without the pool's selector", base="epp", values={"epp": {"inferencePool": {"selector": None}}}),
+    case("epp mode HTTPRoute without a Gateway", base="epp", values={"gatewayRef": {"name": ""}}),
+    case("typo'd epp key (epp.fallback)", base="epp", values={"epp": {"fallback": 2}}),
+    case("epp.fallbacks above 8", base="epp", values={"epp": {"fallbacks": 9}}),
+    case("epp.inferencePool.failureMode outside its enum", base="epp",
+         values={"epp": {"inferencePool": {"failureMode": "Open"}}}),
 ]
 
 

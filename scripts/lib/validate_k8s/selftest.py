@@ -291,8 +291,42 @@ data:
             - name: ferrogate
               args: [sidecar, --config, /etc/ferrogate/config.yaml]
               ports: [{ name: fg-admin, containerPort: 9001 }]
+---
+# Source: ferrogate/templates/inferencepool.yaml
+apiVersion: inference.networking.k8s.io/v1
+kind: InferencePool
+metadata: { name: ferrogate, namespace: llm }
+spec:
+  selector: { matchLabels: { app: vllm-pool } }
+  targetPorts: [{ number: 8000 }]
+  appProtocol: http
+  endpointPickerRef:
+    group: ""
+    kind: Service
+    name: ferrogate
+    port: { number: 9002 }
+    failureMode: FailClose
+---
+# Source: ferrogate/templates/httproute.yaml
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ferrogate, namespace: llm }
+spec:
+  parentRefs: [{ group: gateway.networking.k8s.io, kind: Gateway, name: inference-gateway, namespace: istio-ingress }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: / } }]
+      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ferrogate }]
 """
 RENDERED_BROKEN = [
+    ("a typo'd endpointPickerRef field in a rendered InferencePool", "failureMode: FailClose",
+     "failMode: FailClose", "'failMode' was unexpected"),
+    ("a rendered endpointPickerRef failureMode outside its enum", "failureMode: FailClose",
+     "failureMode: Closed", "'Closed' is not one of"),
+    ("a rendered endpointPickerRef port number of the wrong type", "port: { number: 9002 }",
+     'port: { number: "9002" }', "'9002' is not of type 'integer'"),
+    ("a rendered InferencePool without targetPorts", "  targetPorts: [{ number: 8000 }]\n", "",
+     "'targetPorts' is a required property"),
+    ("a typo'd backendRefs in a rendered HTTPRoute rule", "backendRefs:", "backendRef:", "'backendRef' was unexpected"),
     ("a rendered ServiceMonitor endpoint port of the wrong type", "port: admin", "port: 9001",
      "is not of type 'string'"),
     ("a typo'd container field in a rendered Istio Deployment overlay", "args:", "argz:", "'argz' was unexpected"),
