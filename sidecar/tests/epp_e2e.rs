@@ -450,3 +450,72 @@ async fn streamed_and_partial_modes() {
     let Some(Out::ImmediateResponse(r)) = &reply.response else { panic!("not immediate: {reply:?}") };
     assert_eq!(r.status.as_ref().map(|s| s.code), Some(413));
 }
+
+/// Flow control through the picker: with one engine taking one request at a time, a burst is
+/// held (no reply) and released one by one as streams end, the higher priority band first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_control_holds_a_burst_and_releases_it_by_priority() {
+    use futures_util::FutureExt;
+    let sim = start_sim(&["--model", "base"]).await;
+    let provider = format!(
+        "{{ name: pool, kind: openai_compatible, base_url: 'http://{sim}', endpoints: ['{sim}'], max_concurrency: 1 }}"
+    );
+    let models =
+        "  - { name: chat, targets: [{ provider: pool, model: base }], flow_control: { queue_ttl_ms: 120000 } }\n";
+    let (batch_key, batch_digest) = ferrogate_sidecar::cli::new_key();
+    let (ui_key, ui_digest) = ferrogate_sidecar::cli::new_key();
+    let extra = format!(
+        "groups:\n  - {{ name: batch, models: ['*'], priority: 0 }}\n  - {{ name: ui, models: ['*'], priority: 10 }}\n\
+         keys:\n  - {{ name: b, digest: '{batch_digest}', groups: [batch] }}\n  - {{ name: u, digest: '{ui_digest}', groups: [ui] }}\n"
+    );
+    let flags = ["--epp-listen", "127.0.0.1:0"];
+    let setup = gateway_flags(std::slice::from_ref(&provider), models, &extra, 2, &flags).await;
+    let epp = setup.gateway.epp_addr().expect("the EPP listens");
+    let payload = chat("chat");
+    // Opens a stream and sends the whole request; returns the sender (dropped: the stream ends).
+    let ask = |key: String| {
+        let payload = payload.clone();
+        async move {
+            let (tx, replies) = open(epp).await;
+            tx.send(request_headers(&key, payload.len(), FULL_DUPLEX)).await.unwrap();
+            tx.send(body(&payload, true, false)).await.unwrap();
+            (tx, replies)
+        }
+    };
+    let (first_tx, mut first) = ask(batch_key.clone()).await;
+    assert!(matches!(next(&mut first).await.response, Some(Out::RequestHeaders(_))), "the first goes at once");
+    let admin = setup.gateway.admin_addr();
+    let (b1_tx, mut b1) = ask(batch_key.clone()).await;
+    wait_queued(admin, 0, 1).await;
+    let (b2_tx, mut b2) = ask(batch_key.clone()).await;
+    wait_queued(admin, 0, 2).await;
+    let (ui_tx, mut ui) = ask(ui_key.clone()).await;
+    wait_queued(admin, 10, 1).await;
+    // The engine's one place is taken: all three are held.
+    let held = |r: &mut Streaming<ProcessingResponse>| r.message().now_or_never().is_none();
+    assert!(held(&mut b1) && held(&mut b2) && held(&mut ui));
+    drop((first_tx, first)); // the first request ends: its place goes to the higher band
+    assert!(matches!(next(&mut ui).await.response, Some(Out::RequestHeaders(_))), "priority 10 first");
+    assert!(held(&mut b1) && held(&mut b2), "the batch requests still wait");
+    drop((ui_tx, ui));
+    assert!(matches!(next(&mut b1).await.response, Some(Out::RequestHeaders(_))), "then in arrival order");
+    assert!(held(&mut b2));
+    drop((b1_tx, b1));
+    assert!(matches!(next(&mut b2).await.response, Some(Out::RequestHeaders(_))));
+    drop(b2_tx);
+}
+
+/// Waits until the queue of `chat` holds `n` requests in `band` (its depth gauge).
+async fn wait_queued(admin: SocketAddr, band: u32, n: u64) {
+    let prefix = format!("ferrogate_queue_depth{{model=\"chat\",band=\"{band}\"}} ");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = reqwest::get(format!("http://{admin}/metrics")).await.unwrap().text().await.unwrap();
+        let depth = text.lines().find_map(|l| l.strip_prefix(&prefix)?.parse::<u64>().ok());
+        if depth.unwrap_or(0) == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the queue never held {n} in band {band}: {depth:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
