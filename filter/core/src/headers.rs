@@ -25,6 +25,17 @@ pub const UPSTREAM_REQUEST_ID: &str = "x-ferrogate-upstream-request-id";
 /// whose server has a `timeout_ms`, honoured (and removed before the upstream) by Envoy's
 /// router and by `ferrogate serve`; a client's copy is never believed.
 pub const UPSTREAM_TIMEOUT: &str = "x-envoy-upstream-rq-timeout-ms";
+/// Request headers only a host may give the filter: failover's
+/// ([`crate::failover::INTERNAL_HEADERS`]) and an endpoint picker's ([`crate::epp::HOST_HEADERS`]).
+/// A host that sets them drops clients' copies first, and none of them goes upstream.
+pub const HOST_ONLY: [&str; 6] = [
+    crate::failover::ATTEMPT_HEADER,
+    crate::failover::TRIED_HEADER,
+    crate::failover::FAILOVER_HEADER,
+    crate::failover::ABANDONED_HEADER,
+    crate::epp::SUBSET_HEADER,
+    crate::epp::FALLBACKS_HEADER,
+];
 /// Client credential headers: read for authentication, never forwarded upstream (`api-key` is
 /// the Azure OpenAI SDKs' spelling of `x-api-key`).
 pub const CLIENT_CREDENTIALS: [&str; 4] = ["authorization", "x-api-key", "x-goog-api-key", "api-key"];
@@ -65,5 +76,12 @@ mod tests {
         let groups: Vec<usize> = a.split('-').map(str::len).collect();
         assert_eq!(groups, [8, 4, 4, 4, 12]);
         assert!(a.bytes().all(|c| c == b'-' || c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn host_only_covers_every_host_header_of_both_contracts() {
+        for name in crate::failover::INTERNAL_HEADERS.iter().chain(crate::epp::HOST_HEADERS.iter()) {
+            assert!(HOST_ONLY.contains(name), "{name}");
+        }
     }
 }

@@ -14,8 +14,7 @@ use tokio::sync::Notify;
 use tonic::Status;
 
 use ferrogate_core::epp;
-use ferrogate_core::failover::INTERNAL_HEADERS;
-use ferrogate_core::headers::DESTINATION_ENDPOINT;
+use ferrogate_core::headers::{DESTINATION_ENDPOINT, HOST_ONLY};
 
 use super::{convert, hint};
 use super::{BodyMode, Job, Reply};
@@ -83,7 +82,7 @@ pub(super) struct Driver {
 
 /// Removes the headers only a host may give the filter (failover's and the picker's own).
 fn strip_host_headers(headers: &mut Headers) {
-    for name in INTERNAL_HEADERS.iter().chain(epp::HOST_HEADERS.iter()) {
+    for name in HOST_ONLY {
         headers.remove(name);
     }
 }

@@ -41,11 +41,11 @@ pub(super) struct Replay {
 }
 
 impl Replay {
-    /// Keeps the client's request head; internal failover and endpoint-picker headers a client
-    /// sent are dropped from `headers` first (only this host may set them). Not `enabled`: nothing is kept and
-    /// nothing replayed.
+    /// Keeps the client's request head; the host-only headers a client sent
+    /// ([`ferrogate_core::headers::HOST_ONLY`]: failover's and the endpoint picker's) are
+    /// dropped from `headers` first. Not `enabled`: nothing is kept and nothing replayed.
     pub(super) fn new(headers: &mut Headers, info: StreamInfo, enabled: bool) -> Replay {
-        for name in failover::INTERNAL_HEADERS.iter().chain(ferrogate_core::epp::HOST_HEADERS.iter()) {
+        for name in ferrogate_core::headers::HOST_ONLY {
             headers.remove(name);
         }
         let (body, replayable, started) = (Vec::new(), enabled, Instant::now());
