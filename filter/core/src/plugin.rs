@@ -127,9 +127,8 @@ impl PluginConfig {
         cluster_header: String,
         max_body_bytes: usize,
         sidecar: Option<SidecarSettings>,
-        (host_failover, metrics_key_label, gen_ai_attributes): (bool, bool, bool),
+        (host_failover, metrics_key_label, gen_ai_attributes, endpoint_picker): (bool, bool, bool, bool),
     ) -> Self {
-        let endpoint_picker = false;
         Self {
             config,
             cluster_header,
@@ -205,10 +204,9 @@ impl TryFrom<RawPluginConfig> for PluginConfig {
                 let host_failover = raw.host_failover.unwrap_or(false);
                 let metrics_key_label = raw.metrics_key_label.unwrap_or(false);
                 let gen_ai_attributes = raw.gen_ai_attributes.unwrap_or(false);
-                let switches = (host_failover, metrics_key_label, gen_ai_attributes);
-                let mut plugin = PluginConfig::new(config, cluster_header, max_body_bytes, sidecar, switches);
-                plugin.endpoint_picker = raw.endpoint_picker.unwrap_or(false);
-                Ok(plugin)
+                let endpoint_picker = raw.endpoint_picker.unwrap_or(false);
+                let switches = (host_failover, metrics_key_label, gen_ai_attributes, endpoint_picker);
+                Ok(PluginConfig::new(config, cluster_header, max_body_bytes, sidecar, switches))
             }
             _ => Err(ConfigError { problems }),
         }
