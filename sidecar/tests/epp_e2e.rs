@@ -207,16 +207,35 @@ async fn response_usage(setup: &Setup, epp: SocketAddr, key: &str) {
     assert!(matches!(reply.response, Some(Out::ResponseHeaders(_))), "{reply:?}");
     while !matches!(next(&mut replies).await.response, Some(Out::ResponseBody(b)) if is_last(&b.response)) {}
     drop(tx);
-    let query = Query { model: Some("metered".into()), ..Query::default() };
+    let r = first_usage(setup, "metered").await;
+    assert_eq!((r.status, r.prompt_tokens, r.completion_tokens), (200, 11, 3), "{r:?}");
+}
+
+/// The first usage record of `model`, once the stream that makes it has ended.
+async fn first_usage(setup: &Setup, model: &str) -> ferrogate_core::usage::Record {
+    let query = Query { model: Some(model.into()), ..Query::default() };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let records = setup.gateway.usage().query(&query).await.unwrap().records;
-        if let Some(r) = records.first() {
-            assert_eq!((r.status, r.prompt_tokens, r.completion_tokens), (200, 11, 3), "{r:?}");
-            break;
+        if let Some(r) = records.into_iter().next() {
+            return r;
         }
         assert!(std::time::Instant::now() < deadline, "no usage record for the EPP's stream");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What the gateway forwards for one STREAMED chunk `sent` (of the response when `response`),
+/// from the picker's reply to it: the body the reply puts in its place, or the chunk as sent.
+fn forwarded(reply: ProcessingResponse, sent: &[u8], response: bool) -> Vec<u8> {
+    let common = match (reply.response, response) {
+        (Some(Out::RequestBody(b)), false) | (Some(Out::ResponseBody(b)), true) => b.response,
+        (other, _) => panic!("not a body reply of the right side: {other:?}"),
+    };
+    match common.and_then(|c| c.body_mutation).and_then(|m| m.mutation) {
+        Some(body_mutation::Mutation::Body(replaced)) => replaced,
+        None => sent.to_vec(),
+        other => panic!("unexpected mutation {other:?}"),
     }
 }
 
@@ -396,13 +415,7 @@ async fn streamed_and_partial_modes() {
     assert!(engines.contains(&pick(&reply, h.response.as_ref().unwrap())));
     let mut upstream = Vec::new();
     for part in &parts {
-        let reply = next(&mut replies).await;
-        let Some(Out::RequestBody(b)) = reply.response else { panic!("not a body reply") };
-        match b.response.and_then(|c| c.body_mutation).and_then(|m| m.mutation) {
-            Some(body_mutation::Mutation::Body(replaced)) => upstream.extend_from_slice(&replaced),
-            None => upstream.extend_from_slice(part),
-            other => panic!("unexpected mutation {other:?}"),
-        }
+        upstream.extend(forwarded(next(&mut replies).await, part, false));
     }
     let sent: serde_json::Value = serde_json::from_slice(&upstream).expect("the chunks make the body whole");
     assert_eq!(sent["model"], "base", "the body as the filter routed it: {sent}");
@@ -418,22 +431,12 @@ async fn streamed_and_partial_modes() {
     let mut echoed = Vec::new();
     for (part, last) in [(first, false), (rest, true)] {
         tx.send(body(part, last, true)).await.unwrap();
-        let reply = next(&mut replies).await;
-        let Some(Out::ResponseBody(b)) = reply.response else { panic!("not a response body reply") };
-        match b.response.and_then(|c| c.body_mutation).and_then(|m| m.mutation) {
-            Some(body_mutation::Mutation::Body(replaced)) => echoed.extend_from_slice(&replaced),
-            None => echoed.extend_from_slice(part),
-            other => panic!("unexpected mutation {other:?}"),
-        }
+        echoed.extend(forwarded(next(&mut replies).await, part, true));
     }
     assert_eq!(echoed, answer, "the client gets the answer whole");
     drop(tx);
-    let query = Query { model: Some("metered".into()), ..Query::default() };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while setup.gateway.usage().query(&query).await.unwrap().records.first().map(|r| r.prompt_tokens) != Some(7) {
-        assert!(std::time::Instant::now() < deadline, "no usage record for the STREAMED stream");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let r = first_usage(&setup, "metered").await;
+    assert_eq!((r.prompt_tokens, r.completion_tokens), (7, 2), "the STREAMED stream's record: {r:?}");
 
     // STREAMED while the gateway waits for the headers reply: the pick cannot be made.
     let (tx, mut replies) = open(epp).await;
