@@ -17,7 +17,6 @@
 //! target/native/ferrogate --filter target/wasm32-unknown-unknown/release/ferrogate_filter.wasm`
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -31,6 +30,10 @@ use envoy_types::pb::envoy::service::ext_proc::v3::{
 use serde_json::json;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
+
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{digest, free_port, pct as quantile, spawn};
 
 #[derive(Parser)]
 struct Args {
@@ -53,26 +56,6 @@ struct Args {
 
 const KEY: &str = "fg-bench-epp";
 const FULL_DUPLEX: i32 = 4;
-
-fn digest(secret: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn spawn(bin: &PathBuf, args: &[String]) -> tokio::process::Child {
-    tokio::process::Command::new(bin)
-        .args(args)
-        .env("FERROGATE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
-}
 
 /// The sims, `serve` and its temporary directory.
 struct Fleet {
@@ -280,11 +263,7 @@ async fn batch(fleet: &Fleet, conns: usize, requests: usize) -> Samples {
 /// (p50, p99) in ms.
 fn pct(samples: &mut [Duration]) -> (f64, f64) {
     samples.sort();
-    let at = |p: f64| {
-        let i = ((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len().max(1)) - 1;
-        samples.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
-    };
-    (at(0.5), at(0.99))
+    (quantile(samples, 0.5), quantile(samples, 0.99))
 }
 
 async fn wait_ready(fleet: &Fleet) {

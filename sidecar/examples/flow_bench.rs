@@ -26,6 +26,10 @@ use ferrogate_sidecar::sim::{self, SimArgs};
 use futures_util::StreamExt;
 use serde_json::json;
 
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{digest, free_port, pct};
+
 #[derive(Parser)]
 struct Args {
     /// The `ferrogate` binary.
@@ -58,11 +62,6 @@ const WARM_UP: Duration = Duration::from_secs(2);
 const BATCH_KEY: &str = "fg-bench-batch";
 const INTERACTIVE_KEY: &str = "fg-bench-interactive";
 
-fn digest(secret: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
-}
-
 fn config(sims: &[SocketAddr], flow: bool, max_running: u32) -> String {
     let endpoints: Vec<String> = sims.iter().map(|s| format!("'{s}'")).collect();
     let (cap, fc) = if flow {
@@ -79,10 +78,6 @@ fn config(sims: &[SocketAddr], flow: bool, max_running: u32) -> String {
         digest(BATCH_KEY),
         digest(INTERACTIVE_KEY)
     )
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A `serve` child process and its temporary directory.
@@ -217,11 +212,6 @@ async fn counter(s: &Serve, name: &str, labels: &str) -> f64 {
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
-    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
 }
 
 #[tokio::main]

@@ -19,12 +19,15 @@
 //! target/native/ferrogate --filter target/wasm32-unknown-unknown/release/ferrogate_filter.wasm`
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures_util::StreamExt;
 use serde_json::json;
+
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{digest, free_port, pct, spawn};
 
 #[derive(Parser)]
 struct Args {
@@ -76,15 +79,6 @@ struct Sample {
     whole: Duration,
 }
 
-fn digest(secret: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(secret.as_bytes()))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// A child process (sim or serve) with its temporary directory.
 struct Child {
     _child: tokio::process::Child,
@@ -98,17 +92,6 @@ impl Drop for Child {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
-}
-
-fn spawn(bin: &PathBuf, args: &[String]) -> tokio::process::Child {
-    tokio::process::Command::new(bin)
-        .args(args)
-        .env("FERROGATE_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()))
 }
 
 fn start_sim(args: &Args) -> Child {
@@ -229,11 +212,6 @@ async fn batch(
         gateway.extend(g);
     }
     (direct, gateway)
-}
-
-fn pct(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
-    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
 }
 
 /// (first p50, first p99, gap p50, whole p50) in ms.
