@@ -39,7 +39,12 @@ def record_of(gw: Gateway, request_id: str) -> dict:
     """The request log's item of `request_id`, once its record is stored."""
     deadline = time.monotonic() + RECORD_TIMEOUT_S
     while True:
-        items = admin_get(gw, f"/api/v1/requests/{request_id}")["requests"]
+        # The record is written after the answer reaches the client, so right after a request
+        # the log may not hold it yet: the endpoint answers 404 until it does.
+        r = httpx.get(f"{gw.admin_url}/api/v1/requests/{request_id}", timeout=10,
+                      headers={"authorization": f"Bearer {gw.admin_token}"})
+        assert r.status_code in (200, 404), f"GET {r.url} -> {r.status_code}: {r.text[:500]}"
+        items = r.json()["requests"] if r.status_code == 200 else []
         if items:
             assert len(items) == 1, items
             return items[0]
