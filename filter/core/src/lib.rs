@@ -23,6 +23,7 @@ pub mod guard;
 pub mod header_map;
 pub mod headers;
 pub mod hex;
+pub mod inference_pool;
 pub mod keypool;
 pub mod kv;
 pub mod limits;

@@ -121,6 +121,12 @@ pub struct RawProvider {
     /// every few seconds and serves the answer as `endpoints`. Excludes `endpoints`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints_dns: Option<String>,
+    /// The pool's endpoints from a Gateway API Inference Extension `InferencePool`: `name` (in
+    /// the sidecar's namespace) or `namespace/name`. The sidecar watches the pool and its
+    /// pods through the Kubernetes API and serves every ready pod's `podIP:port`, one per
+    /// target port, as `endpoints`. Excludes `endpoints` and `endpoints_dns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints_inference_pool: Option<String>,
     /// Tokens per KV-cache block of the pool's engines (vLLM's `--block-size`, default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_block_size: Option<u32>,
@@ -229,6 +235,14 @@ pub struct RawEndpoint {
     pub kv_events: Option<String>,
     /// The engine's replay socket (`tcp://host:port`, vLLM's `replay_endpoint`).
     pub kv_replay: Option<String>,
+}
+
+impl RawProvider {
+    /// Whether the pool's endpoints come from outside the file (`endpoints_dns`,
+    /// `endpoints_inference_pool`): none may be known yet, and any may come.
+    pub fn is_dynamic_pool(&self) -> bool {
+        self.endpoints_dns.is_some() || self.endpoints_inference_pool.is_some()
+    }
 }
 
 impl From<&str> for RawEndpoint {

@@ -235,6 +235,35 @@ fn split_host_port(s: &str) -> Result<(String, Option<u16>), String> {
     Ok((host.to_ascii_lowercase(), port))
 }
 
+/// Parses an `endpoints_inference_pool` reference, `name` or `namespace/name`: the namespace
+/// (when given) and the pool's name, as Kubernetes names them (a namespace is a DNS label, a
+/// pool's name a DNS subdomain), so a typo fails here rather than as a pool never found.
+pub fn parse_pool_ref(s: &str) -> Result<(Option<&str>, &str), String> {
+    let (namespace, name) = match s.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, s),
+    };
+    if let Some(ns) = namespace.filter(|ns| !is_dns_label(ns)) {
+        return Err(format!(
+            "{s:?}: namespace {ns:?} is not a DNS label (lower-case letters, digits, '-'; 63 at most)"
+        ));
+    }
+    if name.len() > 253 || !name.split('.').all(is_dns_label) {
+        return Err(format!("{s:?}: {name:?} is not a Kubernetes object name (a DNS subdomain)"));
+    }
+    Ok((namespace, name))
+}
+
+/// An RFC 1123 label: 1–63 lower-case letters, digits and '-', starting and ending with a
+/// letter or digit.
+fn is_dns_label(s: &str) -> bool {
+    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    s.len() <= 63
+        && edge(s.as_bytes().first())
+        && edge(s.as_bytes().last())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
 /// Parses an RFC 3339 timestamp (`2026-01-31T12:00:00Z`, optional fraction and `±HH:MM`
 /// offset) into Unix seconds. The fraction is dropped: expiry has second resolution.
 pub fn parse_rfc3339(s: &str) -> Result<i64, String> {

@@ -128,6 +128,17 @@ fn digests_and_env_names() {
 }
 
 #[test]
+fn inference_pool_references() {
+    assert_eq!(parse_pool_ref("vllm-pool").unwrap(), (None, "vllm-pool"));
+    assert_eq!(parse_pool_ref("llm/vllm.pool-2").unwrap(), (Some("llm"), "vllm.pool-2"));
+    let long_label = "a".repeat(64);
+    for bad in ["", "/p", "llm/", "Pool", "llm/-p", "llm/p-", "a/b/c", "l_m/p", "llm/p..q", long_label.as_str()] {
+        assert!(parse_pool_ref(bad).is_err(), "{bad:?}");
+    }
+    assert!(parse_pool_ref(&format!("{long_label}/p")).is_err(), "a namespace is one label");
+}
+
+#[test]
 fn timestamps() {
     assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z").unwrap(), 0);
     assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z").unwrap(), 951_868_800);

@@ -209,6 +209,21 @@ fn rejects_each_invalid_value() {
          {name: b, kind: openai_compatible, base_url: 'http://h', endpoints_dns: 'p:1', endpoints: ['h:1']}]",
     );
     assert_eq!(paths, ["providers[0].endpoints_dns", "providers[1].endpoints_dns"]);
+    let pool = "providers: [{name: a, kind: openai_compatible, base_url: 'http://h', \
+                endpoints_inference_pool: 'llm/vllm-pool', kv_events_port: 5557, lmcache: {pull: 'tcp://0.0.0.0:8300', instances: {i0: '10.0.0.1:8000'}}}]";
+    let c = load_yaml(pool).unwrap();
+    assert!(c.providers[0].endpoints.is_empty(), "a pool's pods are filled in by the sidecar");
+    let paths = problem_paths(
+        "providers: [{name: a, kind: openai_compatible, base_url: 'http://h', endpoints_inference_pool: 'Pool'},\n\
+         {name: b, kind: openai_compatible, base_url: 'http://h', endpoints_inference_pool: 'p', endpoints_dns: 'p:1'},\n\
+         {name: c, kind: openai_compatible, base_url: 'http://h', endpoints_inference_pool: 'p', endpoints: ['h:1']},\n\
+         {name: d, kind: openai_compatible, base_url: 'http://h', endpoints_inference_pool: 'a/b/c'}]",
+    );
+    let want = ["providers[0].endpoints_inference_pool", "providers[1].endpoints_inference_pool"];
+    assert_eq!(
+        paths,
+        [&want[..], &["providers[2].endpoints_inference_pool", "providers[3].endpoints_inference_pool"]].concat()
+    );
 }
 
 #[test]

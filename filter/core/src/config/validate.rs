@@ -224,6 +224,14 @@ fn provider(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<Provider> {
             p.add(at("endpoints_dns"), "excludes endpoints: the endpoints are what the name resolves to".to_string());
         }
     }
+    if let Some(pool) = &raw.endpoints_inference_pool {
+        if !raw.endpoints.is_empty() || raw.endpoints_dns.is_some() {
+            let why = "excludes endpoints and endpoints_dns: the endpoints are the pool's pods";
+            p.add(at("endpoints_inference_pool"), why.to_string());
+        } else {
+            p.check(at("endpoints_inference_pool"), syntax::parse_pool_ref(pool));
+        }
+    }
     let kv = kv::pool(i, raw, p);
     let lmcache = raw.lmcache.as_ref().and_then(|l| lmcache::settings(i, raw, l, p));
     let max_concurrency = flow::max_concurrency(i, raw, p);

@@ -35,7 +35,7 @@ pub(super) fn pool(i: usize, raw: &RawProvider, p: &mut Problems) -> Option<KvPo
         || raw.lmcache_ttl_secs.is_some()
         || raw.kv_events_port.is_some();
     // A name that resolved to nothing (yet) is a pool with no endpoints for now.
-    if raw.endpoints.is_empty() && raw.endpoints_dns.is_none() && (settings || tokenize) {
+    if raw.endpoints.is_empty() && !raw.is_dynamic_pool() && (settings || tokenize) {
         p.add(at("endpoints"), "kv_* settings need an endpoints pool (the engines they describe)");
         return None;
     }

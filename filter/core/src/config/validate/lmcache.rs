@@ -50,7 +50,7 @@ impl OccupancySource {
 /// Validates provider `i`'s `lmcache` block `raw`.
 pub(super) fn settings(i: usize, provider: &RawProvider, raw: &RawLmcache, p: &mut Problems) -> Option<Lmcache> {
     let at = |field: &str| format!("providers[{i}].lmcache.{field}");
-    if provider.endpoints.is_empty() && provider.endpoints_dns.is_none() {
+    if provider.endpoints.is_empty() && !provider.is_dynamic_pool() {
         p.add(format!("providers[{i}].lmcache"), "needs an endpoints pool (the engines it describes)");
         return None;
     }
@@ -85,7 +85,7 @@ fn controller(i: usize, provider: &RawProvider, raw: &RawLmcache, p: &mut Proble
     }
     let mut instances = Vec::new();
     for (id, endpoint) in &raw.instances {
-        let known = provider.endpoints_dns.is_some() || provider.endpoints.iter().any(|e| &e.address == endpoint);
+        let known = provider.is_dynamic_pool() || provider.endpoints.iter().any(|e| &e.address == endpoint);
         if known {
             instances.push((id.clone(), endpoint.clone()));
         } else {
