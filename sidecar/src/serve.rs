@@ -137,6 +137,9 @@ pub struct ServeArgs {
     /// cache, no hosts file, no search domains; default: the system resolver.
     #[arg(long, env = "FERROGATE_DNS_SERVER", value_name = "IP:PORT")]
     pub dns_server: Option<std::net::SocketAddr>,
+    /// Where `endpoints_inference_pool` pools are read from.
+    #[command(flatten)]
+    pub kube: crate::services::kube::KubeFlags,
     /// Keep the last good snapshot in this file (restored when the store is unreachable at
     /// start); default: none, nothing is written.
     #[arg(long)]
@@ -396,6 +399,7 @@ async fn open_config(args: &ServeArgs, shutdown: watch::Receiver<bool>) -> Resul
     let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
     let resolver = services::dns::resolver(args.dns_server).map_err(ServeError::Dns)?;
     services::dns::start(snapshots.clone(), refresh, resolver, shutdown.clone());
+    services::kube::start(snapshots.clone(), &args.kube, shutdown.clone());
     services::clouds::start(snapshots.clone(), services::clouds::client(), shutdown.clone());
     services::mcp_oauth::start(snapshots.clone(), shutdown.clone());
     if raw.store.as_ref().is_none_or(|s| s.kind != "postgres") {

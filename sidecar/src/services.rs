@@ -13,6 +13,7 @@ pub mod dns;
 pub mod filter_api;
 pub mod identity;
 pub mod incidents;
+pub mod kube;
 pub mod kv;
 pub mod limits;
 pub mod mcp_federation;

@@ -45,6 +45,9 @@ pub struct SidecarArgs {
     /// cache, no hosts file, no search domains; default: the system resolver.
     #[arg(long, env = "FERROGATE_DNS_SERVER", value_name = "IP:PORT")]
     pub dns_server: Option<std::net::SocketAddr>,
+    /// Where `endpoints_inference_pool` pools are read from.
+    #[command(flatten)]
+    pub kube: crate::services::kube::KubeFlags,
     /// Last-known-good snapshot file, written on every publication and served at start when
     /// the configuration cannot be loaded; default: none, nothing is written.
     #[arg(long)]
@@ -109,6 +112,7 @@ impl Sidecar {
         let refresh = Duration::from_millis(args.dns_refresh_ms.max(100));
         let resolver = crate::services::dns::resolver(args.dns_server).map_err(ServeError::Dns)?;
         crate::services::dns::start(snapshots.clone(), refresh, resolver, rx.clone());
+        crate::services::kube::start(snapshots.clone(), &args.kube, rx.clone());
         crate::services::clouds::start(snapshots.clone(), crate::services::clouds::client(), rx.clone());
         crate::services::mcp_oauth::start(snapshots.clone(), rx.clone());
         let db = Arc::new(OnceLock::new());

@@ -101,16 +101,36 @@ pub fn names(raw: &RawConfig) -> Vec<String> {
     names
 }
 
-/// `raw` with every `endpoints_dns` replaced by the endpoints it resolved to. A name with no
-/// addresses (none yet, or an empty answer) stays, with no endpoints: the provider's
-/// `base_url` serves, and the pool's KV settings (`kv_events_port`…) stay valid for the
-/// addresses to come.
+/// The `endpoints_inference_pool` references `raw` uses.
+pub fn pool_refs(raw: &RawConfig) -> Vec<String> {
+    let mut refs: Vec<String> = raw.providers.iter().filter_map(|p| p.endpoints_inference_pool.clone()).collect();
+    refs.sort();
+    refs.dedup();
+    refs
+}
+
+/// The keys of [`Answers`] `raw` needs: its `endpoints_dns` names and its pools'
+/// ([`super::kube::answer_key`]).
+pub fn keys(raw: &RawConfig) -> Vec<String> {
+    let mut keys = names(raw);
+    keys.extend(pool_refs(raw).iter().map(|r| super::kube::answer_key(r)));
+    keys
+}
+
+/// `raw` with every `endpoints_dns` and `endpoints_inference_pool` replaced by the endpoints
+/// found for it. A pool with none (none yet, or an empty answer) stays, with no endpoints: the
+/// provider's `base_url` serves, and the pool's KV settings (`kv_events_port`…) stay valid for
+/// the addresses to come.
 pub fn expand(mut raw: RawConfig, answers: &Answers) -> RawConfig {
     for provider in &mut raw.providers {
-        let Some(name) = &provider.endpoints_dns else { continue };
-        let found = answers.get(name).map(Vec::as_slice).unwrap_or_default();
+        let key = match (&provider.endpoints_dns, &provider.endpoints_inference_pool) {
+            (Some(name), _) => name.clone(),
+            (None, Some(pool)) => super::kube::answer_key(pool),
+            (None, None) => continue,
+        };
+        let found = answers.get(&key).map(Vec::as_slice).unwrap_or_default();
         if !found.is_empty() {
-            provider.endpoints_dns = None;
+            (provider.endpoints_dns, provider.endpoints_inference_pool) = (None, None);
             provider.endpoints = found.iter().map(|a| RawEndpoint::from(a.as_str())).collect();
         }
     }

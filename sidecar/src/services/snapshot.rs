@@ -89,6 +89,8 @@ pub struct Snapshots {
     dns: Mutex<DnsState>,
     /// Asks the resolver for a name with no answer yet.
     dns_wake: Notify,
+    /// Asks pool discovery ([`super::kube`]) to follow a pool not followed yet.
+    pools_wake: Notify,
     /// OAuth tokens of MCP servers by server name ([`crate::services::mcp_oauth`]), put in
     /// every publication as the servers' `api_key`.
     oauth_tokens: Mutex<std::collections::BTreeMap<String, String>>,
@@ -156,6 +158,7 @@ impl Snapshots {
             master,
             dns: Mutex::default(),
             dns_wake: Notify::new(),
+            pools_wake: Notify::new(),
             oauth_tokens: Mutex::default(),
             oauth_wake: Notify::new(),
             clouds: clouds::State::default(),
@@ -238,7 +241,7 @@ impl Snapshots {
     /// ticket; `raw` itself is kept to publish again when an answer, a token or a credential
     /// changes, and a name not resolved yet wakes the resolver.
     fn with_dns_endpoints(&self, raw: RawConfig) -> (RawConfig, u64) {
-        let names = dns::names(&raw);
+        let names = dns::keys(&raw);
         let oauth = raw.mcp_servers.iter().any(|s| s.oauth.is_some());
         let clouds = self.clouds.publishing(&raw);
         let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -252,8 +255,11 @@ impl Snapshots {
             state.raw = None;
             return (raw, ticket);
         }
-        if names.iter().any(|name| !state.answers.contains_key(name)) {
+        if dns::names(&raw).iter().any(|name| !state.answers.contains_key(name)) {
             self.dns_wake.notify_one();
+        }
+        if dns::pool_refs(&raw).iter().any(|r| !state.answers.contains_key(&super::kube::answer_key(r))) {
+            self.pools_wake.notify_one();
         }
         let mut expanded = dns::expand(raw.clone(), &state.answers);
         state.raw = Some(raw);
@@ -302,13 +308,23 @@ impl Snapshots {
         state.raw.as_ref().map(dns::names).unwrap_or_default()
     }
 
-    /// Records what `name` resolved to; whether that changed its answer.
+    /// The `endpoints_inference_pool` references of the configuration last published.
+    pub fn pool_refs(&self) -> Vec<String> {
+        let state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.raw.as_ref().map(dns::pool_refs).unwrap_or_default()
+    }
+
+    /// Records what `name` (an `endpoints_dns` name or a pool's [`super::kube::answer_key`])
+    /// stands for now; whether that changed its answer. An answer for a name the configuration
+    /// no longer uses (a lookup that ended after a publication dropped it) is not kept.
     pub fn set_dns_answer(&self, name: &str, endpoints: Vec<String>) -> bool {
         let mut state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.answers.get(name) == Some(&endpoints) {
+        if state.answers.get(name) == Some(&endpoints)
+            || !state.raw.as_ref().is_some_and(|r| dns::keys(r).iter().any(|k| k == name))
+        {
             return false;
         }
-        tracing::info!(name, ?endpoints, "endpoints_dns: new answer");
+        tracing::info!(name, ?endpoints, "pool endpoints: new answer");
         state.answers.insert(name.to_string(), endpoints);
         true
     }
@@ -326,6 +342,11 @@ impl Snapshots {
     /// Resolves when a published configuration names an `endpoints_dns` not resolved yet.
     pub async fn dns_wanted(&self) {
         self.dns_wake.notified().await;
+    }
+
+    /// Resolves when a published configuration names a pool with no endpoints found yet.
+    pub async fn pools_wanted(&self) {
+        self.pools_wake.notified().await;
     }
 
     /// Records a store failure (unreadable file, syntax error) without touching the snapshot.

@@ -24,6 +24,8 @@ struct Settings {
     api_keys_env: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     key_cooldown_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoints_inference_pool: Option<String>,
 }
 
 /// The column's value for `p` (`None` when it has none of these settings).
@@ -36,6 +38,7 @@ pub(super) fn column(p: &RawProvider) -> Option<serde_json::Value> {
         credentials: p.credentials.clone(),
         api_keys_env: p.api_keys_env.clone(),
         key_cooldown_secs: p.key_cooldown_secs,
+        endpoints_inference_pool: p.endpoints_inference_pool.clone(),
     };
     let value = serde_json::to_value(s).ok()?;
     value.as_object().is_some_and(|m| !m.is_empty()).then_some(value)
@@ -51,6 +54,7 @@ pub(super) fn apply(mut provider: RawProvider, column: Option<serde_json::Value>
     provider.credentials = s.credentials;
     provider.api_keys_env = s.api_keys_env;
     provider.key_cooldown_secs = s.key_cooldown_secs;
+    provider.endpoints_inference_pool = s.endpoints_inference_pool;
     provider
 }
 
@@ -67,6 +71,7 @@ region: us-east-1
 credentials: { source: aws_web_identity, role_arn: "arn:aws:iam::1:role/x" }
 api_keys_env: [K1, K2]
 key_cooldown_secs: 30
+endpoints_inference_pool: llm/vllm-pool
 api_keys: [sk-secret-1]
 aws_keys: { access_key_id: AKID, secret_access_key: SECRET }
 "#;
@@ -76,6 +81,7 @@ aws_keys: { access_key_id: AKID, secret_access_key: SECRET }
         assert!(!text.contains("sk-secret") && !text.contains("SECRET"), "{text}");
         let back = apply(RawProvider { name: "b".into(), kind: "bedrock".into(), ..RawProvider::default() }, Some(col));
         assert_eq!(back.region.as_deref(), Some("us-east-1"));
+        assert_eq!(back.endpoints_inference_pool.as_deref(), Some("llm/vllm-pool"));
         assert_eq!(back.credentials, p.credentials);
         assert_eq!((back.api_keys_env, back.key_cooldown_secs), (vec!["K1".to_string(), "K2".to_string()], Some(30)));
         assert!(column(&RawProvider::default()).is_none());
