@@ -1,12 +1,20 @@
-//! End to end: `precise_cache_aware` over a pool that follows its DNS name, as a Kubernetes
-//! headless Service does. A real DNS server (Debian's dnsmasq, on a loopback port) answers the
-//! pool's name with the addresses of `ferrogate sim` engines on 127.0.0.2–4, each publishing
-//! vLLM KV events on the same ports (`kv_events_port`, `kv_replay_port`); the gateway
-//! (`serve`, the real filter wasm, two worker VMs) asks that server (`--dns-server`).
+//! End to end: `precise_cache_aware` over a pool that scales, its members found two ways:
 //!
-//! The name's records change while the gateway runs: an engine that appears is subscribed to
-//! and steers its prefixes, one that goes no longer pins anything, one that comes back is
-//! resynced from its replay socket. Engines are warmed behind the gateway's back, so only their
+//! - DNS (`endpoints_dns`), as a Kubernetes headless Service answers: a real DNS server
+//!   (Debian's dnsmasq, on a loopback port) answers the pool's name, and the gateway asks it
+//!   (`--dns-server`);
+//! - an `InferencePool` (`endpoints_inference_pool`): a stand-in Kubernetes API server
+//!   ([`kube_api`]: the API's list and watch, its JSON, its 410) serves the pool and its pods,
+//!   and the gateway lists and watches them (`--kube-api`, `--kube-token-file`). Besides the
+//!   members, it serves a pod not ready yet and pods being deleted (still `Ready`), which must
+//!   not be endpoints; once, it forgets its history so that the gateway's watch gets 410 Gone
+//!   and lists again; and at the end the pool's selector changes to match no pod.
+//!
+//! The engines are `ferrogate sim`s on 127.0.0.2–4, each publishing vLLM KV events on the same
+//! ports (`kv_events_port`, `kv_replay_port`); the gateway is `serve` with the real filter wasm
+//! and two worker VMs. The members change while the gateway runs: an engine that appears is
+//! subscribed to and steers its prefixes, one that goes no longer pins anything, one that
+//! comes back is resynced from its replay socket. Engines are warmed behind the gateway's back, so only their
 //! events can tell it where a prefix is; routing is observed with probes the engines refuse
 //! before touching their caches (`x-sim-status: 400`), each naming the engine that answered.
 //! Every probe of a warmed prefix must reach its holder.
@@ -30,6 +38,9 @@ use kv_sim::KvSim;
 #[path = "common/dnsmasq.rs"]
 mod dnsmasq;
 use dnsmasq::Dnsmasq;
+#[path = "common/kube_api.rs"]
+mod kube_api;
+use kube_api::KubeApi;
 
 const NAME: &str = "vllm-pool.llm.test";
 const HOSTS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
@@ -37,9 +48,9 @@ const HOSTS: [&str; 3] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
 const PROBES: usize = 10;
 /// Prefixes warmed per phase (four blocks each).
 const PREFIXES: usize = 3;
-/// The model under test: `precise_cache_aware` over the DNS pool.
+/// The model under test: `precise_cache_aware` over the scaling pool.
 const PRECISE: &str = "kv";
-/// Negative control: the DNS pool routed by `cache_aware`, which reads no KV events.
+/// Negative control: the scaling pool routed by `cache_aware`, which reads no KV events.
 const GUESS: &str = "kv-guess";
 /// Negative control: `precise_cache_aware` over static `endpoints` naming engines 0 and 1,
 /// as the pool was configured before it scaled: engine 2 is never subscribed to nor picked.
@@ -81,12 +92,82 @@ async fn engines() -> (Vec<KvSim>, u16, u16, u16) {
     panic!("no free ports common to {HOSTS:?}");
 }
 
-/// The providers (the DNS pool `pool` first, then `fixed`: static endpoints 0 and 1 with their
-/// event sockets) and the three models over them.
-fn config(sims: &[KvSim], http: u16, events: u16, replay: u16) -> ([String; 2], String) {
+/// Where the pool's members come from.
+enum Members {
+    /// A DNS name's records.
+    Dns(Dnsmasq),
+    /// An `InferencePool`'s pods, and each engine's current pod: its generation (a pod that
+    /// comes back after leaving is a new pod) and whether it is a member.
+    Api(KubeApi, [(u32, bool); 3]),
+}
+
+impl Members {
+    /// Starts the source with engines 0 and 1 as members.
+    async fn start(api: bool, http: u16) -> Members {
+        if api {
+            let mut members = Members::Api(KubeApi::start(http).await, [(0, false); 3]);
+            members.set(&[0, 1], false);
+            members
+        } else {
+            Members::Dns(Dnsmasq::start(NAME, &HOSTS[..2]).await)
+        }
+    }
+
+    /// The provider's source of endpoints.
+    fn provider_field(&self, http: u16) -> String {
+        match self {
+            Members::Dns(_) => format!("endpoints_dns: '{NAME}:{http}'"),
+            Members::Api(..) => format!("endpoints_inference_pool: '{}/{}'", kube_api::NAMESPACE, kube_api::POOL),
+        }
+    }
+
+    /// The engines in `members` are the pool from now on. Through the API: engines outside it
+    /// keep a pod that is not ready, and one that leaves is deleted in two steps (terminating,
+    /// then gone); with `forget`, the API also forgets its history (watches get 410).
+    fn set(&mut self, members: &[usize], forget: bool) {
+        match self {
+            Members::Dns(dns) => dns.set(NAME, &members.iter().map(|&i| HOSTS[i]).collect::<Vec<_>>()),
+            Members::Api(api, pods) => {
+                for (i, (generation, member)) in pods.iter_mut().enumerate() {
+                    // A member that leaves: its pod is deleted, and a new one starts.
+                    *generation += u32::from(*member && !members.contains(&i));
+                    *member = members.contains(&i);
+                }
+                let pods: Vec<(String, &str, bool)> =
+                    pods.iter().enumerate().map(|(i, (g, m))| (format!("vllm-{i}-{g}"), HOSTS[i], *m)).collect();
+                let ready: Vec<(&str, &str)> = pods.iter().filter(|p| p.2).map(|p| (p.0.as_str(), p.1)).collect();
+                let starting: Vec<(&str, &str)> = pods.iter().filter(|p| !p.2).map(|p| (p.0.as_str(), p.1)).collect();
+                if forget {
+                    api.set_pods_forgetting(&ready, &starting);
+                } else {
+                    api.set_pods(&ready, &starting);
+                }
+            }
+        }
+    }
+
+    /// The gateway's flags for this source.
+    fn flags(&self, token_file: &std::path::Path) -> Vec<String> {
+        match self {
+            Members::Dns(dns) => {
+                vec!["--dns-server".into(), dns.addr.to_string(), "--dns-refresh-ms".into(), "200".into()]
+            }
+            Members::Api(api, _) => {
+                std::fs::write(token_file, format!("{}\n", kube_api::TOKEN)).unwrap();
+                let file = token_file.to_str().unwrap().to_string();
+                vec!["--kube-api".into(), api.url(), "--kube-token-file".into(), file]
+            }
+        }
+    }
+}
+
+/// The providers (the scaling pool `pool` first, its endpoints from `members`, then `fixed`:
+/// static endpoints 0 and 1 with their event sockets) and the three models over them.
+fn config(sims: &[KvSim], members: &Members, http: u16, events: u16, replay: u16) -> ([String; 2], String) {
     let pool = format!(
-        "{{ name: pool, kind: openai_compatible, base_url: 'http://{NAME}:{http}', endpoints_dns: '{NAME}:{http}', \
-         kv_events_port: {events}, kv_replay_port: {replay}, kv_block_size: 16, kv_tokenize: true }}"
+        "{{ name: pool, kind: openai_compatible, base_url: 'http://{NAME}:{http}', {}, \
+         kv_events_port: {events}, kv_replay_port: {replay}, kv_block_size: 16, kv_tokenize: true }}",
+        members.provider_field(http)
     );
     let fixed = format!(
         "{{ name: fixed, kind: openai_compatible, base_url: 'http://fixed.internal', kv_block_size: 16, \
@@ -106,37 +187,42 @@ fn config(sims: &[KvSim], http: u16, events: u16, replay: u16) -> ([String; 2], 
 struct Pool {
     client: reqwest::Client,
     gateway: Setup,
-    dns: Dnsmasq,
+    members: Members,
     sims: Vec<KvSim>,
     http: u16,
 }
 
 impl Pool {
-    async fn start() -> Pool {
+    /// Engines 0 and 1 in the pool, from DNS or (`api`) from an InferencePool.
+    async fn start(api: bool) -> Pool {
         if std::env::var_os("KV_E2E_LOG").is_some() {
             std::mem::forget(ferrogate_sidecar::telemetry::init(false));
         }
         let (sims, http, events, replay) = engines().await;
-        let dns = Dnsmasq::start(NAME, &HOSTS[..2]).await;
-        let (providers, models) = config(&sims, http, events, replay);
-        let server = dns.addr.to_string();
-        let flags = ["--dns-server", server.as_str(), "--dns-refresh-ms", "200"];
+        let members = Members::start(api, http).await;
+        let (providers, models) = config(&sims, &members, http, events, replay);
+        let token = std::env::temp_dir().join(format!("ferrogate-kube-token-{}-{}", std::process::id(), http));
+        let flags = members.flags(&token);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let gateway = gateway_flags(&providers, &models, "", 2, &flags).await;
         // No idle connections kept: every probe is a new connection, and the gateway's acceptor
         // spreads new connections over its worker VMs, so probes ask both VMs, not one.
         let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
-        Pool { client, gateway, dns, sims, http }
+        Pool { client, gateway, members, sims, http }
     }
 
     fn address(&self, i: usize) -> String {
         format!("{}:{}", HOSTS[i], self.http)
     }
 
-    /// The name answers engines `members` from now on; returns once the KV service follows
-    /// (exactly those endpoints, each connected).
+    /// The pool is engines `members` from now on; returns once the KV service follows
+    /// (exactly those endpoints, each connected). `forget`: see [`Members::set`].
     async fn scale(&mut self, members: &[usize]) {
-        let hosts: Vec<&str> = members.iter().map(|&i| HOSTS[i]).collect();
-        self.dns.set(NAME, &hosts);
+        self.scale_forgetting(members, false).await;
+    }
+
+    async fn scale_forgetting(&mut self, members: &[usize], forget: bool) {
+        self.members.set(members, forget);
         let mut want: Vec<String> = members.iter().map(|&i| self.address(i)).collect();
         want.sort();
         self.until(&format!("the pool to be {want:?}"), |kv| {
@@ -147,7 +233,7 @@ impl Pool {
         .await;
     }
 
-    /// The admin view of the DNS pool's endpoints (`GET /api/v1/kv` lists `fixed` too).
+    /// The admin view of the scaling pool's endpoints (`GET /api/v1/kv` lists `fixed` too).
     async fn kv(&self) -> Vec<Value> {
         kv_sim::kv_view(&self.client, self.gateway.gateway.admin_addr()).await
     }
@@ -253,7 +339,7 @@ impl Pool {
         }
     }
 
-    /// `ferrogate_kv_index_blocks` of the DNS pool, from the admin `/metrics`.
+    /// `ferrogate_kv_index_blocks` of the scaling pool, from the admin `/metrics`.
     async fn indexed_blocks(&self) -> u64 {
         let url = format!("http://{}/metrics", self.gateway.gateway.admin_addr());
         let metrics = self.client.get(url).send().await.unwrap().text().await.unwrap();
@@ -316,7 +402,7 @@ async fn scale_down(pool: &mut Pool, a: &[String]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_routing_follows_a_pool_that_scales_through_dns() {
-    let mut pool = Pool::start().await;
+    let mut pool = Pool::start(false).await;
     pool.scale(&[0, 1]).await;
 
     // Engine 0 holds the A prefixes: every probe of them goes there.
@@ -342,5 +428,41 @@ async fn kv_routing_follows_a_pool_that_scales_through_dns() {
     pool.scale(&[0, 1, 2]).await;
     pool.until(&format!("engine 0 resynced to {had} blocks"), |kv| pool.blocks(kv, 0) >= had).await;
     pool.every_probe_reaches(0, &a).await;
+    pool.gateway.gateway.shutdown().await;
+}
+
+/// The same scaling, the members an InferencePool's pods read through the Kubernetes API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_routing_follows_an_inference_pool_that_scales() {
+    let mut pool = Pool::start(true).await;
+    pool.scale(&[0, 1]).await;
+    let a = prompts("alpha");
+    pool.warm(0, &a).await;
+    pool.every_probe_reaches(0, &a).await;
+
+    // Engine 2's pod, not ready until now, becomes ready: subscribed to, it steers its prefixes.
+    pool.scale(&[0, 1, 2]).await;
+    let b = prompts("bravo");
+    pool.warm(2, &b).await;
+    pool.every_probe_reaches(2, &b).await;
+    pool.every_probe_reaches(0, &a).await;
+
+    // Engine 0's pod is being deleted (still Ready): it leaves the pool.
+    let had = pool.blocks(&pool.kv().await, 0);
+    scale_down(&mut pool, &a).await;
+
+    // A new pod at engine 0's address becomes ready while the API forgets the history the
+    // gateway's watch stands on: the watch gets 410 Gone, the gateway lists the pods again.
+    let Members::Api(api, _) = &pool.members else { unreachable!() };
+    let lists = api.pod_lists();
+    pool.scale_forgetting(&[0, 1, 2], true).await;
+    let Members::Api(api, _) = &pool.members else { unreachable!() };
+    assert!(api.pod_lists() > lists, "the pods were listed again after 410 Gone");
+    pool.until(&format!("engine 0 resynced to {had} blocks"), |kv| pool.blocks(kv, 0) >= had).await;
+    pool.every_probe_reaches(0, &a).await;
+
+    // The pool now selects other pods (none): its endpoints go, and its prefixes pin nothing.
+    api.set_pool_app("another-model");
+    pool.until("an empty pool", <[Value]>::is_empty).await;
     pool.gateway.gateway.shutdown().await;
 }
