@@ -24,6 +24,12 @@ empty list means the render keeps the contract between the chart and the ferroga
   7. ferrogate's metric labels: every EnvoyProxy merges (spec.bootstrap, type Merge) exactly the
      stats_tags of the repository's envoy/stats-tags.yaml, which the chart carries as a copy in
      files/stats-tags.yaml (the same list, names, regexes and order).
+  8. Kubernetes API access, only for pool discovery: a pod whose configuration has a provider
+     with endpoints_inference_pool gets its ServiceAccount token, that pool ("NAME" or
+     "NAMESPACE/NAME", the pod's namespace by default) is a rendered InferencePool, and a
+     rendered RoleBinding in its namespace binds that ServiceAccount to a rendered Role granting
+     exactly get, list and watch on pods and inferencepools (inference.networking.k8s.io); any
+     other pod of the chart mounts no token, and every rendered Role grants exactly that.
 
 What the render holds (pods, containers, flags, listeners, the --config file) is read by
 helm/tests/render.py.
@@ -215,8 +221,6 @@ def check_security(where, c, spec, owned, flags):
     seccomp = dig(sc, "seccompProfile", "type") or (owned and dig(psc, "seccompProfile", "type"))
     if seccomp != "RuntimeDefault":
         problems.append(f"{where}: seccompProfile must be RuntimeDefault")
-    if owned and spec.get("automountServiceAccountToken") is not False:
-        problems.append(f"{where}: automountServiceAccountToken must be false (ferrogate never calls the API)")
     vols = {v.get("name"): v for v in spec.get("volumes") or []}
     for flag in ("--snapshot-cache", "--usage-file"):
         path = flags.get(flag)
@@ -438,6 +442,117 @@ def check_metric_labels(docs):
     return problems
 
 
+# (8) What pool discovery reads (endpoints_inference_pool): the InferencePool by name (GET, watch)
+# and the pods its selector matches (list, watch); a Role grants get, list and watch on both, as
+# the Inference Extension's reference picker's Role does, and nothing more.
+DISCOVERY_GRANTS = {(g, r, v) for g, r in (("", "pods"), (INFERENCE_GROUP, "inferencepools"))
+                    for v in ("get", "list", "watch")}
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+def _role_grants(role):
+    """{(apiGroup, resource, verb)} a Role grants, and its problems (wildcards, resourceNames,
+    nonResourceURLs)."""
+    grants, problems = set(), []
+    for i, rule in enumerate(role.get("rules") or []):
+        if not isinstance(rule, dict):
+            problems.append(f"{label(role)}: rules[{i}] is not a mapping")
+            continue
+        for k in ("resourceNames", "nonResourceURLs"):
+            if rule.get(k):
+                problems.append(f"{label(role)}: rules[{i}].{k} is set ({rule[k]}): a pool's pods are listed and "
+                                "watched, not named")
+        groups, resources, verbs = (rule.get(k) or [] for k in ("apiGroups", "resources", "verbs"))
+        if "*" in groups or "*" in resources or "*" in verbs:
+            problems.append(f"{label(role)}: rules[{i}] has a wildcard (apiGroups {groups}, resources {resources}, "
+                            f"verbs {verbs})")
+        grants |= {(g, r, v) for g in groups for r in resources for v in verbs}
+    return grants, problems
+
+
+def _grants_text(grants):
+    return ", ".join(f"{v} {r}{'.' + g if g else ''}" for g, r, v in sorted(grants, key=lambda t: (t[1], t[2])))
+
+
+def _discovery_pools(text):
+    """The endpoints_inference_pool values of a configuration document: [(providers[i], value)]."""
+    try:
+        cfg = yaml.safe_load(text or "")
+    except yaml.YAMLError:
+        return []  # check_config says why
+    providers = cfg.get("providers") if isinstance(cfg, dict) else None
+    return [(f"providers[{i}]", p["endpoints_inference_pool"]) for i, p in enumerate(providers or [])
+            if isinstance(p, dict) and p.get("endpoints_inference_pool")]
+
+
+def _token_mounted(spec, accounts):
+    """Whether the pod gets its ServiceAccount token: the pod's automountServiceAccountToken, else
+    the rendered ServiceAccount's, else Kubernetes' default (true)."""
+    if "automountServiceAccountToken" in spec:
+        return spec["automountServiceAccountToken"] is not False
+    sa = accounts.get(spec.get("serviceAccountName") or "default")
+    return not (sa is not None and sa.get("automountServiceAccountToken") is False)
+
+
+def check_kube_access(docs):
+    """(8) The token, the pool and the Role of pool discovery; no token anywhere else."""
+    problems = []
+    roles = [d for d in docs if d.get("kind") == "Role"]
+    for role in roles:
+        grants, why = _role_grants(role)
+        problems += why
+        if grants - DISCOVERY_GRANTS:
+            problems.append(f"{label(role)}: grants {_grants_text(grants - DISCOVERY_GRANTS)}, more than pool "
+                            "discovery reads (get, list, watch on pods and inferencepools)")
+    for d in docs:
+        if d.get("kind") in ("ClusterRole", "ClusterRoleBinding"):
+            problems.append(f"{label(d)}: pool discovery reads its own namespace only: no cluster-wide RBAC")
+    pools = {(dig(p, "metadata", "namespace"), dig(p, "metadata", "name"))
+             for p in docs if p.get("kind") == "InferencePool"}
+    for d in (d for d in docs if d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet")):
+        ns, spec = dig(d, "metadata", "namespace"), dig(d, "spec", "template", "spec") or {}
+        accounts = {dig(a, "metadata", "name"): a for a in docs if a.get("kind") == "ServiceAccount"
+                    and dig(a, "metadata", "namespace") == ns}
+        sa = spec.get("serviceAccountName") or "default"
+        texts = [config_text(docs, c, spec, parse_cmd(c)[1]) for c in ferrogate_containers(spec)]
+        wanted = [w for t in texts for w in _discovery_pools(t)]
+        known = all(t is not None for t in texts)  # an existing ConfigMap: the providers are unknown
+        mounted = _token_mounted(spec, accounts)
+        if not wanted:
+            if known and mounted:
+                problems.append(f"{label(d)}: the pods get a ServiceAccount token, but no provider says "
+                                "endpoints_inference_pool (ferrogate calls the Kubernetes API for nothing else)")
+            continue
+        if not mounted:
+            problems.append(f"{label(d)}: a provider says endpoints_inference_pool, but the pods get no "
+                            "ServiceAccount token (automountServiceAccountToken false): discovery cannot "
+                            "authenticate to the API server")
+        for where, value in wanted:
+            pool_ns, _, name = str(value).rpartition("/")
+            if (pool_ns or ns, name) not in pools:
+                problems.append(f"{label(d)}: {where}.endpoints_inference_pool {value!r} is not the rendered "
+                                f"InferencePool {sorted(f'{n}/{m}' for n, m in pools) or 'none'} (namespace {ns} "
+                                "unless it says another)")
+        bound = [b for b in docs if b.get("kind") == "RoleBinding" and dig(b, "metadata", "namespace") == ns
+                 and any(isinstance(s, dict) and s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                         and s.get("namespace", ns) == ns for s in b.get("subjects") or [])]
+        grants = set()
+        for b in bound:
+            ref = b.get("roleRef") or {}
+            role = next((r for r in roles if dig(r, "metadata", "name") == ref.get("name")
+                         and dig(r, "metadata", "namespace") == ns), None)
+            if ref.get("kind") != "Role" or ref.get("apiGroup") != RBAC_GROUP or role is None:
+                problems.append(f"{label(b)}: roleRef {ref.get('apiGroup')}/{ref.get('kind')}/{ref.get('name')} is "
+                                f"not a rendered Role of namespace {ns}")
+                continue
+            grants |= _role_grants(role)[0]
+        if DISCOVERY_GRANTS - grants:
+            problems.append(f"{label(d)}: ServiceAccount {sa} lacks {_grants_text(DISCOVERY_GRANTS - grants)} "
+                            f"(no rendered RoleBinding of namespace {ns} binds it to a Role granting them), which "
+                            "pool discovery needs")
+    return problems
+
+
 def probe_live(ferrogate_bin, config, paths):
     """Status of each path on a real admin listener: `ferrogate sidecar` on loopback ports, with
     the configuration text `config`."""
@@ -500,5 +615,5 @@ def check_render(text, ferrogate_bin, sentinels):
         problems += check_ports(where, c, sub, flags)
         problems += check_secrets(where, c, docs)
         problems += check_security(where, c, spec, own, flags)
-    return problems + check_wiring(docs, found) + check_metric_labels(docs)
+    return problems + check_wiring(docs, found) + check_metric_labels(docs) + check_kube_access(docs)
 

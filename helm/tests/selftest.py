@@ -17,6 +17,12 @@ LEAK = "sk-fgtest-openai-key-7e2a9b"
 C = "templates/_container.tpl"
 EP = "templates/inferencepool.yaml"
 HR = "templates/httproute.yaml"
+RB = "templates/rbac.yaml"
+DP = "templates/deployment.yaml"
+# The epp profile's provider, naming its pool another way (config.providers is a list: replaced whole).
+_POOL_PROVIDER = {"name": "vllm-pool", "kind": "openai_compatible",
+                  "base_url": "http://vllm-pool.llm.svc.cluster.local:8000", "kv_events_port": 5557,
+                  "kv_replay_port": 5558, "kv_block_size": 16}
 ST = "files/stats-tags.yaml"  # the chart's copy of envoy/stats-tags.yaml
 _API = '  - tag_name: api\n    regex: "(;api=([^;]*))"\n'
 _MODEL = '  - tag_name: model\n    regex: "(;model=([^;]*))"\n'
@@ -149,6 +155,46 @@ CASES = [
     case("epp.fallbacks above 8", base="epp", values={"epp": {"fallbacks": 9}}),
     case("epp.inferencePool.failureMode outside its enum", base="epp",
          values={"epp": {"inferencePool": {"failureMode": "Open"}}}),
+    # Pool discovery (endpoints_inference_pool): the pod's token, the pool's name, the Role and its binding.
+    case("control: epp pool discovery bound to a ServiceAccount the chart does not create", base="epp",
+         values={"serviceAccount": {"create": False, "name": "picker"}}, expect_fail=False),
+    case("control: epp pool discovery naming the pool as NAMESPACE/NAME", base="epp",
+         values={"config": {"providers": [{**_POOL_PROVIDER, "endpoints_inference_pool": "llm/vllm-pool-epp"}]}},
+         expect_fail=False),
+    case("Role granting pool discovery one verb more (delete pods)", base="epp",
+         edits=[(RB, 'resources: ["pods"]\n    verbs: ["get", "list", "watch"]',
+                 'resources: ["pods"]\n    verbs: ["get", "list", "watch", "delete"]')]),
+    case("Role granting every verb on pods (*)", base="epp",
+         edits=[(RB, 'resources: ["pods"]\n    verbs: ["get", "list", "watch"]', 'resources: ["pods"]\n    verbs: ["*"]')]),
+    case("Role without watch on inferencepools", base="epp",
+         edits=[(RB, 'resources: ["inferencepools"]\n    verbs: ["get", "list", "watch"]',
+                 'resources: ["inferencepools"]\n    verbs: ["get", "list"]')]),
+    case("Role granting inferencepools in the core API group", base="epp",
+         edits=[(RB, 'apiGroups: ["inference.networking.k8s.io"]', 'apiGroups: [""]')]),
+    case("RoleBinding to another ServiceAccount than the pods'", base="epp",
+         edits=[(RB, 'name: {{ include "ferrogate.serviceAccountName" . }}', "name: default")]),
+    case("RoleBinding subject in another namespace", base="epp",
+         edits=[(RB, "    namespace: {{ .Release.Namespace }}\n{{- end }}", "    namespace: kube-system\n{{- end }}")]),
+    case("RoleBinding whose roleRef is a ClusterRole", base="epp",
+         edits=[(RB, "  kind: Role\n  name:", "  kind: ClusterRole\n  name:")]),
+    case("rbac.create false: nothing in the render lets the picker read its pool", base="epp",
+         values={"rbac": {"create": False}}),
+    case("epp pool discovery without the ServiceAccount token", base="epp",
+         edits=[(DP, "      automountServiceAccountToken: true\n", "      automountServiceAccountToken: false\n")]),
+    case("ServiceAccount token mounted where nothing calls the Kubernetes API (standalone)",
+         edits=[(DP, '{{- if include "ferrogate.kubeDiscovery" . }}', "{{- if true }}")]),
+    case("provider's endpoints_inference_pool not the rendered InferencePool's name", base="epp",
+         values={"epp": {"inferencePool": {"name": "vllm-pool-renamed"}}}),
+    case("provider's endpoints_inference_pool in another namespace than the InferencePool", base="epp",
+         values={"config": {"providers": [{**_POOL_PROVIDER, "endpoints_inference_pool": "models/vllm-pool-epp"}]}},
+         edits=[("templates/_validate.tpl", "(ne (first $parts) $.Release.Namespace)", "false")]),
+    case("helm refuses endpoints_inference_pool in another namespace (the Role does not reach it)", base="epp",
+         values={"config": {"providers": [{**_POOL_PROVIDER, "endpoints_inference_pool": "models/vllm-pool-epp"}]}}),
+    case("helm refuses endpoints_inference_pool outside epp mode (standalone: no token, no Role)",
+         values={"config": {"providers": [{"name": "local", "kind": "openai_compatible",
+                                           "base_url": "http://vllm.llm.svc.cluster.local:8000",
+                                           "endpoints_inference_pool": "vllm-pool"}]}}),
+    case("typo'd rbac key (rbac.creat)", base="epp", values={"rbac": {"creat": True}}),
 ]
 
 

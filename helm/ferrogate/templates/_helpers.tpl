@@ -136,6 +136,20 @@ is in the same process (standalone) or the same pod (ingress-pod), so it stays o
 {{- define "ferrogate.inferencePoolName" -}}
 {{- default (include "ferrogate.fullname" .) .Values.epp.inferencePool.name }}
 {{- end }}
+{{/*
+epp mode: whether the picker reads the Kubernetes API (pool discovery: a provider with
+endpoints_inference_pool follows an InferencePool's pods itself). True when a provider of
+`config` says endpoints_inference_pool, or when the configuration is an existing ConfigMap the
+chart cannot read. Then the pods get their ServiceAccount token, and rbac.create renders the Role.
+*/}}
+{{- define "ferrogate.kubeDiscovery" -}}
+{{- if eq .Values.mode "epp" }}
+{{- if .Values.existingConfigMap.name }}true
+{{- else }}
+{{- range (.Values.config.providers | default list) }}{{ if and (kindIs "map" .) .endpoints_inference_pool }}true{{ end }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{/* A label map as a kubectl selector: k=v,k=v. */}}
 {{- define "ferrogate.selectorText" -}}
 {{- $out := list }}{{ range $k, $v := . }}{{ $out = append $out (printf "%s=%s" $k $v) }}{{ end }}{{ join "," $out }}

@@ -53,6 +53,16 @@ values at once, and say why in ferrogate's terms. Included once, from validate.y
 {{- if and $p.api_key_env (not (hasKey $envs $p.api_key_env)) (not $s.envFromSecrets) }}
 {{- fail (printf "config.providers[%d].api_key_env is %s, but no secrets.providerKeys entry (or envFromSecrets) gives that variable" $i $p.api_key_env) }}
 {{- end }}
+{{- /* Pool discovery reads the Kubernetes API: only epp mode's pods get a token and a Role, in the release namespace. */}}
+{{- if and (kindIs "map" $p) $p.endpoints_inference_pool }}
+{{- if ne $v.mode "epp" }}
+{{- fail (printf "config.providers[%d].endpoints_inference_pool: the chart gives the Kubernetes API token and Role for pool discovery in epp mode only; in %s mode use endpoints or endpoints_dns" $i $v.mode) }}
+{{- end }}
+{{- $parts := splitList "/" (toString $p.endpoints_inference_pool) }}
+{{- if and (eq (len $parts) 2) (ne (first $parts) $.Release.Namespace) }}
+{{- fail (printf "config.providers[%d].endpoints_inference_pool %s: the chart's Role grants the release namespace (%s) only; name a pool there (the InferencePool the chart renders is %s)" $i $p.endpoints_inference_pool $.Release.Namespace (include "ferrogate.inferencePoolName" $)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- with $v.config.store }}
 {{- if eq (toString .kind) "postgres" }}

@@ -316,6 +316,28 @@ spec:
   rules:
     - matches: [{ path: { type: PathPrefix, value: / } }]
       backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ferrogate }]
+---
+# Source: ferrogate/templates/rbac.yaml
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: ferrogate, namespace: llm }
+rules:
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["inference.networking.k8s.io"]
+    resources: ["inferencepools"]
+    verbs: ["get", "list", "watch"]
+---
+# Source: ferrogate/templates/rbac.yaml
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: ferrogate, namespace: llm }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: ferrogate }
+subjects:
+  - kind: ServiceAccount
+    name: ferrogate
+    namespace: llm
 """
 RENDERED_BROKEN = [
     ("a typo'd endpointPickerRef field in a rendered InferencePool", "failureMode: FailClose",
@@ -330,6 +352,15 @@ RENDERED_BROKEN = [
     ("a rendered ServiceMonitor endpoint port of the wrong type", "port: admin", "port: 9001",
      "is not of type 'string'"),
     ("a typo'd container field in a rendered Istio Deployment overlay", "args:", "argz:", "'argz' was unexpected"),
+    ("a typo'd rule field in a rendered Role (verb)", '    resources: ["pods"]\n    verbs:',
+     '    resources: ["pods"]\n    verb:', "'verb' was unexpected"),
+    ("a rendered Role rule's verbs as a string", 'resources: ["inferencepools"]\n    verbs: ["get", "list", "watch"]',
+     'resources: ["inferencepools"]\n    verbs: "get"', "is not of type 'array'"),
+    ("a rendered RoleBinding without its roleRef",
+     "roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: ferrogate }\n", "",
+     "'roleRef' is a required property"),
+    ("a typo'd subject field in a rendered RoleBinding (namespce)", "    name: ferrogate\n    namespace: llm\n",
+     "    name: ferrogate\n    namespce: llm\n", "'namespce' was unexpected"),
 ]
 
 
