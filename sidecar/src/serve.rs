@@ -327,7 +327,8 @@ impl Gateway {
         let (epp_workers, epp_inboxes) = epp::inboxes(count);
         let workers = spawn_workers(&config, inboxes.into_iter().zip(epp_inboxes).collect(), &rx)?;
         tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
-        let epp_addr = start_epp(epp_socket, epp_workers, usize::from(args.epp_fallbacks), rx.clone())?;
+        let ready = epp_socket.as_ref().map(|_| epp::ready::watch(snapshots.clone()));
+        let epp_addr = start_epp(epp_socket, epp_workers, usize::from(args.epp_fallbacks), ready, rx.clone())?;
         let admin_addr = serve_router(listen(admin_socket)?, services::admin::router(admin), rx.clone())?;
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
         Ok(Gateway { addr, epp_addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
@@ -546,13 +547,14 @@ fn start_epp(
     socket: Option<tokio::net::TcpSocket>,
     workers: Vec<tokio::sync::mpsc::UnboundedSender<Box<epp::Job>>>,
     fallbacks: usize,
+    ready: Option<watch::Receiver<bool>>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<SocketAddr>, ServeError> {
-    let Some(socket) = socket else { return Ok(None) };
+    let (Some(socket), Some(ready)) = (socket, ready) else { return Ok(None) };
     let listener = listen(socket)?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = epp::serve(listener, workers, fallbacks, shutdown).await {
+        if let Err(e) = epp::serve(listener, workers, fallbacks, ready, shutdown).await {
             tracing::error!(error = %e, "the endpoint picker stopped");
         }
     });

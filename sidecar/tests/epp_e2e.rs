@@ -9,16 +9,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::{HeaderMap, HeaderValue};
-use envoy_types::pb::envoy::service::ext_proc::v3::external_processor_client::ExternalProcessorClient;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_request::Request as Msg;
 use envoy_types::pb::envoy::service::ext_proc::v3::processing_response::Response as Out;
 use envoy_types::pb::envoy::service::ext_proc::v3::{
-    body_mutation, CommonResponse, HttpBody, HttpHeaders, ProcessingRequest, ProcessingResponse, ProtocolConfiguration,
+    body_mutation, CommonResponse, HttpHeaders, ProcessingRequest, ProcessingResponse,
 };
 use envoy_types::pb::google::protobuf::value::Kind;
 use ferrogate_sidecar::services::usage::Query;
 use serde_json::json;
-use tokio::sync::mpsc;
 use tonic::Streaming;
 
 #[path = "common/gateway.rs"]
@@ -27,10 +25,9 @@ use gateway_helper::{gateway_flags, Setup};
 #[path = "common/sim.rs"]
 mod sim_helper;
 use sim_helper::start_sim;
-
-const ENDPOINT: &str = "x-gateway-destination-endpoint";
-const BUFFERED: i32 = 2;
-const FULL_DUPLEX: i32 = 4;
+#[path = "common/ext_proc.rs"]
+mod ext_proc;
+use ext_proc::*;
 
 /// A gateway serving the EPP on a free port over a pool of two sims; the engines and a key.
 async fn setup() -> (Setup, SocketAddr, Vec<String>, String) {
@@ -53,97 +50,9 @@ async fn setup() -> (Setup, SocketAddr, Vec<String>, String) {
     (setup, epp, endpoints, key)
 }
 
-/// One ext_proc stream: the sender of the gateway's messages and the replies.
-async fn open(epp: SocketAddr) -> (mpsc::Sender<ProcessingRequest>, Streaming<ProcessingResponse>) {
-    let mut client = ExternalProcessorClient::connect(format!("http://{epp}")).await.unwrap();
-    let (tx, rx) = mpsc::channel(16);
-    let outbound = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
-    let replies = client.process(outbound).await.unwrap().into_inner();
-    (tx, replies)
-}
-
-fn header_map(pairs: &[(&str, &str)]) -> HeaderMap {
-    let headers = pairs
-        .iter()
-        .map(|(k, v)| HeaderValue { key: k.to_string(), raw_value: v.as_bytes().to_vec(), ..HeaderValue::default() })
-        .collect();
-    HeaderMap { headers }
-}
-
-/// The request headers message of a chat completion for `model` with `key`, in `mode`.
-fn request_headers(key: &str, body_len: usize, mode: i32) -> ProcessingRequest {
-    let auth = format!("Bearer {key}");
-    let length = body_len.to_string();
-    let map = header_map(&[
-        (":method", "POST"),
-        (":path", "/v1/chat/completions"),
-        (":authority", "gateway.example"),
-        (":scheme", "http"),
-        ("content-type", "application/json"),
-        ("authorization", &auth),
-        ("content-length", &length),
-    ]);
-    ProcessingRequest {
-        protocol_config: Some(ProtocolConfiguration {
-            request_body_mode: mode,
-            response_body_mode: mode,
-            ..Default::default()
-        }),
-        request: Some(Msg::RequestHeaders(HttpHeaders {
-            headers: Some(map),
-            end_of_stream: false,
-            ..Default::default()
-        })),
-        ..Default::default()
-    }
-}
-
-fn body(bytes: &[u8], end_of_stream: bool, response: bool) -> ProcessingRequest {
-    let b = HttpBody { body: bytes.to_vec(), end_of_stream, ..Default::default() };
-    let request = if response { Msg::ResponseBody(b) } else { Msg::RequestBody(b) };
-    ProcessingRequest { request: Some(request), ..Default::default() }
-}
-
-fn chat(model: &str) -> Vec<u8> {
-    let b =
-        json!({"model": model, "messages": [{"role": "user", "content": "pick an engine for me"}], "max_tokens": 4});
-    serde_json::to_vec(&b).unwrap()
-}
-
-async fn next(replies: &mut Streaming<ProcessingResponse>) -> ProcessingResponse {
-    let reply = tokio::time::timeout(Duration::from_secs(60), replies.message()).await;
-    reply.expect("a reply within a minute").expect("no gRPC error").expect("a reply, not the end")
-}
-
-/// The pick in the header mutation and in the `envoy.lb` metadata of `reply` (they must agree).
-fn pick(reply: &ProcessingResponse, common: &CommonResponse) -> String {
-    let mutation = common.header_mutation.as_ref().expect("a header mutation");
-    let header = mutation
-        .set_headers
-        .iter()
-        .filter_map(|h| h.header.as_ref())
-        .find(|h| h.key == ENDPOINT)
-        .map(|h| String::from_utf8(h.raw_value.clone()).unwrap())
-        .expect("the pick header");
-    let metadata = reply.dynamic_metadata.as_ref().expect("dynamic metadata");
-    let Some(Kind::StructValue(lb)) = &metadata.fields["envoy.lb"].kind else { panic!("envoy.lb not a struct") };
-    let Some(Kind::StringValue(value)) = &lb.fields[ENDPOINT].kind else { panic!("pick not a string") };
-    assert_eq!(&header, value, "header and metadata agree");
-    assert!(common.clear_route_cache, "the route is recomputed");
-    header
-}
-
 /// (a) BUFFERED: headers answered at once, the body's reply carries the pick.
 async fn buffered_pick(epp: SocketAddr, key: &str, engines: &[String]) {
-    let (tx, mut replies) = open(epp).await;
-    let payload = chat("chat");
-    tx.send(request_headers(key, payload.len(), BUFFERED)).await.unwrap();
-    let first = next(&mut replies).await;
-    assert!(matches!(first.response, Some(Out::RequestHeaders(_))), "{first:?}");
-    tx.send(body(&payload, true, false)).await.unwrap();
-    let reply = next(&mut replies).await;
-    let Some(Out::RequestBody(b)) = &reply.response else { panic!("not a body reply: {reply:?}") };
-    let endpoint = pick(&reply, b.response.as_ref().unwrap());
+    let endpoint = buffered_pick_of(epp, key, &chat("chat"), &[]).await;
     assert!(engines.contains(&endpoint), "{endpoint} is one of {engines:?}");
 }
 

@@ -3,6 +3,9 @@
 //! (`--lmcache-blocks`), publishing GPU- and CPU-medium KV events over ZMQ and their occupancy
 //! on `/lmcache/occupancy`.
 //!
+//! The gateway also serves the endpoint picker (`--epp-listen`): one test asks it, playing an
+//! Inference Extension gateway, for the same picks the in-proxy path makes.
+//!
 //! Engines are warmed behind the gateway's back (requests sent to them directly), so only
 //! their events and occupancy can tell the gateway where a prefix is. Routing is observed with
 //! probes the engines refuse before touching their caches (`x-sim-status: 400`); each probe
@@ -18,10 +21,12 @@ use serde_json::Value;
 
 #[path = "common/gateway.rs"]
 mod gateway_helper;
-use gateway_helper::{gateway_on, Setup};
+use gateway_helper::{gateway_flags, Setup};
 #[path = "common/kv_sim.rs"]
 mod kv_sim;
 use kv_sim::KvSim;
+#[path = "common/ext_proc.rs"]
+mod ext_proc;
 #[path = "common/sim.rs"]
 mod sim_helper;
 
@@ -53,6 +58,9 @@ struct Fleet {
     /// The pool's provider entry.
     provider: String,
 }
+
+/// The gateway's flags: the endpoint picker on a free port besides the HTTP listener.
+const FLAGS: [&str; 2] = ["--epp-listen", "127.0.0.1:0"];
 
 const MODELS: &str = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n  \
                       - { name: pc, strategy: precise_cache_aware, targets: [{ provider: pool, model: kv }] }\n";
@@ -95,7 +103,7 @@ impl Fleet {
             lmcache(&sims),
             endpoints.join(", ")
         );
-        let gateway = gateway_on(std::slice::from_ref(&provider), MODELS, "", 2).await;
+        let gateway = gateway_flags(std::slice::from_ref(&provider), MODELS, "", 2, &FLAGS).await;
         let fleet = Fleet { client: reqwest::Client::new(), gateway, sims, provider };
         fleet.until("both engines connected", |kv| (0..2).all(|i| kv[i]["connected"] == true)).await;
         fleet
@@ -111,7 +119,7 @@ impl Fleet {
             assert!(Instant::now() < deadline, "the stopped gateway still holds {pull}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let gateway = gateway_on(std::slice::from_ref(&provider), MODELS, "", 2).await;
+        let gateway = gateway_flags(std::slice::from_ref(&provider), MODELS, "", 2, &FLAGS).await;
         Fleet { client, gateway, sims, provider }
     }
 
@@ -154,6 +162,16 @@ impl Fleet {
         self.sims.iter().position(|s| s.addr.to_string() == endpoint).unwrap()
     }
 
+    /// Which engine the endpoint picker picks for `prompt` under `model` (BUFFERED).
+    async fn epp_probe(&self, model: &str, prompt: &str) -> usize {
+        let epp = self.gateway.gateway.epp_addr().expect("the picker listens");
+        let payload = serde_json::to_vec(&chat(model, prompt)).unwrap();
+        let tokens = self.tokens(prompt).await;
+        let extra = [("x-ferrogate-token-ids", tokens.as_str())];
+        let endpoint = ext_proc::buffered_pick_of(epp, "no-keys-configured", &payload, &extra).await;
+        self.sims.iter().position(|s| s.addr.to_string() == endpoint).unwrap()
+    }
+
     /// The engines `prompts` go to under `model`.
     async fn picks(&self, model: &str, prompts: &[String]) -> Vec<usize> {
         let mut picks = Vec::new();
@@ -190,6 +208,39 @@ async fn a_prefix_in_the_cpu_tier_keeps_its_engine_until_it_ages_out() {
     tokio::time::sleep(VM_POLL).await;
     let after = fleet.picks("lc", &aged).await;
     assert!(after.contains(&1), "aged-out entries no longer pin: {after:?}");
+}
+
+/// The same through the endpoint picker: a prefix in engine 0's CPU tier only is picked for
+/// engine 0 by the picker as by the in-proxy filter. The picks are first awaited conversation
+/// by conversation (four in a row each, so that both worker VMs, which take picker streams in
+/// turn, hold its CPU-tier blocks: each VM polls the KV feed on its own), then every
+/// conversation must go to engine 0 both ways, no miss tolerated. (Without the CPU tier, each
+/// conversation would go to its home on the fallback's hash ring: all twelve on engine 0 by
+/// chance is 1 run in 4,096.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_picker_sends_a_cpu_tier_prefix_to_its_holder() {
+    let fleet = Fleet::start(&["--kv-blocks", "24", "--lmcache-blocks", "200"], 300).await;
+    // 12 conversations of 4 blocks, then 6 more: engine 0's GPU cache (24 blocks) keeps only
+    // the last six; the first 48 blocks move to its CPU tier.
+    let pinned = conversations_n("epp", 12);
+    for prompt in pinned.iter().chain(&conversations("junk")) {
+        fleet.warm(0, prompt).await;
+    }
+    fleet.until("48 blocks in engine 0's CPU tier", |kv| kv[0]["cpu_blocks"].as_u64() >= Some(48)).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for prompt in &pinned {
+        let mut streak = 0;
+        while streak < 4 {
+            streak = if fleet.epp_probe("lc", prompt).await == 0 { streak + 1 } else { 0 };
+            assert!(Instant::now() < deadline, "the picker never followed engine 0's CPU tier");
+        }
+    }
+    let mut through_picker = Vec::new();
+    for prompt in &pinned {
+        through_picker.push(fleet.epp_probe("lc", prompt).await);
+    }
+    assert_eq!(through_picker, [0; 12], "the picker follows the CPU tier");
+    assert_eq!(fleet.picks("lc", &pinned).await, [0; 12], "as the in-proxy filter does");
 }
 
 /// Both engines hold the same prefixes in GPU memory; engine 0's CPU tier is full, engine 1's
@@ -340,7 +391,7 @@ async fn without_telemetry_requests_are_served_by_the_fallback() {
         endpoints.join(", ")
     );
     let models = "  - { name: lc, strategy: lmcache_aware, targets: [{ provider: pool, model: kv }] }\n";
-    let gateway = gateway_on(&[provider], models, "", 2).await;
+    let gateway = gateway_flags(&[provider], models, "", 2, &FLAGS).await;
     let client = reqwest::Client::new();
     let mut engines = std::collections::BTreeSet::new();
     for c in 0..12 {

@@ -11,6 +11,7 @@
 mod convert;
 mod driver;
 mod hint;
+pub mod ready;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -145,25 +146,30 @@ impl ExternalProcessor for Epp {
     }
 }
 
-/// The gRPC health services reported SERVING once the listener serves: the Inference
-/// Extension's `liveness` and `readiness` (the VMs hold a configuration by then), the
+/// The gRPC health services: the Inference Extension's `liveness` and `readiness`, the
 /// processor's own name, which Envoy's health checks ask for, and the server as a whole.
+/// `liveness` is SERVING once the listener serves (the VMs hold a configuration by then); the
+/// others once the picker is ready ([`ready::watch`]).
 pub const HEALTH_SERVICES: [&str; 4] = ["", "liveness", "readiness", "envoy.service.ext_proc.v3.ExternalProcessor"];
 
 /// Serves ext_proc and gRPC health on `listener` (h2c) until `shutdown` flips, handing
 /// streams to `workers`; each pick lists up to `fallbacks` fallback endpoints after it.
+/// Readiness follows `ready`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     workers: Vec<mpsc::UnboundedSender<Box<Job>>>,
     fallbacks: usize,
+    ready: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), EppError> {
     let dispatch = Dispatch { workers: std::sync::Arc::new(workers), next: Default::default() };
     let service = ExternalProcessorServer::new(Epp { dispatch, fallbacks });
     let (reporter, health) = tonic_health::server::health_reporter();
-    for name in HEALTH_SERVICES {
-        reporter.set_service_status(name, tonic_health::ServingStatus::Serving).await;
-    }
+    reporter.set_service_status("liveness", tonic_health::ServingStatus::Serving).await;
+    let mut ready = ready;
+    let now = *ready.borrow_and_update();
+    ready::set(&reporter, now).await;
+    tokio::spawn(ready::report(reporter, ready));
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .add_service(health)

@@ -314,6 +314,14 @@ impl Snapshots {
         state.raw.as_ref().map(dns::pool_refs).unwrap_or_default()
     }
 
+    /// Whether every `endpoints_inference_pool` of the configuration last published has been
+    /// listed at least once (its pods are known, even if there are none).
+    pub fn pools_synced(&self) -> bool {
+        let state = self.dns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let listed = |r: &String| state.answers.contains_key(&super::kube::answer_key(r));
+        state.raw.as_ref().is_none_or(|raw| dns::pool_refs(raw).iter().all(listed))
+    }
+
     /// Records what `name` (an `endpoints_dns` name or a pool's [`super::kube::answer_key`])
     /// stands for now; whether that changed its answer. An answer for a name the configuration
     /// no longer uses (a lookup that ended after a publication dropped it) is not kept.

@@ -9,6 +9,7 @@
 //!
 //! A stand-in, not a cluster: no Kubernetes API server runs here. What it serves is checked
 //! against the API's JSON shapes only as far as discovery reads them.
+#![allow(dead_code)] // Not every test binary including this module uses all of it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
