@@ -72,6 +72,14 @@ pub struct ServeArgs {
     /// every gateway reads (agentgateway takes a single address).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=8))]
     pub epp_fallbacks: u8,
+    /// Leader election among Endpoint Picker replicas on this Lease (`coordination.k8s.io`, in
+    /// the `--kube-namespace`): only the replica holding it reports ready; default: off, every
+    /// replica is ready.
+    #[arg(long, value_name = "NAME", requires = "epp_listen")]
+    pub epp_lease: Option<String>,
+    /// The Lease's `leaseDurationSeconds`: how long a silent leader keeps it.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub epp_lease_seconds: u64,
     /// Worker threads, each with its own filter VM (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -196,6 +204,9 @@ pub enum ServeError {
     /// The `--dns-server` resolver cannot be built.
     #[error("--dns-server: {0}")]
     Dns(String),
+    /// `--epp-lease` without a Kubernetes API to hold it on.
+    #[error("--epp-lease: {0}")]
+    Lease(String),
 }
 
 /// A running gateway.
@@ -208,6 +219,8 @@ pub struct Gateway {
     usage: Arc<UsageBackend>,
     shutdown: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
+    /// The picker's leader election, which gives its Lease up on shutdown.
+    election: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// How far the host's body buffer limit sits above the filter's `max_body_bytes`: more than
@@ -239,6 +252,7 @@ impl Gateway {
             Arc::new(UsageBackend::choose(postgres, &db, args.usage_file.clone(), args.request_log.as_deref())?);
         let ledger = services::limits::start(opened.redis_url_env.as_deref(), args.replica_id.clone(), rx.clone());
         services::incidents::start(db.clone(), ledger.replica.clone(), rx.clone());
+        let replica = ledger.replica.clone();
         let targets = services::targets::start(snapshots.clone(), Default::default(), rx.clone());
         let kv = services::kv::start(snapshots.clone(), rx.clone());
         let retention = services::responses::retention_of(&args.config);
@@ -327,11 +341,12 @@ impl Gateway {
         let (epp_workers, epp_inboxes) = epp::inboxes(count);
         let workers = spawn_workers(&config, inboxes.into_iter().zip(epp_inboxes).collect(), &rx)?;
         tokio::spawn(balancer.run(listen(reserved)?, rx.clone()));
-        let ready = epp_socket.as_ref().map(|_| epp::ready::watch(snapshots.clone()));
+        let (leading, election) = elect(args, replica, rx.clone())?.map(|l| (l.leading, l.task)).unzip();
+        let ready = epp_socket.as_ref().map(|_| epp::ready::watch(snapshots.clone(), leading));
         let epp_addr = start_epp(epp_socket, epp_workers, usize::from(args.epp_fallbacks), ready, rx.clone())?;
         let admin_addr = serve_router(listen(admin_socket)?, services::admin::router(admin), rx.clone())?;
         tracing::info!(%addr, %admin_addr, %sidecar_addr, workers = count, filter = %wasm_path.display(), "ferrogate serve listening");
-        Ok(Gateway { addr, epp_addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers })
+        Ok(Gateway { addr, epp_addr, admin_addr, sidecar_addr, runtime, usage, shutdown, workers, election })
     }
 
     /// The gateway listener's address.
@@ -367,6 +382,10 @@ impl Gateway {
     /// Stops accepting, waits for in-flight requests (up to the drain timeout), then returns.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        if let Some(election) = self.election {
+            // The Lease is given up before the process goes, so another replica leads at once.
+            let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+        }
         let workers = self.workers;
         let _ = tokio::task::spawn_blocking(move || {
             for w in workers {
@@ -540,6 +559,25 @@ async fn follow_providers(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Starts the picker's leader election when `--epp-lease` asks for it: whether this replica
+/// leads, and the election's task.
+fn elect(
+    args: &ServeArgs,
+    identity: String,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<services::kube::lease::Leadership>, ServeError> {
+    let Some(name) = args.epp_lease.clone() else { return Ok(None) };
+    let client = args.kube.client().map_err(|e| ServeError::Lease(e.to_string()))?;
+    let client = client.ok_or_else(|| ServeError::Lease("no Kubernetes API (outside a pod, set --kube-api)".into()))?;
+    let election = services::kube::lease::Election {
+        namespace: args.kube.namespace(),
+        name,
+        identity,
+        duration: Duration::from_secs(args.epp_lease_seconds),
+    };
+    Ok(Some(services::kube::lease::start(client, election, shutdown)))
 }
 
 /// Starts the Endpoint Picker on its reserved socket, if `--epp-listen` asked for one.

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use super::snapshot::Snapshots;
 
 mod client;
+pub mod lease;
 pub mod pool;
 
 pub use client::{Client, KubeError};
@@ -69,8 +70,8 @@ impl KubeFlags {
         Some(format!("https://{host}:{port}"))
     }
 
-    /// The namespace of pools named without one.
-    fn namespace(&self) -> String {
+    /// The namespace of pools named without one (and of the picker's Lease).
+    pub fn namespace(&self) -> String {
         let file = PathBuf::from(SERVICE_ACCOUNT).join("namespace");
         self.kube_namespace
             .clone()
@@ -79,13 +80,23 @@ impl KubeFlags {
     }
 
     /// The API client these flags describe, `None` when there is no API to ask.
-    fn client(&self) -> Result<Option<Client>, KubeError> {
+    ///
+    /// # Errors
+    /// An unreadable or invalid CA file.
+    pub fn client(&self) -> Result<Option<Client>, KubeError> {
         let Some(api) = self.api() else { return Ok(None) };
         let account = PathBuf::from(SERVICE_ACCOUNT);
         let token = self.kube_token_file.clone().unwrap_or_else(|| account.join("token"));
         let ca = self.kube_ca_file.clone().or_else(|| Some(account.join("ca.crt")).filter(|p| p.exists()));
         Client::new(api, Some(token), ca.as_deref()).map(Some)
     }
+}
+
+/// Now as a Kubernetes `MicroTime`: RFC 3339 in UTC with six fractional digits.
+fn micro_time() -> String {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let millis = crate::services::usage::request_log::rfc3339(u64::try_from(ms).unwrap_or(u64::MAX));
+    format!("{}000Z", millis.trim_end_matches('Z'))
 }
 
 /// The answers' key ([`super::dns::Answers`]) of the pool `reference` names.

@@ -4,6 +4,8 @@
 //! `resourceVersion`, watches stream one JSON event per line from a `resourceVersion`
 //! (`ADDED`, `MODIFIED`, `DELETED`, and an `ERROR` Status with code 410 once that version is
 //! older than the history kept), and requests without the bearer token are refused (401).
+//! It also keeps `coordination.k8s.io` Leases (get, create, replace), with the API's
+//! optimistic concurrency: a write from a stale `resourceVersion` is 409 Conflict.
 //! Objects are the fixtures in `testdata/kube/` (a real pod's and pool's shape) with their
 //! names, labels, IPs, readiness and `resourceVersion` set.
 //!
@@ -46,6 +48,9 @@ struct Store {
     lists: [usize; 2],
     /// Bumped to end every open watch.
     epoch: u64,
+    /// Leases by name, and the writes each holder made that were accepted.
+    leases: BTreeMap<String, Value>,
+    lease_writes: BTreeMap<String, usize>,
 }
 
 /// A running stand-in.
@@ -77,6 +82,11 @@ impl KubeApi {
         let app = axum::Router::new()
             .route("/api/v1/namespaces/{ns}/pods", axum::routing::get(pods))
             .route("/apis/inference.networking.k8s.io/v1/namespaces/{ns}/inferencepools", axum::routing::get(pools))
+            .route("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", axum::routing::post(create_lease))
+            .route(
+                "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}",
+                axum::routing::get(get_lease).put(put_lease),
+            )
             .with_state(api.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         api
@@ -109,6 +119,30 @@ impl KubeApi {
         let mut pool = self.object(Kind::Pools, POOL).unwrap();
         pool["spec"]["selector"]["matchLabels"]["app"] = json!(app);
         self.apply(Kind::Pools, POOL, pool);
+    }
+
+    /// Stores Lease `name` held by `holder` for `seconds`, as another process would.
+    pub fn set_lease(&self, name: &str, holder: &str, seconds: u64) {
+        let mut store = self.store.lock().unwrap();
+        store.rv += 1;
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": { "name": name, "namespace": NAMESPACE, "resourceVersion": store.rv.to_string() },
+            "spec": { "holderIdentity": holder, "leaseDurationSeconds": seconds,
+                      "acquireTime": "2026-12-06T10:00:00.000000Z", "renewTime": "2026-12-06T10:00:00.000000Z",
+                      "leaseTransitions": 0 },
+        });
+        store.leases.insert(name.to_string(), lease);
+    }
+
+    /// Lease `name` as stored.
+    pub fn lease(&self, name: &str) -> Option<Value> {
+        self.store.lock().unwrap().leases.get(name).cloned()
+    }
+
+    /// How many of `holder`'s writes to a Lease were accepted.
+    pub fn lease_writes(&self, holder: &str) -> usize {
+        self.store.lock().unwrap().lease_writes.get(holder).copied().unwrap_or(0)
     }
 
     /// How many pod lists have been served.
@@ -206,6 +240,66 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
             "message": message, "reason": reason, "code": code })
 }
 
+/// The 401 for a request without the token, `None` for one with it.
+fn refusal(headers: &HeaderMap) -> Option<Response> {
+    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok());
+    let unauthorized = || (StatusCode::UNAUTHORIZED, axum::Json(status(401, "Unauthorized", "Unauthorized")));
+    (bearer != Some(&format!("Bearer {TOKEN}"))).then(|| unauthorized().into_response())
+}
+
+async fn get_lease(api: State<KubeApi>, path: Path<(String, String)>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refusal(&headers) {
+        return refused;
+    }
+    match api.store.lock().unwrap().leases.get(&path.0 .1) {
+        Some(lease) => axum::Json(lease.clone()).into_response(),
+        None => (StatusCode::NOT_FOUND, axum::Json(status(404, "NotFound", "leases not found"))).into_response(),
+    }
+}
+
+async fn create_lease(api: State<KubeApi>, headers: HeaderMap, body: axum::Json<Value>) -> Response {
+    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    write_lease(&api, &headers, &name, body.0, true)
+}
+
+async fn put_lease(
+    api: State<KubeApi>,
+    path: Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::Json<Value>,
+) -> Response {
+    write_lease(&api, &headers, &path.0 .1, body.0, false)
+}
+
+/// Creates or replaces a Lease as the API does: a create of an existing one and a replace from
+/// another `resourceVersion` than the stored one are 409 Conflict.
+fn write_lease(api: &KubeApi, headers: &HeaderMap, name: &str, mut lease: Value, create: bool) -> Response {
+    if let Some(refused) = refusal(headers) {
+        return refused;
+    }
+    let mut store = api.store.lock().unwrap();
+    let stored_rv = store.leases.get(name).map(|l| l["metadata"]["resourceVersion"].clone());
+    let conflict = match (&stored_rv, create) {
+        (Some(_), true) => Some("AlreadyExists"),
+        (None, false) => {
+            return (StatusCode::NOT_FOUND, axum::Json(status(404, "NotFound", "not found"))).into_response()
+        }
+        (Some(rv), false) if *rv != lease["metadata"]["resourceVersion"] => Some("Conflict"),
+        _ => None,
+    };
+    if let Some(reason) = conflict {
+        let message = format!("Operation cannot be fulfilled on leases.coordination.k8s.io \"{name}\"");
+        return (StatusCode::CONFLICT, axum::Json(status(409, reason, &message))).into_response();
+    }
+    store.rv += 1;
+    lease["metadata"]["resourceVersion"] = json!(store.rv.to_string());
+    let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_string();
+    *store.lease_writes.entry(holder).or_default() += 1;
+    store.leases.insert(name.to_string(), lease.clone());
+    let code = if create { StatusCode::CREATED } else { StatusCode::OK };
+    (code, axum::Json(lease)).into_response()
+}
+
 async fn pods(
     api: State<KubeApi>,
     ns: Path<String>,
@@ -225,9 +319,8 @@ async fn pools(
 }
 
 fn serve(api: KubeApi, kind: Kind, ns: &str, query: BTreeMap<String, String>, headers: &HeaderMap) -> Response {
-    let bearer = headers.get("authorization").and_then(|v| v.to_str().ok());
-    if bearer != Some(&format!("Bearer {TOKEN}")) {
-        return (StatusCode::UNAUTHORIZED, axum::Json(status(401, "Unauthorized", "Unauthorized"))).into_response();
+    if let Some(refused) = refusal(headers) {
+        return refused;
     }
     if ns != NAMESPACE {
         return axum::Json(

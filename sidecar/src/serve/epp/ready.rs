@@ -1,7 +1,8 @@
 //! The picker's readiness: SERVING on `readiness` (and the processor's and the server's
 //! names) once every InferencePool the configuration follows has been listed, as the reference
-//! picker reports ready only once its datastore has synced; before that a pick would have no
-//! endpoint to choose. `liveness` is not tied to it.
+//! picker reports ready only once its datastore has synced (before that a pick would have no
+//! endpoint to choose), and, with leader election (`--epp-lease`), while this replica leads.
+//! `liveness` is not tied to either.
 
 use std::sync::Arc;
 
@@ -12,21 +13,34 @@ use tonic_health::ServingStatus;
 use super::HEALTH_SERVICES;
 use crate::services::snapshot::Snapshots;
 
-/// Whether the picker is ready, updated on every publication (a pool's first list is one)
-/// until the snapshots are gone.
-pub fn watch(snapshots: Arc<Snapshots>) -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(snapshots.pools_synced());
+/// Whether the picker is ready: its pools listed and, with leader election (`leading`), this
+/// replica the leader. Updated on every publication (a pool's first list is one) and every
+/// change of leadership, until either source is gone.
+pub fn watch(snapshots: Arc<Snapshots>, mut leading: Option<watch::Receiver<bool>>) -> watch::Receiver<bool> {
     let mut published = snapshots.subscribe();
+    let (tx, rx) = watch::channel(is_ready(&snapshots, &mut leading));
     tokio::spawn(async move {
-        while published.changed().await.is_ok() {
-            let ready = snapshots.pools_synced();
-            tx.send_if_modified(|was| std::mem::replace(was, ready) != ready);
-            if tx.is_closed() {
+        loop {
+            let gone = match leading.as_mut() {
+                Some(l) => tokio::select! {
+                    changed = published.changed() => changed.is_err(),
+                    changed = l.changed() => changed.is_err(),
+                },
+                None => published.changed().await.is_err(),
+            };
+            if gone {
                 return;
             }
+            let ready = is_ready(&snapshots, &mut leading);
+            tx.send_if_modified(|was| std::mem::replace(was, ready) != ready);
         }
     });
     rx
+}
+
+fn is_ready(snapshots: &Snapshots, leading: &mut Option<watch::Receiver<bool>>) -> bool {
+    let leads = leading.as_mut().is_none_or(|l| *l.borrow_and_update());
+    snapshots.pools_synced() && leads
 }
 
 /// Reports `ready` on the readiness services of `reporter`.

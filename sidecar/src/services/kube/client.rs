@@ -31,6 +31,9 @@ pub enum KubeError {
     /// The `resourceVersion` is older than the server keeps (410 Gone): list again.
     #[error("Kubernetes API: resource version expired; listing again")]
     Gone,
+    /// Someone else changed or created the object first (409 Conflict).
+    #[error("Kubernetes API: conflict; someone else wrote first")]
+    Conflict,
     /// An answer that is not what the API sends.
     #[error("Kubernetes API: unexpected answer from {path}: {message}")]
     Shape {
@@ -92,21 +95,46 @@ impl Client {
 
     /// GET `path?query`, with the token when there is one.
     async fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<reqwest::Response, KubeError> {
-        let mut request = self.http.get(format!("{}{path}", self.base)).query(query);
+        self.send(self.http.get(format!("{}{path}", self.base)).query(query), path).await
+    }
+
+    /// Sends `request` (to `path`) with the token when there is one; an error status is an
+    /// error, with the API's own message.
+    async fn send(&self, mut request: reqwest::RequestBuilder, path: &str) -> Result<reqwest::Response, KubeError> {
         if let Some(token) = self.token.as_ref().and_then(|t| std::fs::read_to_string(t).ok()) {
             request = request.bearer_auth(token.trim());
         }
         let response = request.send().await?;
         let status = response.status().as_u16();
-        if status == 410 {
-            return Err(KubeError::Gone);
+        match status {
+            410 => Err(KubeError::Gone),
+            409 => Err(KubeError::Conflict),
+            _ if !response.status().is_success() => {
+                let body: Value = response.json().await.unwrap_or_default();
+                let message = body.get("message").and_then(Value::as_str).unwrap_or("no message").to_string();
+                Err(KubeError::Status { path: path.to_string(), status, message })
+            }
+            _ => Ok(response),
         }
-        if !response.status().is_success() {
-            let body: Value = response.json().await.unwrap_or_default();
-            let message = body.get("message").and_then(Value::as_str).unwrap_or("no message").to_string();
-            return Err(KubeError::Status { path: path.to_string(), status, message });
+    }
+
+    /// The object at `path`, `None` when it does not exist; bounded by `timeout`.
+    pub async fn object(&self, path: &str, timeout: Duration) -> Result<Option<Value>, KubeError> {
+        let request = self.http.get(format!("{}{path}", self.base)).timeout(timeout);
+        match self.send(request, path).await {
+            Ok(response) => Ok(Some(response.json().await?)),
+            Err(KubeError::Status { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
         }
-        Ok(response)
+    }
+
+    /// Creates (`POST` to its collection) or replaces (`PUT` to itself, with the
+    /// `resourceVersion` it was read at) an object; the object as stored. Bounded by
+    /// `timeout`. [`KubeError::Conflict`] when someone else wrote first.
+    pub async fn write(&self, create: bool, path: &str, object: &Value, timeout: Duration) -> Result<Value, KubeError> {
+        let url = format!("{}{path}", self.base);
+        let request = if create { self.http.post(url) } else { self.http.put(url) };
+        Ok(self.send(request.json(object).timeout(timeout), path).await?.json().await?)
     }
 
     /// The items of the collection at `path` that `selector` (`labelSelector=…` or
