@@ -107,43 +107,60 @@ pub fn answer_key(reference: &str) -> String {
 /// Follows the pools `snapshots`' configuration names, republishing on every change, until
 /// `shutdown`. Without an API to ask, a pool is reported once and keeps no endpoints.
 pub fn start(snapshots: Arc<Snapshots>, flags: &KubeFlags, mut shutdown: watch::Receiver<bool>) {
-    let client = flags.client();
-    let namespace = flags.namespace();
+    let mut followers =
+        Followers { client: flags.client(), namespace: flags.namespace(), running: BTreeMap::new(), reported: false };
     tokio::spawn(async move {
-        let mut running: BTreeMap<String, JoinHandle<()>> = BTreeMap::new();
-        let mut reported = false;
         loop {
-            let wanted = snapshots.pool_refs();
-            running.retain(|reference, task| {
-                let keep = wanted.contains(reference);
-                if !keep {
-                    task.abort();
-                }
-                keep
-            });
-            match (&client, wanted.is_empty()) {
-                (_, true) => {}
-                (Ok(Some(client)), false) => {
-                    for reference in wanted.iter().filter(|r| !running.contains_key(*r)).cloned().collect::<Vec<_>>() {
-                        let task = follow(client.clone(), &namespace, &reference, snapshots.clone());
-                        running.insert(reference, task);
-                    }
-                }
-                (found, false) if !reported => {
-                    reported = true;
-                    let why = found.as_ref().err().map_or_else(|| "no Kubernetes API".to_string(), |e| e.to_string());
-                    tracing::error!(pools = ?wanted, "endpoints_inference_pool: {why} (outside a pod, set --kube-api); the pools stay empty");
-                }
-                _ => {}
-            }
+            followers.sync(&snapshots);
             tokio::select! {
                 () = tokio::time::sleep(RECHECK) => {}
                 () = snapshots.pools_wanted() => {}
                 _ = shutdown.changed() => break,
             }
         }
-        running.values().for_each(JoinHandle::abort);
+        followers.running.values().for_each(JoinHandle::abort);
     });
+}
+
+/// The pools being followed.
+struct Followers {
+    client: Result<Option<Client>, KubeError>,
+    namespace: String,
+    /// A follower per pool reference.
+    running: BTreeMap<String, JoinHandle<()>>,
+    /// Whether the missing API was reported.
+    reported: bool,
+}
+
+impl Followers {
+    /// Stops following the pools the configuration no longer names, starts the new ones.
+    fn sync(&mut self, snapshots: &Arc<Snapshots>) {
+        let wanted = snapshots.pool_refs();
+        self.running.retain(|reference, task| {
+            let keep = wanted.contains(reference);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        match &self.client {
+            _ if wanted.is_empty() => {}
+            Ok(Some(client)) => {
+                for reference in wanted {
+                    if !self.running.contains_key(&reference) {
+                        let task = follow(client.clone(), &self.namespace, &reference, snapshots.clone());
+                        self.running.insert(reference, task);
+                    }
+                }
+            }
+            found if !self.reported => {
+                self.reported = true;
+                let why = found.as_ref().err().map_or_else(|| "no Kubernetes API".to_string(), ToString::to_string);
+                tracing::error!(pools = ?wanted, "endpoints_inference_pool: {why} (outside a pod, set --kube-api); the pools stay empty");
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Spawns the follower of pool `reference`, its answers recorded in `snapshots`.
