@@ -73,15 +73,19 @@ pub fn start(client: Client, election: Election, shutdown: watch::Receiver<bool>
 
 async fn run(client: Client, election: Election, leading: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
     let mut observed = Observed::default();
-    let mut leader_until: Option<Instant> = None;
+    let (mut leader_until, mut failing): (Option<Instant>, bool) = (None, false);
     loop {
-        match try_acquire_or_renew(&client, &election, &mut observed).await {
+        let tried = try_acquire_or_renew(&client, &election, &mut observed).await;
+        match tried {
             Ok(true) => leader_until = Some(Instant::now() + election.renew_deadline()),
             Ok(false) => leader_until = None,
-            Err(e) => {
+            // Reported once per outage, not every retry period.
+            Err(ref e) if !failing => {
                 tracing::warn!(lease = %election.name, error = %e, "leader election: the Lease could not be read or written")
             }
+            Err(_) => {}
         }
+        failing = tried.is_err();
         let now = leader_until.is_some_and(|until| Instant::now() < until);
         if leading.send_if_modified(|was| std::mem::replace(was, now) != now) {
             tracing::info!(lease = %election.name, identity = %election.identity, leading = now, "leader election");
