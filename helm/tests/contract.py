@@ -24,12 +24,21 @@ empty list means the render keeps the contract between the chart and the ferroga
   7. ferrogate's metric labels: every EnvoyProxy merges (spec.bootstrap, type Merge) exactly the
      stats_tags of the repository's envoy/stats-tags.yaml, which the chart carries as a copy in
      files/stats-tags.yaml (the same list, names, regexes and order).
-  8. Kubernetes API access, only for pool discovery: a pod whose configuration has a provider
-     with endpoints_inference_pool gets its ServiceAccount token, that pool ("NAME" or
-     "NAMESPACE/NAME", the pod's namespace by default) is a rendered InferencePool, and a
-     rendered RoleBinding in its namespace binds that ServiceAccount to a rendered Role granting
-     exactly get, list and watch on pods and inferencepools (inference.networking.k8s.io); any
-     other pod of the chart mounts no token, and every rendered Role grants exactly that.
+  8. Kubernetes API access, only for pool discovery and leader election: a pod whose
+     configuration has a provider with endpoints_inference_pool gets its ServiceAccount token,
+     that pool ("NAME" or "NAMESPACE/NAME", the pod's namespace by default) is a rendered
+     InferencePool, and a rendered RoleBinding in its namespace binds that ServiceAccount to a
+     rendered Role granting get, list and watch on pods and inferencepools
+     (inference.networking.k8s.io); a picker with --epp-lease gets its token too, and a bound
+     Role granting get, create and update on leases (coordination.k8s.io); any other pod of the
+     chart mounts no token, no Role grants more than those, and none grants leases unless a
+     picker elects a leader.
+  9. leader election (--epp-lease): the Lease is the chart's "<Deployment name>-epp",
+     --epp-lease-seconds is given and within 1..3600; and since only the leader
+     is Ready, no PodDisruptionBudget keeps a pod of it available (the leader could never be
+     evicted: every drain of its node would block) and its rolling update may take every pod
+     down (maxUnavailable at least the replicas, or Recreate), or the old leader is never
+     stopped and the rollout stalls.
 
 What the render holds (pods, containers, flags, listeners, the --config file) is read by
 helm/tests/render.py.
@@ -448,6 +457,11 @@ def check_metric_labels(docs):
 DISCOVERY_GRANTS = {(g, r, v) for g, r in (("", "pods"), (INFERENCE_GROUP, "inferencepools"))
                     for v in ("get", "list", "watch")}
 RBAC_GROUP = "rbac.authorization.k8s.io"
+# What leader election (--epp-lease) calls: GET its Lease, POST it when there is none, PUT it to
+# take or renew it (resourceVersion-guarded), and nothing else (docs/endpoint-picker.md).
+COORDINATION_GROUP = "coordination.k8s.io"
+LEASE_GRANTS = {(COORDINATION_GROUP, "leases", v) for v in ("get", "create", "update")}
+ROLE_GRANTS = DISCOVERY_GRANTS | LEASE_GRANTS
 
 
 def _role_grants(role):
@@ -494,22 +508,38 @@ def _token_mounted(spec, accounts):
     return not (sa is not None and sa.get("automountServiceAccountToken") is False)
 
 
+def _leases(docs, spec):
+    """The --epp-lease values of a pod's ferrogate containers."""
+    return [parse_cmd(c)[1].get("--epp-lease") for c in ferrogate_containers(spec)
+            if "--epp-lease" in parse_cmd(c)[1]]
+
+
+def _workloads(docs):
+    return [d for d in docs if d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet")]
+
+
 def check_kube_access(docs):
-    """(8) The token, the pool and the Role of pool discovery; no token anywhere else."""
+    """(8) The token, the pool and the Role of pool discovery, the token and the Role of leader
+    election; no token anywhere else."""
     problems = []
     roles = [d for d in docs if d.get("kind") == "Role"]
+    electing = any(_leases(docs, dig(d, "spec", "template", "spec") or {}) for d in _workloads(docs))
     for role in roles:
         grants, why = _role_grants(role)
         problems += why
-        if grants - DISCOVERY_GRANTS:
-            problems.append(f"{label(role)}: grants {_grants_text(grants - DISCOVERY_GRANTS)}, more than pool "
-                            "discovery reads (get, list, watch on pods and inferencepools)")
+        if grants - ROLE_GRANTS:
+            problems.append(f"{label(role)}: grants {_grants_text(grants - ROLE_GRANTS)}, more than pool "
+                            "discovery (get, list, watch on pods and inferencepools) and leader election (get, "
+                            "create, update on leases) call")
+        if grants & LEASE_GRANTS and not electing:
+            problems.append(f"{label(role)}: grants {_grants_text(grants & LEASE_GRANTS)}, but no picker elects a "
+                            "leader (--epp-lease)")
     for d in docs:
         if d.get("kind") in ("ClusterRole", "ClusterRoleBinding"):
             problems.append(f"{label(d)}: pool discovery reads its own namespace only: no cluster-wide RBAC")
     pools = {(dig(p, "metadata", "namespace"), dig(p, "metadata", "name"))
              for p in docs if p.get("kind") == "InferencePool"}
-    for d in (d for d in docs if d.get("kind") in ("Deployment", "StatefulSet", "DaemonSet")):
+    for d in _workloads(docs):
         ns, spec = dig(d, "metadata", "namespace"), dig(d, "spec", "template", "spec") or {}
         accounts = {dig(a, "metadata", "name"): a for a in docs if a.get("kind") == "ServiceAccount"
                     and dig(a, "metadata", "namespace") == ns}
@@ -518,15 +548,19 @@ def check_kube_access(docs):
         wanted = [w for t in texts for w in _discovery_pools(t)]
         known = all(t is not None for t in texts)  # an existing ConfigMap: the providers are unknown
         mounted = _token_mounted(spec, accounts)
-        if not wanted:
+        leases = _leases(docs, spec)
+        needed = (DISCOVERY_GRANTS if wanted else set()) | (LEASE_GRANTS if leases else set())
+        why = " and ".join(w for w, on in (("a provider says endpoints_inference_pool", wanted),
+                                           ("the picker elects a leader (--epp-lease)", leases)) if on)
+        if not needed:
             if known and mounted:
                 problems.append(f"{label(d)}: the pods get a ServiceAccount token, but no provider says "
-                                "endpoints_inference_pool (ferrogate calls the Kubernetes API for nothing else)")
+                                "endpoints_inference_pool and no picker says --epp-lease (ferrogate calls the "
+                                "Kubernetes API for nothing else)")
             continue
         if not mounted:
-            problems.append(f"{label(d)}: a provider says endpoints_inference_pool, but the pods get no "
-                            "ServiceAccount token (automountServiceAccountToken false): discovery cannot "
-                            "authenticate to the API server")
+            problems.append(f"{label(d)}: {why}, but the pods get no ServiceAccount token "
+                            "(automountServiceAccountToken false): ferrogate cannot authenticate to the API server")
         for where, value in wanted:
             pool_ns, _, name = str(value).rpartition("/")
             if (pool_ns or ns, name) not in pools:
@@ -546,10 +580,72 @@ def check_kube_access(docs):
                                 f"not a rendered Role of namespace {ns}")
                 continue
             grants |= _role_grants(role)[0]
-        if DISCOVERY_GRANTS - grants:
-            problems.append(f"{label(d)}: ServiceAccount {sa} lacks {_grants_text(DISCOVERY_GRANTS - grants)} "
+        if needed - grants:
+            problems.append(f"{label(d)}: ServiceAccount {sa} lacks {_grants_text(needed - grants)} "
                             f"(no rendered RoleBinding of namespace {ns} binds it to a Role granting them), which "
-                            "pool discovery needs")
+                            f"ferrogate needs: {why}")
+    return problems
+
+
+def _scaled(value, total, round_up):
+    """An int-or-percent of Kubernetes (maxUnavailable, minAvailable) against `total`, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"(\d+)%", str(value))
+    if not m:
+        return None
+    return -(-total * int(m.group(1)) // 100) if round_up else total * int(m.group(1)) // 100
+
+
+def check_leader_election(docs):
+    """(9) A picker with --epp-lease: the chart's Lease name and duration, no budget that blocks
+    drains, a rollout that can stop the old leader."""
+    problems = []
+    for d in _workloads(docs):
+        name, ns = dig(d, "metadata", "name"), dig(d, "metadata", "namespace")
+        spec = dig(d, "spec", "template", "spec") or {}
+        flags = [parse_cmd(c)[1] for c in ferrogate_containers(spec)]
+        flags = [f for f in flags if "--epp-lease" in f]
+        if not flags:
+            continue
+        for f in flags:
+            lease, seconds = f.get("--epp-lease"), f.get("--epp-lease-seconds")
+            if lease != f"{name}-epp":
+                problems.append(f"{label(d)}: --epp-lease {lease!r} is not the chart's Lease {name}-epp")
+            if seconds is None:
+                problems.append(f"{label(d)}: --epp-lease without --epp-lease-seconds (epp.leaderElection.leaseSeconds)")
+            elif not (str(seconds).isdigit() and 1 <= int(seconds) <= 3600):
+                problems.append(f"{label(d)}: --epp-lease-seconds {seconds!r} is not a number of seconds in 1..3600")
+        if d.get("kind") != "Deployment":
+            continue
+        replicas = dig(d, "spec", "replicas")
+        replicas = replicas if isinstance(replicas, int) else 1
+        labels = dig(d, "spec", "template", "metadata", "labels") or {}
+        for pdb in (p for p in docs if p.get("kind") == "PodDisruptionBudget"
+                    and dig(p, "metadata", "namespace") == ns):
+            if not _matches(dig(pdb, "spec", "selector", "matchLabels") or {}, labels):
+                continue
+            ps = pdb.get("spec") or {}
+            if "minAvailable" in ps:
+                healthy = _scaled(ps["minAvailable"], replicas, True)
+            else:
+                unavailable = _scaled(ps.get("maxUnavailable", 1), replicas, True)
+                healthy = None if unavailable is None else replicas - unavailable
+            if healthy is None or healthy >= 1:
+                problems.append(f"{label(pdb)}: keeps {healthy if healthy is not None else 'some'} of the "
+                                f"{replicas} pods of {label(d)} available, but with --epp-lease only the leader is "
+                                "Ready: the leader can never be evicted, and every drain of its node blocks")
+        strategy = dig(d, "spec", "strategy") or {}
+        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+            raw = (strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%")  # Kubernetes' default
+            mu = _scaled(raw, replicas, False)  # a Deployment rounds maxUnavailable down
+            if mu is None or mu < replicas:
+                problems.append(f"{label(d)}: rolling update with maxUnavailable {raw!r} of {replicas} replicas, but "
+                                "with --epp-lease only the leader is Ready and a new pod cannot lead while the old "
+                                "leader holds the Lease: the old leader is never stopped and the rollout stalls "
+                                "(maxUnavailable 100%, or Recreate)")
     return problems
 
 
@@ -615,5 +711,6 @@ def check_render(text, ferrogate_bin, sentinels):
         problems += check_ports(where, c, sub, flags)
         problems += check_secrets(where, c, docs)
         problems += check_security(where, c, spec, own, flags)
-    return problems + check_wiring(docs, found) + check_metric_labels(docs) + check_kube_access(docs)
+    return (problems + check_wiring(docs, found) + check_metric_labels(docs) + check_kube_access(docs)
+            + check_leader_election(docs))
 

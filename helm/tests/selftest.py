@@ -19,6 +19,7 @@ EP = "templates/inferencepool.yaml"
 HR = "templates/httproute.yaml"
 RB = "templates/rbac.yaml"
 DP = "templates/deployment.yaml"
+PDB = "templates/pdb.yaml"
 # The epp profile's provider, naming its pool another way (config.providers is a list: replaced whole).
 _POOL_PROVIDER = {"name": "vllm-pool", "kind": "openai_compatible",
                   "base_url": "http://vllm-pool.llm.svc.cluster.local:8000", "kv_events_port": 5557,
@@ -182,7 +183,7 @@ CASES = [
     case("epp pool discovery without the ServiceAccount token", base="epp",
          edits=[(DP, "      automountServiceAccountToken: true\n", "      automountServiceAccountToken: false\n")]),
     case("ServiceAccount token mounted where nothing calls the Kubernetes API (standalone)",
-         edits=[(DP, '{{- if include "ferrogate.kubeDiscovery" . }}', "{{- if true }}")]),
+         edits=[(DP, '{{- if include "ferrogate.kubeAPI" . }}', "{{- if true }}")]),
     case("provider's endpoints_inference_pool not the rendered InferencePool's name", base="epp",
          values={"epp": {"inferencePool": {"name": "vllm-pool-renamed"}}}),
     case("provider's endpoints_inference_pool in another namespace than the InferencePool", base="epp",
@@ -195,6 +196,56 @@ CASES = [
                                            "base_url": "http://vllm.llm.svc.cluster.local:8000",
                                            "endpoints_inference_pool": "vllm-pool"}]}}),
     case("typo'd rbac key (rbac.creat)", base="epp", values={"rbac": {"creat": True}}),
+    # Leader election (--epp-lease): the Lease, the token, the leases rule, no budget or rollout
+    # that waits for a second Ready pod. The epp profile elects; test-epp-lease elects without
+    # pool discovery (a Role of leases alone).
+    case("control: the epp profile without leader election (a PodDisruptionBudget, no leases rule)", base="epp",
+         values={"epp": {"leaderElection": {"enabled": False}}}, expect_fail=False),
+    case("control: leader election without pool discovery", base="test-epp-lease", expect_fail=False),
+    case("--epp-lease naming another Lease than the chart's <fullname>-epp", base="epp",
+         edits=[(C, '- {{ include "ferrogate.eppLeaseName" . }}', "- ferrogate-leader")]),
+    case("--epp-lease naming another Lease than <fullname>-epp (fullnameOverride)", base="test-epp-lease",
+         edits=[(C, '- {{ include "ferrogate.eppLeaseName" . }}', '- {{ .Release.Name }}-epp')]),
+    case("--epp-lease without --epp-lease-seconds", base="epp",
+         edits=[(C, "- --epp-lease-seconds\n- {{ int64 $v.epp.leaderElection.leaseSeconds | quote }}\n", "")]),
+    case("--epp-lease-seconds 0 rendered", base="epp",
+         edits=[(C, "- {{ int64 $v.epp.leaderElection.leaseSeconds | quote }}", '- "0"')]),
+    case("epp.leaderElection.leaseSeconds 0", base="epp", values={"epp": {"leaderElection": {"leaseSeconds": 0}}}),
+    case("epp.leaderElection.leaseSeconds above 3600", base="epp",
+         values={"epp": {"leaderElection": {"leaseSeconds": 3601}}}),
+    case("typo'd leader election key (epp.leaderElection.enable)", base="epp",
+         values={"epp": {"leaderElection": {"enable": True}}}),
+    case("Role without update on leases", base="test-epp-lease",
+         edits=[(RB, 'verbs: ["get", "create", "update"]', 'verbs: ["get", "create"]')]),
+    case("Role granting leases one verb more (delete)", base="epp",
+         edits=[(RB, 'verbs: ["get", "create", "update"]', 'verbs: ["get", "create", "update", "delete"]')]),
+    case("Role granting list and watch on leases", base="test-epp-lease",
+         edits=[(RB, 'verbs: ["get", "create", "update"]', 'verbs: ["get", "list", "watch", "create", "update"]')]),
+    case("Role granting leases in the core API group", base="epp",
+         edits=[(RB, 'apiGroups: ["coordination.k8s.io"]', 'apiGroups: [""]')]),
+    case("Role granting leases where no picker elects a leader", base="epp",
+         values={"epp": {"leaderElection": {"enabled": False}}},
+         edits=[(RB, '{{- if include "ferrogate.eppLeaderElection" . }}', "{{- if true }}")]),
+    case("leader election without the ServiceAccount token", base="test-epp-lease",
+         edits=[(DP, "      automountServiceAccountToken: true\n", "      automountServiceAccountToken: false\n")]),
+    case("token and Role for pool discovery only, not for leader election", base="test-epp-lease",
+         edits=[("templates/_helpers.tpl",
+                 '{{- if or (include "ferrogate.kubeDiscovery" .) (include "ferrogate.eppLeaderElection" .) }}',
+                 '{{- if include "ferrogate.kubeDiscovery" . }}')]),
+    case("rbac.create false: nothing in the render lets the picker take its Lease", base="test-epp-lease",
+         values={"rbac": {"create": False}}),
+    case("PodDisruptionBudget (maxUnavailable 1 of 2) with leader election: the leader's drain blocks", base="epp",
+         edits=[(PDB, '(not (include "ferrogate.eppLeaderElection" .))', "true")]),
+    case("PodDisruptionBudget (minAvailable 1) with leader election: the leader's drain blocks",
+         base="test-epp-lease", edits=[(PDB, '(not (include "ferrogate.eppLeaderElection" .))', "true")]),
+    case("rolling update keeping every pod (maxUnavailable 0) with leader election: stalls", base="epp",
+         edits=[(DP, 'maxUnavailable: "100%"', "maxUnavailable: 0")]),
+    case("rolling update keeping one pod (maxUnavailable 2 of 3) with leader election: stalls",
+         base="test-epp-lease", edits=[(DP, 'maxUnavailable: "100%"', "maxUnavailable: 2")]),
+    case("helm refuses --epp-lease in extraArgs (the chart sets it, with the token and the Role)", base="epp",
+         values={"extraArgs": ["--epp-lease=other"]}),
+    case("helm refuses autoscaling with leader election (followers take no requests)", base="epp",
+         values={"autoscaling": {"enabled": True}}),
 ]
 
 

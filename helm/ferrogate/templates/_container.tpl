@@ -23,6 +23,12 @@ Deployment (standalone, sidecar) and the container patched into the ingress gate
 - --epp-fallbacks
 - {{ int64 $v.epp.fallbacks | quote }}
 {{- end }}
+{{- if include "ferrogate.eppLeaderElection" . }}
+- --epp-lease
+- {{ include "ferrogate.eppLeaseName" . }}
+- --epp-lease-seconds
+- {{ int64 $v.epp.leaderElection.leaseSeconds | quote }}
+{{- end }}
 {{- end }}
 - --admin-listen
 - 0.0.0.0:{{ int64 $v.ports.admin }}

@@ -150,6 +150,24 @@ chart cannot read. Then the pods get their ServiceAccount token, and rbac.create
 {{- end }}
 {{- end }}
 {{- end }}
+{{/*
+epp mode with epp.leaderElection.enabled: the replicas compete for a coordination.k8s.io Lease
+(--epp-lease), and only its holder reports readiness.
+*/}}
+{{- define "ferrogate.eppLeaderElection" -}}
+{{- if and (eq .Values.mode "epp") .Values.epp.leaderElection.enabled }}true{{ end }}
+{{- end }}
+{{/* The Lease the picker replicas compete for (--epp-lease), in the release namespace. */}}
+{{- define "ferrogate.eppLeaseName" -}}
+{{- include "ferrogate.fullname" . }}-epp
+{{- end }}
+{{/*
+Whether the pods call the Kubernetes API at all: pool discovery or leader election. Then they
+get their ServiceAccount token, and rbac.create renders the Role (with the rules each needs).
+*/}}
+{{- define "ferrogate.kubeAPI" -}}
+{{- if or (include "ferrogate.kubeDiscovery" .) (include "ferrogate.eppLeaderElection" .) }}true{{ end }}
+{{- end }}
 {{/* A label map as a kubectl selector: k=v,k=v. */}}
 {{- define "ferrogate.selectorText" -}}
 {{- $out := list }}{{ range $k, $v := . }}{{ $out = append $out (printf "%s=%s" $k $v) }}{{ end }}{{ join "," $out }}

@@ -34,6 +34,9 @@ values at once, and say why in ferrogate's terms. Included once, from validate.y
 {{- if $v.probes.readiness.strict }}
 {{- fail "probes.readiness.strict is an admin /readyz option; in epp mode readiness is the picker's gRPC health" }}
 {{- end }}
+{{- if and $v.epp.leaderElection.enabled $v.autoscaling.enabled }}
+{{- fail "epp.leaderElection with autoscaling: only the Lease holder takes requests, so more replicas add followers, not capacity; set autoscaling.enabled false (replicaCount: the leader and its standbys)" }}
+{{- end }}
 {{- end }}
 
 {{- /* Configuration: from values or from an existing ConfigMap, not both. */}}
@@ -93,8 +96,8 @@ values at once, and say why in ferrogate's terms. Included once, from validate.y
 {{- end }}
 {{- end }}
 {{- range $v.extraArgs }}
-{{- if regexMatch "^--(config|listen|admin-listen|sidecar-listen|epp-listen|epp-fallbacks|snapshot-cache|usage-file|poll-interval-ms)(=|$)" . }}
-{{- fail (printf "extraArgs %s: the chart sets this flag itself (ports, epp.fallbacks, configuration, snapshotCache, usageFile, pollIntervalMs)" .) }}
+{{- if regexMatch "^--(config|listen|admin-listen|sidecar-listen|epp-listen|epp-fallbacks|epp-lease|epp-lease-seconds|snapshot-cache|usage-file|poll-interval-ms)(=|$)" . }}
+{{- fail (printf "extraArgs %s: the chart sets this flag itself (ports, epp.fallbacks, epp.leaderElection, configuration, snapshotCache, usageFile, pollIntervalMs)" .) }}
 {{- end }}
 {{- end }}
 
