@@ -34,6 +34,9 @@ def case(name, base="standalone", values=None, edits=(), add=None, expect_fail=T
             "expect_fail": expect_fail}
 
 
+# The epp profile's values turning leader election on (the profile leaves it off).
+ELECT = {"epp": {"leaderElection": {"enabled": True}}}
+
 CASES = [
     case("control: an unmodified copy of the chart passes", expect_fail=False),
     case("control: the ingress-pod profile passes", base="ingress-pod", expect_fail=False),
@@ -197,34 +200,32 @@ CASES = [
                                            "endpoints_inference_pool": "vllm-pool"}]}}),
     case("typo'd rbac key (rbac.creat)", base="epp", values={"rbac": {"creat": True}}),
     # Leader election (--epp-lease): the Lease, the token, the leases rule, no budget or rollout
-    # that waits for a second Ready pod. The epp profile elects; test-epp-lease elects without
-    # pool discovery (a Role of leases alone).
-    case("control: the epp profile without leader election (a PodDisruptionBudget, no leases rule)", base="epp",
-         values={"epp": {"leaderElection": {"enabled": False}}}, expect_fail=False),
+    # that waits for a second Ready pod. The epp profile with epp.leaderElection.enabled (ELECT)
+    # elects with pool discovery; test-epp-lease elects without it (a Role of leases alone).
+    case("control: the epp profile with leader election", base="epp", values=ELECT, expect_fail=False),
     case("control: leader election without pool discovery", base="test-epp-lease", expect_fail=False),
-    case("--epp-lease naming another Lease than the chart's <fullname>-epp", base="epp",
+    case("--epp-lease naming another Lease than the chart's <fullname>-epp", base="epp", values=ELECT,
          edits=[(C, '- {{ include "ferrogate.eppLeaseName" . }}', "- ferrogate-leader")]),
     case("--epp-lease naming another Lease than <fullname>-epp (fullnameOverride)", base="test-epp-lease",
          edits=[(C, '- {{ include "ferrogate.eppLeaseName" . }}', '- {{ .Release.Name }}-epp')]),
-    case("--epp-lease without --epp-lease-seconds", base="epp",
+    case("--epp-lease without --epp-lease-seconds", base="epp", values=ELECT,
          edits=[(C, "- --epp-lease-seconds\n- {{ int64 $v.epp.leaderElection.leaseSeconds | quote }}\n", "")]),
-    case("--epp-lease-seconds 0 rendered", base="epp",
+    case("--epp-lease-seconds 0 rendered", base="epp", values=ELECT,
          edits=[(C, "- {{ int64 $v.epp.leaderElection.leaseSeconds | quote }}", '- "0"')]),
-    case("epp.leaderElection.leaseSeconds 0", base="epp", values={"epp": {"leaderElection": {"leaseSeconds": 0}}}),
+    case("epp.leaderElection.leaseSeconds 0", base="epp", values={"epp": {"leaderElection": {"enabled": True, "leaseSeconds": 0}}}),
     case("epp.leaderElection.leaseSeconds above 3600", base="epp",
-         values={"epp": {"leaderElection": {"leaseSeconds": 3601}}}),
+         values={"epp": {"leaderElection": {"enabled": True, "leaseSeconds": 3601}}}),
     case("typo'd leader election key (epp.leaderElection.enable)", base="epp",
          values={"epp": {"leaderElection": {"enable": True}}}),
     case("Role without update on leases", base="test-epp-lease",
          edits=[(RB, 'verbs: ["get", "create", "update"]', 'verbs: ["get", "create"]')]),
-    case("Role granting leases one verb more (delete)", base="epp",
+    case("Role granting leases one verb more (delete)", base="epp", values=ELECT,
          edits=[(RB, 'verbs: ["get", "create", "update"]', 'verbs: ["get", "create", "update", "delete"]')]),
     case("Role granting list and watch on leases", base="test-epp-lease",
          edits=[(RB, 'verbs: ["get", "create", "update"]', 'verbs: ["get", "list", "watch", "create", "update"]')]),
-    case("Role granting leases in the core API group", base="epp",
+    case("Role granting leases in the core API group", base="epp", values=ELECT,
          edits=[(RB, 'apiGroups: ["coordination.k8s.io"]', 'apiGroups: [""]')]),
     case("Role granting leases where no picker elects a leader", base="epp",
-         values={"epp": {"leaderElection": {"enabled": False}}},
          edits=[(RB, '{{- if include "ferrogate.eppLeaderElection" . }}', "{{- if true }}")]),
     case("leader election without the ServiceAccount token", base="test-epp-lease",
          edits=[(DP, "      automountServiceAccountToken: true\n", "      automountServiceAccountToken: false\n")]),
@@ -235,17 +236,17 @@ CASES = [
     case("rbac.create false: nothing in the render lets the picker take its Lease", base="test-epp-lease",
          values={"rbac": {"create": False}}),
     case("PodDisruptionBudget (maxUnavailable 1 of 2) with leader election: the leader's drain blocks", base="epp",
-         edits=[(PDB, '(not (include "ferrogate.eppLeaderElection" .))', "true")]),
+         values=ELECT, edits=[(PDB, '(not (include "ferrogate.eppLeaderElection" .))', "true")]),
     case("PodDisruptionBudget (minAvailable 1) with leader election: the leader's drain blocks",
          base="test-epp-lease", edits=[(PDB, '(not (include "ferrogate.eppLeaderElection" .))', "true")]),
     case("rolling update keeping every pod (maxUnavailable 0) with leader election: stalls", base="epp",
-         edits=[(DP, 'maxUnavailable: "100%"', "maxUnavailable: 0")]),
+         values=ELECT, edits=[(DP, 'maxUnavailable: "100%"', "maxUnavailable: 0")]),
     case("rolling update keeping one pod (maxUnavailable 2 of 3) with leader election: stalls",
          base="test-epp-lease", edits=[(DP, 'maxUnavailable: "100%"', "maxUnavailable: 2")]),
     case("helm refuses --epp-lease in extraArgs (the chart sets it, with the token and the Role)", base="epp",
          values={"extraArgs": ["--epp-lease=other"]}),
     case("helm refuses autoscaling with leader election (followers take no requests)", base="epp",
-         values={"autoscaling": {"enabled": True}}),
+         values={**ELECT, "autoscaling": {"enabled": True}}),
 ]
 
 
