@@ -34,6 +34,17 @@ pub enum Command {
     Serve(crate::serve::ServeArgs),
     /// Companion of a filter running in Envoy/Istio: config snapshots, usage, admin API.
     Sidecar(crate::standalone::SidecarArgs),
+    /// Endpoint picker for Gateway API Inference Extension gateways (Istio, kgateway,
+    /// agentgateway, GKE): Envoy's ext_proc gRPC on `--listen`, answering each request with the
+    /// filter's pick; `serve --epp-listen` without the gateway listener.
+    #[command(
+        mut_arg("listen", |a| a
+            .default_value("0.0.0.0:9002")
+            .help("Endpoint picker listener: ext_proc and gRPC health, h2c (the Inference Extension's port)")),
+        mut_arg("epp_listen", |a| a.hide(true)),
+        after_help = "Same flags as `ferrogate serve`; its HTTP gateway listener is not opened (a loopback port                       is taken for it). Manual: docs/endpoint-picker.md."
+    )]
+    Epp(crate::serve::ServeArgs),
     /// Simulated OpenAI-compatible engine (vLLM-like) for demos, tests and benchmarks.
     Sim(crate::sim::SimArgs),
     /// Run an http-wasm middleware (such as the Traefik build) in front of HTTP services the

@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Command::Guardrails { command } => cli::guardrails(&command),
         Command::Admin { command } => block_on(false, admin_cmd::run(command)),
         Command::Serve(args) => block_on(true, async move { run_serve(args).await }),
+        Command::Epp(args) => block_on(true, async move { run_epp(args.picker()).await }),
         Command::Sim(args) => block_on(false, async move { run_sim(args).await }),
         Command::HttpWasm(args) => block_on(false, async move { run_http_wasm(args).await }),
         Command::Sidecar(args) => block_on(true, async move { run_sidecar(args).await }),
@@ -64,6 +65,25 @@ async fn run_serve(args: serve::ServeArgs) -> ExitCode {
         gateway.addr(),
         gateway.admin_addr(),
         gateway.sidecar_addr()
+    );
+    cli::shutdown_signal().await;
+    tracing::info!("shutting down: draining in-flight requests");
+    gateway.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+async fn run_epp(args: serve::ServeArgs) -> ExitCode {
+    let gateway = match serve::Gateway::start(&args).await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("ferrogate epp: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let picker = gateway.epp_addr().map_or_else(String::new, |a| a.to_string());
+    println!(
+        "ferrogate epp is listening:\n  picker   {picker}  (--listen: ext_proc and gRPC health, h2c)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)",
+        gateway.admin_addr()
     );
     cli::shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");

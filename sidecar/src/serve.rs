@@ -75,7 +75,7 @@ pub struct ServeArgs {
     /// Leader election among Endpoint Picker replicas on this Lease (`coordination.k8s.io`, in
     /// the `--kube-namespace`): only the replica holding it reports ready; default: off, every
     /// replica is ready.
-    #[arg(long, value_name = "NAME", requires = "epp_listen")]
+    #[arg(long, value_name = "NAME")]
     pub epp_lease: Option<String>,
     /// The Lease's `leaseDurationSeconds`: how long a silent leader keeps it.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -229,6 +229,16 @@ const BODY_BUFFER_HEADROOM: usize = 1 << 20;
 
 /// Name of the cluster through which the filter reaches the in-process sidecar services.
 pub const SIDECAR_CLUSTER: &str = "ferrogate_sidecar";
+
+impl ServeArgs {
+    /// These arguments as `ferrogate epp` means them: `--listen` is the endpoint picker's
+    /// address, and the HTTP gateway listener takes a free loopback port, reached by nobody.
+    pub fn picker(mut self) -> ServeArgs {
+        self.epp_listen = Some(self.epp_listen.unwrap_or(self.listen));
+        self.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        self
+    }
+}
 
 impl Gateway {
     /// Loads config and filter, binds the listeners and starts the workers.
@@ -569,6 +579,9 @@ fn elect(
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<services::kube::lease::Leadership>, ServeError> {
     let Some(name) = args.epp_lease.clone() else { return Ok(None) };
+    if args.epp_listen.is_none() {
+        return Err(ServeError::Lease("elects among endpoint pickers: needs --epp-listen (or `ferrogate epp`)".into()));
+    }
     let client = args.kube.client().map_err(|e| ServeError::Lease(e.to_string()))?;
     let client = client.ok_or_else(|| ServeError::Lease("no Kubernetes API (outside a pod, set --kube-api)".into()))?;
     let election = services::kube::lease::Election {

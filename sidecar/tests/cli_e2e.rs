@@ -1,7 +1,8 @@
 //! The `ferrogate` binary as a user runs it: `check` lists every problem of a file in one run;
 //! two `serve` processes that differ only in `--listen` both start and answer (their sidecar
 //! and admin listeners take free ports and say where); a busy port is named in the error with
-//! the flag that moves it; no arguments print what the tool is.
+//! the flag that moves it; no arguments print what the tool is; `ferrogate epp` serves the
+//! endpoint picker on `--listen`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -194,4 +195,54 @@ fn no_arguments_print_what_ferrogate_is_and_the_quickstart() {
         assert!(all.contains(command), "{command} missing: {all}");
     }
     assert!(all.contains("Quickstart") && all.contains("examples/quickstart.yaml"), "{all}");
+}
+
+/// `ferrogate epp` is the endpoint picker alone: `--listen` (by default the Inference
+/// Extension's `0.0.0.0:9002`) serves ext_proc and gRPC health, and nothing else is opened on
+/// a public address.
+#[test]
+fn ferrogate_epp_serves_the_picker_on_listen() {
+    let help = Command::new(BIN).args(["epp", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("[default: 0.0.0.0:9002]") && !help.contains("--epp-listen <"), "{help}");
+    let dir = scratch("epp");
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "providers: [{ name: pool, kind: openai_compatible, base_url: 'http://127.0.0.1:9', endpoints: ['127.0.0.1:9'] }]\n\
+         models: [{ name: chat, targets: [{ provider: pool, model: m }] }]\n",
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["epp", "--workers", "1", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--filter")
+        .arg(wasm::filter_wasm())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        let done = line.trim_start().starts_with("admin");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    let _killed = Serve { child, lines: Vec::new() };
+    let picker = lines.iter().find_map(|l| l.trim_start().strip_prefix("picker")).map(|rest| rest.trim_start());
+    let picker = picker.and_then(|rest| rest.split_whitespace().next()).unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(!lines.iter().any(|l| l.contains("gateway")), "no gateway listener is announced: {lines:?}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = runtime.block_on(async {
+        use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+        let channel =
+            tonic::transport::Channel::from_shared(format!("http://{picker}")).unwrap().connect().await.unwrap();
+        let request = HealthCheckRequest { service: "envoy.service.ext_proc.v3.ExternalProcessor".into() };
+        HealthClient::new(channel).check(request).await.unwrap().into_inner().status
+    });
+    assert_eq!(status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+    let _ = std::fs::remove_dir_all(dir);
 }
