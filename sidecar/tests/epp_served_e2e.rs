@@ -2,8 +2,8 @@
 //! on the response path (`envoy.lb` / `x-gateway-destination-endpoint-served`: a retry of the
 //! gateway walked past the pick). The usage record names that endpoint and passive health
 //! counts the answer against it, not against the pick; an address outside the pool changes
-//! nothing. On serve's HTTP listener neither a client's nor an upstream's `x-ferrogate-served`
-//! is believed.
+//! nothing; the in-flight count stays the pick's, released once. On serve's HTTP listener
+//! neither a client's nor an upstream's `x-ferrogate-served` is believed.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -68,18 +68,21 @@ async fn engines() -> [Engine; 2] {
     out.try_into().unwrap_or_else(|_| unreachable!())
 }
 
-/// A gateway with the picker over a pool of the two engines, models `chat` and `metered`.
-async fn setup(engines: &[Engine; 2]) -> (Setup, SocketAddr, String) {
+/// A gateway with the picker over a pool of the two engines (`pool_extra` added to the
+/// provider), models `chat` and `metered` (`models_extra` added to each).
+async fn setup(engines: &[Engine; 2], pool_extra: &str, models_extra: &str) -> (Setup, SocketAddr, String) {
     let provider = format!(
-        "{{ name: pool, kind: openai_compatible, base_url: 'http://{}', endpoints: ['{}', '{}'] }}",
+        "{{ name: pool, kind: openai_compatible, base_url: 'http://{}', endpoints: ['{}', '{}']{pool_extra} }}",
         engines[0].addr, engines[0].addr, engines[1].addr
     );
-    let models = "  - { name: chat, targets: [{ provider: pool, model: base }] }\n\
-                  \x20 - { name: metered, targets: [{ provider: pool, model: base }] }\n";
+    let models = format!(
+        "  - {{ name: chat, targets: [{{ provider: pool, model: base }}]{models_extra} }}\n\
+         \x20 - {{ name: metered, targets: [{{ provider: pool, model: base }}]{models_extra} }}\n"
+    );
     let (key, digest) = ferrogate_sidecar::cli::new_key();
     let keys = format!("keys:\n  - {{ name: alice, digest: '{digest}', models: ['*'] }}\n");
     let flags = ["--epp-listen", "127.0.0.1:0"];
-    let setup = gateway_flags(std::slice::from_ref(&provider), models, &keys, 2, &flags).await;
+    let setup = gateway_flags(std::slice::from_ref(&provider), &models, &keys, 2, &flags).await;
     let epp = setup.gateway.epp_addr().expect("the EPP listens");
     (setup, epp, key)
 }
@@ -184,7 +187,7 @@ async fn http_listener_believes_no_served_header(setup: &Setup, engines: &[Engin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_and_passive_health_go_to_the_endpoint_that_served() {
     let engines = engines().await;
-    let (setup, epp, key) = setup(&engines).await;
+    let (setup, epp, key) = setup(&engines, "", "").await;
     http_listener_believes_no_served_header(&setup, &engines, &key).await;
 
     let moved = |pick: &str| other(&engines, pick).to_string();
@@ -209,4 +212,33 @@ async fn usage_and_passive_health_go_to_the_endpoint_that_served() {
         let now = buffered_pick_of(epp, &key, &chat("chat"), &[]).await;
         assert_eq!(now, picked, "pick {i}: the engine that answered 429 is parked");
     }
+}
+
+/// The in-flight count is released as it was taken, on the pick, whichever endpoint served:
+/// with each engine taking one request at a time (flow control), two requests after a moved
+/// one both go at once, one to each engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_flight_count_is_the_picks_to_release() {
+    let engines = engines().await;
+    let bounded = ", flow_control: { queue_ttl_ms: 120000 }";
+    let (_setup, epp, key) = setup(&engines, ", max_concurrency: 1", bounded).await;
+    let moved = |pick: &str| other(&engines, pick).to_string();
+    for i in 0..3 {
+        exchange(epp, &key, ("chat", &format!("moved-{i}")), "200", moved).await;
+    }
+    let payload = chat("chat");
+    let (mut held, mut picks) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        let (tx, mut replies) = open(epp).await;
+        tx.send(request_headers(&key, payload.len(), FULL_DUPLEX)).await.unwrap();
+        tx.send(body(&payload, true, false)).await.unwrap();
+        let reply = tokio::time::timeout(Duration::from_secs(20), next(&mut replies)).await.expect("not held");
+        let Some(Out::RequestHeaders(h)) = &reply.response else { panic!("not a pick: {reply:?}") };
+        picks.push(pick(&reply, h.response.as_ref().unwrap()));
+        held.push((tx, replies));
+    }
+    picks.sort_unstable();
+    let mut all: Vec<String> = engines.iter().map(|e| e.addr.clone()).collect();
+    all.sort_unstable();
+    assert_eq!(picks, all, "one request on each engine, none left counted");
 }
