@@ -8,6 +8,11 @@
 //! drops clients' copies. The filter then writes `x-gateway-destination-endpoint` as the pick
 //! followed by up to that many other eligible endpoints, comma-separated, best first.
 //!
+//! On the response path the gateway may say which endpoint served (a retry of the gateway
+//! may walk past the pick to a fallback): the host passes it in [`SERVED_HEADER`], host-only
+//! too, and the filter attributes the usage record and passive health to that endpoint when
+//! it is another endpoint of the picked provider's pool ([`served_endpoint`]).
+//!
 //! Subset entries match pool endpoints by host (IP) only, as the reference picker does: a
 //! gateway may name a pod by another of its target ports.
 
@@ -19,8 +24,12 @@ use crate::config::Config;
 pub const SUBSET_HEADER: &str = "x-ferrogate-subset";
 /// Request header, host → filter: how many fallback endpoints to append to the pick.
 pub const FALLBACKS_HEADER: &str = "x-ferrogate-fallbacks";
-/// The host-only headers of the contract, for stripping from clients' requests.
-pub const HOST_HEADERS: [&str; 2] = [SUBSET_HEADER, FALLBACKS_HEADER];
+/// Response header, host → filter: the `ip:port` of the endpoint that served (the gateway's
+/// `x-gateway-destination-endpoint-served`).
+pub const SERVED_HEADER: &str = "x-ferrogate-served";
+/// The host-only headers of the contract, for stripping from clients' requests and upstreams'
+/// answers.
+pub const HOST_HEADERS: [&str; 3] = [SUBSET_HEADER, FALLBACKS_HEADER, SERVED_HEADER];
 /// Most fallbacks the filter appends, whatever the host asks (a list is walked on retries;
 /// Envoy's default is at most a few).
 pub const MAX_FALLBACKS: usize = 8;
@@ -82,6 +91,16 @@ fn host_of(endpoint: &str) -> &str {
         Some((host, _)) if !host.contains(':') => host,
         _ => endpoint,
     }
+}
+
+/// The index, among a pool's `endpoints`, of the endpoint a [`SERVED_HEADER`] value names,
+/// when it names one other than `picked` (matched by `ip:port` exactly, surrounding blanks
+/// aside: the gateway names the endpoint it was given). `None`: the pick served, or the value
+/// names no endpoint of the pool, and nothing changes.
+pub fn served_endpoint(endpoints: &[String], picked: Option<usize>, served: &str) -> Option<usize> {
+    let served = served.trim();
+    let at = endpoints.iter().position(|e| !served.is_empty() && e.as_str() == served)?;
+    (Some(at) != picked).then_some(at)
 }
 
 /// The number of fallbacks a [`FALLBACKS_HEADER`] value asks for, capped at [`MAX_FALLBACKS`]

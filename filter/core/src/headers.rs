@@ -25,16 +25,18 @@ pub const UPSTREAM_REQUEST_ID: &str = "x-ferrogate-upstream-request-id";
 /// whose server has a `timeout_ms`, honoured (and removed before the upstream) by Envoy's
 /// router and by `ferrogate serve`; a client's copy is never believed.
 pub const UPSTREAM_TIMEOUT: &str = "x-envoy-upstream-rq-timeout-ms";
-/// Request headers only a host may give the filter: failover's
-/// ([`crate::failover::INTERNAL_HEADERS`]) and an endpoint picker's ([`crate::epp::HOST_HEADERS`]).
-/// A host that sets them drops clients' copies first, and none of them goes upstream.
-pub const HOST_ONLY: [&str; 6] = [
+/// Headers only a host may give the filter: failover's ([`crate::failover::INTERNAL_HEADERS`])
+/// and an endpoint picker's ([`crate::epp::HOST_HEADERS`], the served endpoint a response
+/// header). A host that sets them drops clients' and upstreams' copies first, and none of them
+/// goes upstream.
+pub const HOST_ONLY: [&str; 7] = [
     crate::failover::ATTEMPT_HEADER,
     crate::failover::TRIED_HEADER,
     crate::failover::FAILOVER_HEADER,
     crate::failover::ABANDONED_HEADER,
     crate::epp::SUBSET_HEADER,
     crate::epp::FALLBACKS_HEADER,
+    crate::epp::SERVED_HEADER,
 ];
 /// Client credential headers: read for authentication, never forwarded upstream (`api-key` is
 /// the Azure OpenAI SDKs' spelling of `x-api-key`).

@@ -152,6 +152,7 @@ impl Stream {
             continues: self.continues(),
             rebuilt: self.chain_rebuilt,
             user_agent: self.user_agent.as_deref(),
+            endpoint: self.served_endpoint(config),
             ..RecordView::default()
         };
         record.set_usage(usage);

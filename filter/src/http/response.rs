@@ -10,7 +10,7 @@ use ferrogate_core::decimal::Decimal;
 use ferrogate_core::translate::stream::StreamTranslator;
 use ferrogate_core::translate::Outbound;
 use ferrogate_core::usage::{Chunk, Tracker};
-use ferrogate_core::{header_map, headers};
+use ferrogate_core::{epp, header_map, headers};
 use proxy_wasm::traits::HttpContext;
 use proxy_wasm::types::{Action, MapType};
 
@@ -30,7 +30,7 @@ impl Stream {
         // One hostcall for the whole map instead of one per header.
         let (mut status, mut upstream_id, mut streaming, mut has_length) = (None, None, false, false);
         let (mut abandoned, mut retry_after, mut plain, mut amzn_id) = (false, None, false, None);
-        let mut eventstream = false;
+        let (mut eventstream, mut served) = (false, None);
         let map = crate::raw::header_map(MapType::HttpResponseHeaders);
         for (name, value) in header_map::pairs(&map) {
             match name {
@@ -46,8 +46,12 @@ impl Stream {
                 b"retry-after" => retry_after = Some(value),
                 b"x-amzn-requestid" => amzn_id = Some(value),
                 name if name == headers::REQUEST_ID.as_bytes() => upstream_id = Some(value),
+                name if name == epp::SERVED_HEADER.as_bytes() => served = Some(value),
                 _ => {}
             }
+        }
+        if let Some(served) = served {
+            self.take_served(served);
         }
         self.status = status.unwrap_or(0);
         self.observe_answers(self.status, retry_after, abandoned);

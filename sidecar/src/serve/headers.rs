@@ -49,11 +49,13 @@ pub fn request_to_filter(parts: &http::request::Parts, request_id: impl FnOnce()
     out
 }
 
-/// Builds the filter's view of an upstream response head.
+/// Builds the filter's view of an upstream response head. Headers only a host may give the
+/// filter ([`ferrogate_core::headers::HOST_ONLY`]: an abandoned answer's mark, the endpoint
+/// that served) are never an upstream's to set: dropped.
 pub fn response_to_filter(status: StatusCode, headers: &HeaderMap) -> Headers {
     let mut out = Headers::new();
     out.add(":status", status.as_str());
-    append_regular(&mut out, headers, &[]);
+    append_regular(&mut out, headers, &ferrogate_core::headers::HOST_ONLY);
     out
 }
 
@@ -147,5 +149,18 @@ mod tests {
         assert_eq!(map.len(), 1);
         assert_eq!(status_of(&h), StatusCode::OK);
         assert_eq!(status_of(&Headers::new()), StatusCode::BAD_GATEWAY);
+    }
+
+    #[test]
+    fn an_upstream_cannot_set_host_only_headers() {
+        let mut upstream = HeaderMap::new();
+        upstream.insert("x-ferrogate-served", HeaderValue::from_static("10.0.0.9:8000"));
+        upstream.insert("x-ferrogate-abandoned", HeaderValue::from_static("1"));
+        upstream.insert("content-type", HeaderValue::from_static("application/json"));
+        let view = response_to_filter(StatusCode::OK, &upstream);
+        assert_eq!(view.get_str("content-type"), Some("application/json"));
+        for name in ferrogate_core::headers::HOST_ONLY {
+            assert!(view.get(name).is_none(), "{name}");
+        }
     }
 }

@@ -216,9 +216,8 @@ impl Driver {
         match result {
             Ok(resp) => {
                 let (parts, body) = resp.into_parts();
-                let mut headers = response_to_filter(parts.status, &parts.headers);
-                // Only this host marks an answer abandoned, never an upstream.
-                headers.remove(ferrogate_core::failover::ABANDONED_HEADER);
+                // Without the host-only headers: only this host marks an answer abandoned.
+                let headers = response_to_filter(parts.status, &parts.headers);
                 let eos = hyper::body::Body::is_end_stream(&body);
                 self.response_eos_sent = eos;
                 self.response_body = (!eos).then_some(body);

@@ -55,6 +55,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (18, include_str!("pg/0018_usage_client.sql")),
     (19, include_str!("pg/0019_events.sql")),
     (20, include_str!("pg/0020_provider_settings.sql")),
+    (21, include_str!("pg/0021_usage_endpoint.sql")),
 ];
 
 /// Failures of the store; `Invalid` and `Conflict` are the caller's, the rest are ours.

@@ -65,3 +65,17 @@ fn the_list_puts_the_pick_first_once() {
     assert_eq!(parse_fallbacks("99"), Some(MAX_FALLBACKS));
     assert_eq!(parse_fallbacks("-1"), None);
 }
+
+#[test]
+fn the_served_endpoint_is_another_endpoint_of_the_pool_named_exactly() {
+    let pool: Vec<String> = ["10.0.0.1:8000", "10.0.0.2:8000", "[fd00::3]:8000"].map(String::from).to_vec();
+    assert_eq!(served_endpoint(&pool, Some(0), "10.0.0.2:8000"), Some(1));
+    assert_eq!(served_endpoint(&pool, Some(0), " [fd00::3]:8000 "), Some(2));
+    assert_eq!(served_endpoint(&pool, None, "10.0.0.1:8000"), Some(0), "no endpoint was picked");
+    assert_eq!(served_endpoint(&pool, Some(1), "10.0.0.2:8000"), None, "the pick itself served");
+    assert_eq!(served_endpoint(&pool, Some(0), "10.0.0.2:9000"), None, "another port is not the endpoint");
+    assert_eq!(served_endpoint(&pool, Some(0), "10.0.0.2"), None, "a bare IP is not matched");
+    assert_eq!(served_endpoint(&pool, Some(0), "10.0.0.9:8000"), None, "not in the pool");
+    assert_eq!(served_endpoint(&pool, Some(0), ""), None);
+    assert_eq!(served_endpoint(&[], None, "10.0.0.2:8000"), None, "no pool");
+}

@@ -93,6 +93,11 @@ pub struct Record {
     /// set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_agent: Option<String>,
+    /// The pool endpoint (`ip:port`) that served: the pick, or the endpoint an endpoint-picker
+    /// gateway says served when its retry walked past the pick. `None` for a target without a
+    /// pool (and in the records of filters that predate the field). Written only when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -160,6 +165,7 @@ impl Record {
             guardrails: self.guardrails.as_ref(),
             cached: self.cached,
             user_agent: self.user_agent.as_deref(),
+            endpoint: self.endpoint.as_deref(),
         }
     }
 }
@@ -194,6 +200,7 @@ pub struct RecordView<'a> {
     pub guardrails: Option<&'a GuardrailRecord>,
     pub cached: bool,
     pub user_agent: Option<&'a str>,
+    pub endpoint: Option<&'a str>,
 }
 
 impl RecordView<'_> {
@@ -269,6 +276,10 @@ impl RecordView<'_> {
             out.extend_from_slice(b",\"user_agent\":");
             push_str(out, agent);
         }
+        if let Some(endpoint) = self.endpoint {
+            out.extend_from_slice(b",\"endpoint\":");
+            push_str(out, endpoint);
+        }
         out.extend_from_slice(b"}\n");
     }
 }
@@ -280,6 +291,7 @@ impl RecordView<'_> {
         let strings = [self.request_id, self.key.unwrap_or_default(), self.model_requested, self.provider]
             .iter()
             .chain(&[self.upstream_model, self.continues.unwrap_or_default(), self.user_agent.unwrap_or_default()])
+            .chain(&[self.endpoint.unwrap_or_default()])
             .map(|s| s.len() + 3)
             .sum::<usize>();
         let groups = self.groups.iter().map(|g| g.len() + 3).sum::<usize>();

@@ -80,7 +80,8 @@ pub(super) struct Driver {
     pick: Option<String>,
 }
 
-/// Removes the headers only a host may give the filter (failover's and the picker's own).
+/// Removes the headers only a host may give the filter (failover's and the picker's own),
+/// from a client's request or an upstream's answer.
 fn strip_host_headers(headers: &mut Headers) {
     for name in HOST_ONLY {
         headers.remove(name);
@@ -213,10 +214,8 @@ impl Driver {
                 false => self.refuse("request trailers before request headers").await,
             },
             Some(Msg::ResponseHeaders(h)) => {
-                if let Some(served) = hint::served(m.metadata_context.as_ref()) {
-                    self.note_served(&served);
-                }
-                self.on_response_headers(h).await
+                let served = hint::served(m.metadata_context.as_ref());
+                self.on_response_headers(h, served).await
             }
             Some(Msg::ResponseBody(b)) => self.on_response_body(b).await,
             Some(Msg::ResponseTrailers(t)) => match self.resp.started {

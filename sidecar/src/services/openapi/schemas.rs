@@ -95,7 +95,8 @@ fn record() -> Value {
         "streamed": {"type": "boolean"},
         "cut": {"type": "boolean"},
         "partial": {"type": "boolean"},
-        "user_agent": {"type": ["string", "null"], "description": "the client's User-Agent, at most 256 bytes"}
+        "user_agent": {"type": ["string", "null"], "description": "the client's User-Agent, at most 256 bytes"},
+        "endpoint": {"type": ["string", "null"], "description": "the pool endpoint (ip:port) that served"}
     }})
 }
 

@@ -1,6 +1,6 @@
 //! Usage records in Postgres: the `fg_usage` table (`0002_usage.sql`), one typed column per
 //! [`Record`] field (`guardrails` as its JSON, `jsonb`; `cached` since `0015_cache.sql`,
-//! `user_agent` since `0018_usage_client.sql`), written one batch per statement and read
+//! `user_agent` since `0018_usage_client.sql`, `endpoint` since `0021_usage_endpoint.sql`), written one batch per statement and read
 //! by the admin API's queries.
 //!
 //! A batch is one `INSERT … SELECT FROM UNNEST(<one array per column>)`: one round trip and one
@@ -34,13 +34,15 @@ const MAX_MS: u64 = 253_402_300_799_999;
 
 const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, model_requested, provider, \
     upstream_model, status, prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, \
-    started_at, streamed, cut, partial, queued_ms, retries, continues, rebuilt, guardrails, cached, user_agent) \
+    started_at, streamed, cut, partial, queued_ms, retries, continues, rebuilt, guardrails, cached, user_agent, \
+    endpoint) \
     SELECT d, r, k, ARRAY(SELECT jsonb_array_elements_text(g)), m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, \
-    co, rb, gr, hit, ua \
+    co, rb, gr, hit, ua, ep \
     FROM UNNEST($1::bytea[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], $8::int4[], \
     $9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::timestamptz[], $16::bool[], $17::bool[], \
-    $18::bool[], $19::int8[], $20::int8[], $21::text[], $22::bool[], $23::jsonb[], $24::bool[], $25::text[]) \
-    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, co, rb, gr, hit, ua, n) \
+    $18::bool[], $19::int8[], $20::int8[], $21::text[], $22::bool[], $23::jsonb[], $24::bool[], $25::text[], \
+    $26::text[]) \
+    WITH ORDINALITY AS b(d, r, k, g, m, p, u, s, pt, ct, ch, c, l, t, a, st, x, pa, q, re, co, rb, gr, hit, ua, ep, n) \
     ORDER BY n \
     ON CONFLICT (digest) DO NOTHING \
     RETURNING digest";
@@ -48,7 +50,7 @@ const INSERT: &str = "INSERT INTO fg_usage (digest, request_id, key, groups, mod
 /// The columns [`record_of`] reads, in its order.
 pub(super) const COLUMNS: &str = "request_id, key, groups, model_requested, provider, upstream_model, status, \
     prompt_tokens, completion_tokens, cached_tokens, cost_micro_usd, latency_ms, ttft_ms, started_at, streamed, cut, \
-    partial, queued_ms, retries, continues, rebuilt, guardrails, cached, user_agent";
+    partial, queued_ms, retries, continues, rebuilt, guardrails, cached, user_agent, endpoint";
 
 /// One record ready for the table, identified by the digest of the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +97,7 @@ impl PgStore {
         }
         let c = Columns::of(rows);
         let client = self.pool.get().await?;
-        let params: [&(dyn ToSql + Sync); 25] = [
+        let params: [&(dyn ToSql + Sync); 26] = [
             &c.digest,
             &c.request_id,
             &c.key,
@@ -121,6 +123,7 @@ impl PgStore {
             &c.guardrails,
             &c.cached,
             &c.user_agent,
+            &c.endpoint,
         ];
         let stored = client.query(INSERT, &params).await?;
         let digest = |row: &Row| row.try_get::<_, &[u8]>(0).ok().and_then(|d| <[u8; 16]>::try_from(d).ok());
@@ -196,6 +199,7 @@ struct Columns<'a> {
     guardrails: Vec<Option<Json<&'a GuardrailRecord>>>,
     cached: Vec<bool>,
     user_agent: Vec<Option<&'a str>>,
+    endpoint: Vec<Option<&'a str>>,
 }
 
 impl<'a> Columns<'a> {
@@ -229,6 +233,7 @@ impl<'a> Columns<'a> {
             guardrails: rows.iter().map(|r| r.record.guardrails.as_ref().map(Json)).collect(),
             cached: rows.iter().map(|r| r.record.cached).collect(),
             user_agent: rows.iter().map(|r| r.record.user_agent.as_deref()).collect(),
+            endpoint: rows.iter().map(|r| r.record.endpoint.as_deref()).collect(),
         }
     }
 }
@@ -316,6 +321,7 @@ pub(super) fn record_of(row: &Row) -> Result<Record, StoreError> {
         guardrails: row.try_get::<_, Option<Json<GuardrailRecord>>>(21)?.map(|Json(g)| g),
         cached: row.try_get(22)?,
         user_agent: row.try_get(23)?,
+        endpoint: row.try_get(24)?,
     })
 }
 

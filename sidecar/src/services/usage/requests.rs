@@ -241,6 +241,8 @@ pub struct RequestItem {
     pub cached: bool,
     /// The client's `User-Agent`, bounded (`null`: it sent none, or a record of an older filter).
     pub user_agent: Option<String>,
+    /// The pool endpoint that served (`null`: a target without a pool, or an older record).
+    pub endpoint: Option<String>,
     /// Upstream attempts the request took: `retries + 1`.
     pub attempts: u64,
 }
@@ -273,6 +275,7 @@ impl From<Record> for RequestItem {
             guardrails: r.guardrails,
             cached: r.cached,
             user_agent: r.user_agent,
+            endpoint: r.endpoint,
         }
     }
 }

@@ -6,30 +6,41 @@ use envoy_types::pb::envoy::service::ext_proc::v3::processing_response::Response
 use envoy_types::pb::envoy::service::ext_proc::v3::{body_mutation, HttpBody, HttpHeaders};
 use ferrogate_host::Headers;
 
+use ferrogate_core::epp;
+
 use super::super::{convert, BodyMode};
-use super::Driver;
+use super::{strip_host_headers, Driver};
 
 impl Driver {
-    /// The gateway says which endpoint served: a retry may have walked past the pick.
-    pub(super) fn note_served(&self, served: &str) {
-        let first = self.pick.as_deref().and_then(|p| p.split(',').next());
-        if first != Some(served) {
-            tracing::debug!(stream = self.id, served, pick = ?self.pick, "served by another endpoint than the pick");
-        }
-    }
-
-    pub(super) async fn on_response_headers(&mut self, h: HttpHeaders) {
+    /// The gateway's response headers, with the endpoint that served when it says
+    /// (`envoy.lb` / `x-gateway-destination-endpoint-served`): passed to the filter in
+    /// `x-ferrogate-served`, which attributes passive health and usage to it when a retry of
+    /// the gateway walked past the pick. Upstreams' copies of host-only headers go first.
+    pub(super) async fn on_response_headers(&mut self, h: HttpHeaders, served: Option<String>) {
         if !self.req.done || self.resp.started {
             return self.refuse("response headers before the request was routed, or twice").await;
         }
         self.resp.started = true;
-        let headers = convert::headers_in(h.headers.as_ref());
+        let mut headers = convert::headers_in(h.headers.as_ref());
+        strip_host_headers(&mut headers);
+        if let Some(served) = served {
+            self.note_served(&served);
+            headers.set(epp::SERVED_HEADER, served);
+        }
         let eos = h.end_of_stream || self.response_mode == BodyMode::None;
         self.call(|vm, id| vm.response_headers(id, headers, eos));
         if self.response_mode != BodyMode::Duplex && !eos {
             self.resp.headers_answered = true;
             let common = convert::common(None, None, false);
             self.send(Ok(convert::headers_reply(Out::ResponseHeaders, common, None))).await;
+        }
+    }
+
+    /// Logs a served endpoint other than the pick (a retry of the gateway moved the request).
+    fn note_served(&self, served: &str) {
+        let first = self.pick.as_deref().and_then(|p| p.split(',').next());
+        if first != Some(served) {
+            tracing::debug!(stream = self.id, served, pick = ?self.pick, "served by another endpoint than the pick");
         }
     }
 

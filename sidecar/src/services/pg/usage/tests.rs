@@ -55,6 +55,8 @@ fn line(id: &str, key: Option<&str>, model: &str, at: u64, prompt: u64, cost: Op
             40 => Some("tool/1 \"ü\" \\ é".into()),
             _ => None,
         },
+        // Pool endpoints for some; the rest went to a target without a pool (NULL).
+        endpoint: prompt.is_multiple_of(20).then(|| format!("10.0.0.{}:8000", prompt / 10)),
     };
     record.to_json_line()
 }
@@ -162,6 +164,10 @@ async fn every_field_round_trips_through_typed_columns() {
     let sql = "SELECT request_id FROM fg_usage WHERE user_agent IS NULL ORDER BY 1";
     let unnamed: Vec<String> = client.query(sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(unnamed, ["r2", "r3", "r5"], "a text column, NULL without a User-Agent");
+    let sql = "SELECT request_id, endpoint FROM fg_usage WHERE endpoint IS NOT NULL ORDER BY 1";
+    let pooled: Vec<(String, String)> =
+        client.query(sql, &[]).await.unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(pooled, [("r2".into(), "10.0.0.2:8000".into()), ("r4".into(), "10.0.0.4:8000".into())]);
 }
 
 #[tokio::test]
