@@ -228,6 +228,11 @@ async fn a_failed_over_request_counts_once_against_a_request_limit() {
     assert_eq!(statuses.len(), 8, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|&&st| st == 200).count(), 6, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|&&st| st == 429).count(), 2, "{statuses:?}");
+    // Retries count the attempts before the one that answered: one for the three failed over,
+    // none for the rest (the bad target parked), nor for a client claiming to be a replay.
+    let mut retries: Vec<(u16, u64)> = records.iter().map(|r| (r.status, r.retries)).collect();
+    retries.sort_unstable();
+    assert_eq!(retries, [(200, 0), (200, 0), (200, 0), (200, 1), (200, 1), (200, 1), (429, 0), (429, 0)]);
     s.gateway.shutdown().await;
 }
 

@@ -46,6 +46,9 @@ pub(crate) struct Attempt {
     /// A later attempt of a client request (its first one was admitted by the limits): it is
     /// not counted as another request.
     pub(super) replay: bool,
+    /// Attempts of this client request before this one (the host's attempt number less one;
+    /// `tried` also holds this attempt once announced, so it cannot count them).
+    pub(super) earlier: u32,
 }
 
 impl Stream {
@@ -64,6 +67,7 @@ impl Stream {
             self.attempt.tried = failover::parse_tried(tried).into_iter().map(str::to_string).collect();
         }
         self.attempt.replay = attempt.is_some_and(|n| n > 1);
+        self.attempt.earlier = attempt.map_or(0, |n| n.saturating_sub(1));
     }
 
     /// The slots of `config.models[model]` earlier attempts tried (empty on a first attempt).

@@ -148,7 +148,7 @@ impl Stream {
             cut: self.was_cut(),
             partial: self.partial(),
             queued_ms: self.queued_ns / 1_000_000,
-            retries: self.attempt.tried.len() as u64,
+            retries: u64::from(self.attempt.earlier),
             continues: self.continues(),
             rebuilt: self.chain_rebuilt,
             user_agent: self.user_agent.as_deref(),
