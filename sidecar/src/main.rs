@@ -53,38 +53,43 @@ fn block_on(traces: bool, fut: impl std::future::Future<Output = ExitCode>) -> E
 }
 
 async fn run_serve(args: serve::ServeArgs) -> ExitCode {
-    let gateway = match serve::Gateway::start(&args).await {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("ferrogate serve: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    println!(
-        "ferrogate serve is listening:\n  gateway  http://{}  (--listen)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)\n  sidecar  http://{}  (--sidecar-listen: filter-facing, in process)",
-        gateway.addr(),
-        gateway.admin_addr(),
-        gateway.sidecar_addr()
-    );
-    cli::shutdown_signal().await;
-    tracing::info!("shutting down: draining in-flight requests");
-    gateway.shutdown().await;
-    ExitCode::SUCCESS
+    run_gateway("serve", &args, |gateway| {
+        format!(
+            "ferrogate serve is listening:\n  gateway  http://{}  (--listen)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)\n  sidecar  http://{}  (--sidecar-listen: filter-facing, in process)",
+            gateway.addr(),
+            gateway.admin_addr(),
+            gateway.sidecar_addr()
+        )
+    })
+    .await
 }
 
 async fn run_epp(args: serve::ServeArgs) -> ExitCode {
-    let gateway = match serve::Gateway::start(&args).await {
+    run_gateway("epp", &args, |gateway| {
+        let picker = gateway.epp_addr().map_or_else(String::new, |a| a.to_string());
+        format!(
+            "ferrogate epp is listening:\n  picker   {picker}  (--listen: ext_proc and gRPC health, h2c)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)",
+            gateway.admin_addr()
+        )
+    })
+    .await
+}
+
+/// Starts the gateway of `args` (`ferrogate <command>`), prints what `listening` says of it, and
+/// runs until a shutdown signal, then drains.
+async fn run_gateway(
+    command: &str,
+    args: &serve::ServeArgs,
+    listening: impl Fn(&serve::Gateway) -> String,
+) -> ExitCode {
+    let gateway = match serve::Gateway::start(args).await {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("ferrogate epp: {e}");
+            eprintln!("ferrogate {command}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let picker = gateway.epp_addr().map_or_else(String::new, |a| a.to_string());
-    println!(
-        "ferrogate epp is listening:\n  picker   {picker}  (--listen: ext_proc and gRPC health, h2c)\n  admin    http://{}  (--admin-listen: /healthz, /readyz, /metrics, /api/v1)",
-        gateway.admin_addr()
-    );
+    println!("{}", listening(&gateway));
     cli::shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     gateway.shutdown().await;

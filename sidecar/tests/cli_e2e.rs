@@ -88,8 +88,14 @@ impl Drop for Serve {
 /// Starts `serve` with only `--config` and `--listen` and reads its start-up lines until the
 /// three listener addresses are printed.
 fn serve(config: &std::path::Path, listen: &str) -> Serve {
+    start("serve", config, listen, "sidecar")
+}
+
+/// Starts `command` (`serve` or `epp`) with one worker, `--config` and `--listen`, and reads
+/// its start-up lines through the one starting with `last`.
+fn start(command: &str, config: &std::path::Path, listen: &str, last: &str) -> Serve {
     let mut child = Command::new(BIN)
-        .args(["serve", "--workers", "1", "--config"])
+        .args([command, "--workers", "1", "--config"])
         .arg(config)
         .args(["--listen", listen, "--filter"])
         .arg(wasm::filter_wasm())
@@ -100,7 +106,7 @@ fn serve(config: &std::path::Path, listen: &str) -> Serve {
     let stdout = child.stdout.take().unwrap();
     let mut lines = Vec::new();
     for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        let done = line.trim_start().starts_with("sidecar");
+        let done = line.trim_start().starts_with(last);
         lines.push(line);
         if done {
             break;
@@ -213,25 +219,8 @@ fn ferrogate_epp_serves_the_picker_on_listen() {
          models: [{ name: chat, targets: [{ provider: pool, model: m }] }]\n",
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["epp", "--workers", "1", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--filter")
-        .arg(wasm::filter_wasm())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = Vec::new();
-    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        let done = line.trim_start().starts_with("admin");
-        lines.push(line);
-        if done {
-            break;
-        }
-    }
-    let _killed = Serve { child, lines: Vec::new() };
+    let epp = start("epp", &config, "127.0.0.1:0", "admin");
+    let lines = &epp.lines;
     let picker = lines.iter().find_map(|l| l.trim_start().strip_prefix("picker")).map(|rest| rest.trim_start());
     let picker = picker.and_then(|rest| rest.split_whitespace().next()).unwrap_or_else(|| panic!("{lines:?}"));
     assert!(!lines.iter().any(|l| l.contains("gateway")), "no gateway listener is announced: {lines:?}");
