@@ -26,7 +26,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferrogate_sidecar::sim::{ENDPOINT_HEADER, PREFIX_HIT_HEADER, STATUS_HEADER};
+use ferrogate_sidecar::sim::PREFIX_HIT_HEADER;
 use serde_json::Value;
 
 #[path = "common/gateway.rs"]
@@ -267,25 +267,12 @@ impl Pool {
 
     /// The engine's own token ids for `prompt`.
     async fn tokens(&self, prompt: &str) -> String {
-        let url = format!("http://{}/tokenize", self.sims[0].addr);
-        let body: Value =
-            self.client.post(url).json(&chat(PRECISE, prompt)).send().await.unwrap().json().await.unwrap();
-        body["tokens"].as_array().unwrap().iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+        kv_sim::token_ids(&self.client, self.sims[0].addr, PRECISE, prompt).await
     }
 
     /// The engine the gateway picks for `prompt` (sent with its token ids) as `model`.
     async fn probe(&self, model: &str, prompt: &str) -> String {
-        let response = self
-            .client
-            .post(format!("{}/v1/chat/completions", self.gateway.base))
-            .json(&chat(model, prompt))
-            .header(STATUS_HEADER, "400")
-            .header("x-ferrogate-token-ids", self.tokens(prompt).await)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 400, "the engine's own refusal");
-        response.headers()[ENDPOINT_HEADER].to_str().unwrap().to_string()
+        kv_sim::probe(&self.client, &self.gateway.base, model, prompt, self.tokens(prompt).await).await
     }
 
     /// How many of `n` probes of `prompt` as `model` reach engine `i`.

@@ -16,7 +16,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
+use ferrogate_sidecar::sim::ENDPOINT_HEADER;
 use serde_json::Value;
 
 #[path = "common/gateway.rs"]
@@ -140,25 +140,12 @@ impl Fleet {
 
     /// The engine's own token ids for `prompt`.
     async fn tokens(&self, prompt: &str) -> String {
-        let url = format!("http://{}/tokenize", self.sims[0].addr);
-        let body: Value = self.client.post(url).json(&chat("kv", prompt)).send().await.unwrap().json().await.unwrap();
-        let ids: Vec<String> = body["tokens"].as_array().unwrap().iter().map(|t| t.to_string()).collect();
-        ids.join(",")
+        kv_sim::token_ids(&self.client, self.sims[0].addr, "kv", prompt).await
     }
 
     /// Which engine the gateway picks for `prompt` under `model`.
     async fn probe(&self, model: &str, prompt: &str) -> usize {
-        let response = self
-            .client
-            .post(format!("{}/v1/chat/completions", self.gateway.base))
-            .json(&chat(model, prompt))
-            .header(STATUS_HEADER, "400")
-            .header("x-ferrogate-token-ids", self.tokens(prompt).await)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 400, "the engine's own refusal");
-        let endpoint = response.headers()[ENDPOINT_HEADER].to_str().unwrap().to_string();
+        let endpoint = kv_sim::probe(&self.client, &self.gateway.base, model, prompt, self.tokens(prompt).await).await;
         self.sims.iter().position(|s| s.addr.to_string() == endpoint).unwrap()
     }
 

@@ -164,3 +164,28 @@ pub fn words(tag: &str, n: usize) -> String {
 pub fn chat_for(model: &str, prompt: &str) -> serde_json::Value {
     serde_json::json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 2})
 }
+
+/// The engine at `sim`'s own token ids for `prompt` as `model` (`POST /tokenize`), as the
+/// `x-ferrogate-token-ids` header takes them.
+pub async fn token_ids(client: &reqwest::Client, sim: SocketAddr, model: &str, prompt: &str) -> String {
+    let url = format!("http://{sim}/tokenize");
+    let body: serde_json::Value =
+        client.post(url).json(&chat_for(model, prompt)).send().await.unwrap().json().await.unwrap();
+    body["tokens"].as_array().unwrap().iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The endpoint (`x-sim-endpoint`) that answers `prompt` as `model` through the gateway at
+/// `base`, sent with its `tokens` and refused by the engine before it touches its cache.
+pub async fn probe(client: &reqwest::Client, base: &str, model: &str, prompt: &str, tokens: String) -> String {
+    use ferrogate_sidecar::sim::{ENDPOINT_HEADER, STATUS_HEADER};
+    let response = client
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&chat_for(model, prompt))
+        .header(STATUS_HEADER, "400")
+        .header("x-ferrogate-token-ids", tokens)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400, "the engine's own refusal");
+    response.headers()[ENDPOINT_HEADER].to_str().unwrap().to_string()
+}
